@@ -1,0 +1,9 @@
+/* The memsnap CLI: one function per subcommand, dispatched from a table in
+ * memsnap.c.  Exit codes: 0 ok, 1 a finding (e.g. an OOM in the snapshot,
+ * where a subcommand documents it), 2 bad input or usage. */
+#ifndef MEMSNAP_CLI_H
+#define MEMSNAP_CLI_H
+int cmd_run(int argc, char **argv);
+int cmd_summary(int argc, char **argv);
+int cmd_symbolize(int argc, char **argv);
+#endif
