@@ -1,0 +1,90 @@
+/* The recorder's public C API (include/memsnap/memsnap.h).  Each function is
+ * a no-op returning MEMSNAP_ERR_OFF when recording is off, and otherwise
+ * starts the recorder if needed (so memsnap_annotate before the first CUDA
+ * allocation still lands in the file). */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "memsnap/memsnap.h"
+#include "recorder.h"
+
+static int api_on(void)
+{
+    if (t_in_hook)
+        return 0;
+    int st = atomic_load_explicit(&g_state, memory_order_acquire);
+    if (st == 1)
+        return 1;
+    if (st < 0)
+        return 0;
+    t_in_hook++;
+    int on = core_ensure_started();
+    t_in_hook--;
+    return on;
+}
+
+MSNAP_EXPORT int memsnap_dump(const char *reason)
+{
+    if (!api_on())
+        return MEMSNAP_ERR_OFF;
+    return writer_dump_sync(reason && *reason ? reason : "api") == 0 ? MEMSNAP_OK
+                                                                     : MEMSNAP_ERR_IO;
+}
+
+MSNAP_EXPORT int memsnap_annotate(const char *message)
+{
+    if (!api_on())
+        return MEMSNAP_ERR_OFF;
+    t_in_hook++;
+    msnap_event e;
+    memset(&e, 0, sizeof e);
+    e.action = MSNAP_A_NVTX_MARK;
+    e.api = MSNAP_API_USER;
+    e.device = -1;
+    e.aux = core_intern(message ? message : "");
+    core_emit(&e, 0);
+    t_in_hook--;
+    return MEMSNAP_OK;
+}
+
+MSNAP_EXPORT int memsnap_totals_get(int device, memsnap_totals *out)
+{
+    if (!out)
+        return MEMSNAP_ERR_OFF;
+    memset(out, 0, sizeof *out);
+    if (!api_on())
+        return MEMSNAP_ERR_OFF;
+    writer_sync(atomic_load(&g_queue_head));
+    uint64_t v[6];
+    if (writer_totals(device, v) != 0)
+        return MEMSNAP_ERR_OFF;
+    out->reserved = v[0];
+    out->allocated = v[1];
+    out->async = v[2];
+    out->managed = v[3];
+    out->vmm_mapped = v[4];
+    out->events = v[5];
+    return MEMSNAP_OK;
+}
+
+MSNAP_EXPORT void memsnap_trace_block(int action, int device, uint64_t addr, uint64_t size,
+                                      uint64_t stream)
+{
+    if (action != MEMSNAP_TRACE_BLOCK_ALLOC && action != MEMSNAP_TRACE_BLOCK_FREE)
+        return;
+    if (!api_on())
+        return;
+    t_in_hook++;
+    msnap_event e;
+    memset(&e, 0, sizeof e);
+    e.t_ns = core_now_ns();
+    e.action = action == MEMSNAP_TRACE_BLOCK_ALLOC ? MSNAP_A_BLOCK_ALLOC : MSNAP_A_BLOCK_FREE;
+    e.api = MSNAP_API_ALLOCATOR;
+    e.device = (int16_t)device;
+    e.addr = addr;
+    e.size = size;
+    e.stream = stream;
+    e.stack = core_capture_stack();
+    core_emit(&e, 0);
+    t_in_hook--;
+}

@@ -1,0 +1,219 @@
+/* Recorder settings: one table of MEMSNAP_* variables, read once in the
+ * constructor (no CUDA call, no thread).
+ *
+ * A bad value turns recording off with one line on stderr that names the
+ * variable, the value and what was expected; the program itself runs
+ * unchanged.  `memsnap run` validates the same values before it starts the
+ * program (it sets these variables), so users of the CLI see the error first.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "recorder.h"
+
+rec_config g_cfg;
+
+static int bad(const char *var, const char *val, const char *want)
+{
+    fprintf(stderr, "memsnap: %s=\"%s\" is not valid (%s); recording off\n", var, val, want);
+    return -1;
+}
+
+/* Parses an unsigned integer with an optional K/M/G suffix (powers of 1024)
+ * when allow_suffix.  Returns 0 and *out, or -1. */
+static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
+{
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return -1;
+    if (allow_suffix && *end) {
+        unsigned shift = 0;
+        switch (*end) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        default: return -1;
+        }
+        end++;
+        if (v > (UINT64_MAX >> shift))
+            return -1;
+        v <<= shift;
+    }
+    if (*end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_range(const char *var, uint64_t lo, uint64_t hi, uint64_t *out,
+                       int allow_suffix)
+{
+    const char *s = getenv(var);
+    if (!s)
+        return 0;
+    uint64_t v;
+    if (parse_u64(s, &v, allow_suffix) != 0 || v < lo || v > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "expected an integer from %llu to %llu",
+                 (unsigned long long)lo, (unsigned long long)hi);
+        return bad(var, s, want);
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_signal(const char *s, int *out)
+{
+    if (strcasecmp(s, "none") == 0 || strcmp(s, "0") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    static const struct { const char *name; int sig; } names[] = {
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP}, {"QUIT", SIGQUIT},
+        {"PWR", SIGPWR},   {"URG", SIGURG},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(s, names[i].name) == 0) {
+            *out = names[i].sig;
+            return 0;
+        }
+    uint64_t v;
+    if (parse_u64(s, &v, 0) == 0 && v > 0 && v < 65 && v != SIGKILL && v != SIGSTOP &&
+        v != SIGSEGV && v != SIGBUS && v != SIGFPE && v != SIGILL) {
+        *out = (int)v;
+        return 0;
+    }
+    return -1;
+}
+
+int config_load(void)
+{
+    memset(&g_cfg, 0, sizeof g_cfg);
+    g_cfg.enabled = 1;
+    snprintf(g_cfg.output, sizeof g_cfg.output, "memsnap-%%p.msnap");
+    g_cfg.mode = MODE_STREAM;
+    g_cfg.ring_events = 1000000;
+    g_cfg.stack_depth = 32;
+    g_cfg.flush_ms = 100;
+    g_cfg.counters_ms = 1000;
+    g_cfg.oom_dump = OOM_DUMP_FIRST;
+    g_cfg.dump_signal = SIGUSR1;
+    g_cfg.dump_at_exit = 1;
+    g_cfg.zstd_level = 3;
+    g_cfg.symbolize = 1;
+    g_cfg.fork_mode = FORK_FOLLOW;
+    g_cfg.queue_events = 65536;
+    g_cfg.max_stacks = 262144;
+
+    const char *s;
+    int rc = 0;
+    if ((s = getenv("MEMSNAP_DISABLE")) && strcmp(s, "0") != 0 && *s) {
+        g_cfg.enabled = 0;
+        return 0;
+    }
+    if ((s = getenv("MEMSNAP_OUTPUT"))) {
+        if (!*s || strlen(s) >= sizeof g_cfg.output)
+            rc |= bad("MEMSNAP_OUTPUT", s, "expected a non-empty path pattern");
+        else
+            snprintf(g_cfg.output, sizeof g_cfg.output, "%s", s);
+    }
+    if ((s = getenv("MEMSNAP_MODE"))) {
+        if (strcmp(s, "stream") == 0)
+            g_cfg.mode = MODE_STREAM;
+        else if (strcmp(s, "ring") == 0)
+            g_cfg.mode = MODE_RING;
+        else
+            rc |= bad("MEMSNAP_MODE", s, "expected stream or ring");
+    }
+    uint64_t v;
+    v = g_cfg.ring_events;
+    rc |= parse_range("MEMSNAP_RING_EVENTS", 1000, 1ull << 30, &v, 1);
+    g_cfg.ring_events = v;
+    v = (uint64_t)g_cfg.stack_depth;
+    rc |= parse_range("MEMSNAP_STACK_DEPTH", 0, MSNAP_MAX_FRAMES, &v, 0);
+    g_cfg.stack_depth = (int)v;
+    v = (uint64_t)g_cfg.flush_ms;
+    rc |= parse_range("MEMSNAP_FLUSH_MS", 1, 100, &v, 0);
+    g_cfg.flush_ms = (int)v;
+    v = (uint64_t)g_cfg.counters_ms;
+    rc |= parse_range("MEMSNAP_COUNTERS_MS", 10, 1000, &v, 0);
+    g_cfg.counters_ms = (int)v;
+    v = g_cfg.queue_events;
+    rc |= parse_range("MEMSNAP_QUEUE_EVENTS", 1024, 1ull << 24, &v, 1);
+    g_cfg.queue_events = v;
+    v = g_cfg.max_stacks;
+    rc |= parse_range("MEMSNAP_MAX_STACKS", 1024, 1ull << 24, &v, 1);
+    g_cfg.max_stacks = v;
+    if ((s = getenv("MEMSNAP_DUMP_ON_OOM"))) {
+        if (strcmp(s, "first") == 0) g_cfg.oom_dump = OOM_DUMP_FIRST;
+        else if (strcmp(s, "every") == 0) g_cfg.oom_dump = OOM_DUMP_EVERY;
+        else if (strcmp(s, "none") == 0) g_cfg.oom_dump = OOM_DUMP_NONE;
+        else rc |= bad("MEMSNAP_DUMP_ON_OOM", s, "expected first, every or none");
+    }
+    if ((s = getenv("MEMSNAP_DUMP_SIGNAL")) && parse_signal(s, &g_cfg.dump_signal) != 0)
+        rc |= bad("MEMSNAP_DUMP_SIGNAL", s, "expected USR1, USR2, a signal number or none");
+    if ((s = getenv("MEMSNAP_DUMP_AT_EXIT"))) {
+        if (strcmp(s, "1") == 0) g_cfg.dump_at_exit = 1;
+        else if (strcmp(s, "0") == 0) g_cfg.dump_at_exit = 0;
+        else rc |= bad("MEMSNAP_DUMP_AT_EXIT", s, "expected 0 or 1");
+    }
+    if ((s = getenv("MEMSNAP_COMPRESS"))) {
+        if (strcmp(s, "none") == 0) {
+            g_cfg.zstd_level = 0;
+        } else if (strcmp(s, "zstd") == 0) {
+            g_cfg.zstd_level = 3;
+        } else if (strncmp(s, "zstd:", 5) == 0 && parse_u64(s + 5, &v, 0) == 0 && v >= 1 &&
+                   v <= 19) {
+            g_cfg.zstd_level = (int)v;
+        } else {
+            rc |= bad("MEMSNAP_COMPRESS", s, "expected none, zstd or zstd:1..19");
+        }
+    }
+    if ((s = getenv("MEMSNAP_SYMBOLIZE"))) {
+        if (strcmp(s, "1") == 0) g_cfg.symbolize = 1;
+        else if (strcmp(s, "0") == 0) g_cfg.symbolize = 0;
+        else rc |= bad("MEMSNAP_SYMBOLIZE", s, "expected 0 or 1");
+    }
+    if ((s = getenv("MEMSNAP_FORK"))) {
+        if (strcmp(s, "follow") == 0) g_cfg.fork_mode = FORK_FOLLOW;
+        else if (strcmp(s, "stop") == 0) g_cfg.fork_mode = FORK_STOP;
+        else rc |= bad("MEMSNAP_FORK", s, "expected follow or stop");
+    }
+    if ((s = getenv("MEMSNAP_QUIET")))
+        g_cfg.quiet = strcmp(s, "0") != 0;
+    if (rc != 0) {
+        g_cfg.enabled = 0;
+        return -1;
+    }
+    return 0;
+}
+
+size_t config_to_json(char *buf, size_t cap)
+{
+    static const char *oom[] = {"first", "every", "none"};
+    int n = snprintf(buf, cap,
+                     "{\"mode\":\"%s\",\"ring_events\":%llu,\"stack_depth\":%d,"
+                     "\"flush_ms\":%d,\"counters_ms\":%d,\"dump_on_oom\":\"%s\","
+                     "\"dump_signal\":%d,\"dump_at_exit\":%d,\"zstd_level\":%d,"
+                     "\"symbolize\":%d,\"fork\":\"%s\",\"queue_events\":%llu,"
+                     "\"max_stacks\":%llu}",
+                     g_cfg.mode == MODE_RING ? "ring" : "stream",
+                     (unsigned long long)g_cfg.ring_events, g_cfg.stack_depth, g_cfg.flush_ms,
+                     g_cfg.counters_ms, oom[g_cfg.oom_dump], g_cfg.dump_signal,
+                     g_cfg.dump_at_exit, g_cfg.zstd_level, g_cfg.symbolize,
+                     g_cfg.fork_mode == FORK_FOLLOW ? "follow" : "stop",
+                     (unsigned long long)g_cfg.queue_events,
+                     (unsigned long long)g_cfg.max_stacks);
+    return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
+}

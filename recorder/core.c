@@ -1,0 +1,480 @@
+/* The recorder's hot path: what every hooked call pays.
+ *
+ * Per event: a timestamp (vDSO clock_gettime), a native backtrace with
+ * libunwind's unw_backtrace into a fixed array, a stack id from a lock-free
+ * hash table (the frames are stored once, in a preallocated arena), and one
+ * 64-byte record appended to a bounded lock-free queue (Vyukov's ticket
+ * queue: a producer takes a ticket with one fetch_add, waits until the slot is
+ * free, fills it, and publishes it by storing the slot's sequence number).
+ * There is no I/O, no symbolization and no allocation here after start-up;
+ * the only lock is the short one around the string table (NVTX messages).
+ *
+ * Start-up is lazy: the constructor only reads MEMSNAP_* (no CUDA call, no
+ * thread); the first recorded event allocates the tables, opens the output
+ * and starts the writer thread.  A process that never touches CUDA memory
+ * (a shell under `memsnap run`, say) writes nothing.
+ *
+ * Stack table invariants: slot.hash != 0 means claimed; slot.id != 0 means
+ * the entry entries[id] (offset and depth into the arena) is complete and
+ * visible (release/acquire on slot.id).  Ids are handed out from 1 upward.
+ * When the table or the arena is full, events get stack id 0 and
+ * stacks_dropped counts them.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "recorder.h"
+
+_Atomic int g_state;                 /* 0 not started, 1 recording, -1 off */
+MSNAP_TLS int t_in_hook;
+static MSNAP_TLS uint32_t t_tid;
+
+core_slot *g_queue;
+uint64_t g_queue_mask;
+_Atomic uint64_t g_queue_head;
+_Atomic uint64_t g_queue_tail;
+_Atomic uint32_t g_writer_wake;
+
+core_device g_devices[MSNAP_MAX_DEVICES];
+
+static uint64_t t0_mono, t0_unix;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t own_lo, own_hi;     /* libmemsnap.so's mapped range */
+
+/* ---- time and thread id ---------------------------------------------------- */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t core_now_ns(void) { return mono_ns() - t0_mono; }
+uint64_t core_t0_unix_ns(void) { return t0_unix; }
+uint64_t core_t0_mono_ns(void) { return t0_mono; }
+
+uint32_t core_tid(void)
+{
+    if (!t_tid)
+        t_tid = (uint32_t)syscall(SYS_gettid);
+    return t_tid;
+}
+
+/* ---- own code range ---------------------------------------------------------- */
+
+static int find_own_range(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    uintptr_t probe = (uintptr_t)arg;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        if (a < lo) lo = a;
+        if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+    }
+    if (probe >= lo && probe < hi) {
+        own_lo = lo;
+        own_hi = hi;
+        return 1;
+    }
+    return 0;
+}
+
+int core_is_own_code(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    return a >= own_lo && a < own_hi;
+}
+
+/* ---- stack table -------------------------------------------------------------- */
+
+typedef struct stk_slot {
+    _Atomic uint64_t hash;
+    _Atomic uint32_t id;
+    uint32_t pad;
+} stk_slot;
+
+typedef struct stk_entry {
+    uint64_t off;       /* into stk_arena */
+    uint32_t depth;
+    uint32_t pad;
+} stk_entry;
+
+#define STK_OVERFLOW UINT32_MAX
+
+static stk_slot *stk_slots;          /* 2 * max_stacks, power of two */
+static uint64_t stk_mask;
+static stk_entry *stk_entries;       /* indexed by id, 1..max_stacks */
+static uint64_t *stk_arena;
+static uint64_t stk_arena_cap;
+static _Atomic uint64_t stk_arena_used;
+static _Atomic uint32_t stk_next_id = 1;
+static _Atomic uint64_t stk_dropped;
+
+static void *map_zeroed(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static uint64_t round_pow2(uint64_t v)
+{
+    uint64_t p = 1;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+static uint64_t hash_frames(const uint64_t *ips, int depth)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)depth;
+    for (int i = 0; i < depth; i++) {
+        h ^= ips[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return h ? h : 1;
+}
+
+/* Returns the id of the stack (inserting it), or 0 when it cannot be stored. */
+static uint32_t stack_intern(const uint64_t *ips, int depth)
+{
+    uint64_t h = hash_frames(ips, depth);
+    for (uint64_t probe = 0, i = h & stk_mask; probe <= stk_mask;
+         probe++, i = (i + 1) & stk_mask) {
+        stk_slot *s = &stk_slots[i];
+        uint64_t cur = atomic_load_explicit(&s->hash, memory_order_acquire);
+        if (cur == 0) {
+            uint64_t zero = 0;
+            if (atomic_compare_exchange_strong(&s->hash, &zero, h)) {
+                uint32_t id = atomic_fetch_add(&stk_next_id, 1);
+                uint64_t off = atomic_fetch_add(&stk_arena_used, (uint64_t)depth);
+                if (id > g_cfg.max_stacks || off + (uint64_t)depth > stk_arena_cap) {
+                    atomic_store_explicit(&s->id, STK_OVERFLOW, memory_order_release);
+                    atomic_fetch_add(&stk_dropped, 1);
+                    return 0;
+                }
+                memcpy(&stk_arena[off], ips, (size_t)depth * sizeof(uint64_t));
+                stk_entries[id].off = off;
+                stk_entries[id].depth = (uint32_t)depth;
+                atomic_store_explicit(&s->id, id, memory_order_release);
+                return id;
+            }
+            cur = atomic_load_explicit(&s->hash, memory_order_acquire);
+        }
+        if (cur != h)
+            continue;
+        uint32_t id;
+        while ((id = atomic_load_explicit(&s->id, memory_order_acquire)) == 0)
+            sched_yield();     /* another thread is filling it: microseconds */
+        if (id == STK_OVERFLOW) {
+            atomic_fetch_add(&stk_dropped, 1);
+            return 0;
+        }
+        const stk_entry *e = &stk_entries[id];
+        if (e->depth == (uint32_t)depth &&
+            memcmp(&stk_arena[e->off], ips, (size_t)depth * sizeof(uint64_t)) == 0)
+            return id;
+    }
+    atomic_fetch_add(&stk_dropped, 1);
+    return 0;
+}
+
+uint32_t core_stack_count(void)
+{
+    uint32_t n = atomic_load(&stk_next_id) - 1;
+    return n > g_cfg.max_stacks ? (uint32_t)g_cfg.max_stacks : n;
+}
+
+/* Entries are complete once an event referring to them is visible; ids not
+ * yet referred to may still be filling (depth reads 0 then). */
+int core_stack_get(uint32_t id, const uint64_t **ips)
+{
+    if (id == 0 || id > core_stack_count())
+        return -1;
+    *ips = &stk_arena[stk_entries[id].off];
+    return (int)stk_entries[id].depth;
+}
+
+uint64_t core_stacks_dropped(void) { return atomic_load(&stk_dropped); }
+
+__attribute__((noinline)) uint32_t core_capture_stack(void)
+{
+    if (g_cfg.stack_depth <= 0 || !stk_slots)
+        return 0;
+    void *raw[MSNAP_MAX_FRAMES + 16];
+    int want = g_cfg.stack_depth + 16;
+    int n = unw_backtrace(raw, want);
+    int skip = 0;
+    while (skip < n && core_is_own_code(raw[skip]))
+        skip++;
+    int depth = n - skip;
+    if (depth > g_cfg.stack_depth)
+        depth = g_cfg.stack_depth;
+    if (depth <= 0)
+        return 0;
+    uint64_t ips[MSNAP_MAX_FRAMES];
+    for (int i = 0; i < depth; i++)
+        ips[i] = (uint64_t)(uintptr_t)raw[skip + i];
+    return stack_intern(ips, depth);
+}
+
+/* ---- string table ---------------------------------------------------------------
+ * Short lock: hashing and copying a short string.  Bounded: 64k strings in a
+ * 4 MiB arena; past that, 0 ("string table full"). */
+
+#define STR_SLOTS 65536u
+#define STR_ARENA (4u << 20)
+static pthread_mutex_t str_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t *str_slots;          /* id per hash slot */
+static uint32_t *str_off;            /* arena offset per id */
+static char *str_arena;
+static uint32_t str_used, str_count;
+
+static uint64_t hash_str(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+uint32_t core_intern(const char *s)
+{
+    if (!s || !str_slots)
+        return 0;
+    size_t n = strnlen(s, 4096);
+    uint64_t h = hash_str(s, n);
+    uint32_t id = 0;
+    pthread_mutex_lock(&str_lock);
+    for (uint32_t probe = 0, i = (uint32_t)h & (STR_SLOTS - 1); probe < STR_SLOTS;
+         probe++, i = (i + 1) & (STR_SLOTS - 1)) {
+        uint32_t cur = str_slots[i];
+        if (cur == 0) {
+            if (str_count + 1 >= STR_SLOTS / 2 || str_used + n + 1 > STR_ARENA)
+                break;
+            id = ++str_count;
+            str_off[id] = str_used;
+            memcpy(str_arena + str_used, s, n);
+            str_arena[str_used + n] = 0;
+            str_used += (uint32_t)n + 1;
+            str_slots[i] = id;
+            break;
+        }
+        const char *c = str_arena + str_off[cur];
+        if (strncmp(c, s, n) == 0 && c[n] == 0) {
+            id = cur;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&str_lock);
+    return id;
+}
+
+const char *core_str_get(uint32_t id)
+{
+    if (id == 0 || !str_off)
+        return "";
+    pthread_mutex_lock(&str_lock);
+    const char *s = id <= str_count ? str_arena + str_off[id] : "";
+    pthread_mutex_unlock(&str_lock);
+    return s;
+}
+
+/* ---- the queue ------------------------------------------------------------------- */
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+void core_wake_writer(void)
+{
+    atomic_fetch_add(&g_writer_wake, 1);
+    futex(&g_writer_wake, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+void core_emit(msnap_event *e, int urgent)
+{
+    if (!e->t_ns)
+        e->t_ns = core_now_ns();
+    if (!e->tid)
+        e->tid = core_tid();
+    uint64_t t = atomic_fetch_add_explicit(&g_queue_head, 1, memory_order_relaxed);
+    core_slot *s = &g_queue[t & g_queue_mask];
+    int spins = 0;
+    while (atomic_load_explicit(&s->seq, memory_order_acquire) != t) {
+        /* Full: the writer is behind.  Wake it and wait; nothing is dropped. */
+        if ((++spins & 63) == 0)
+            core_wake_writer();
+        if (spins > 256) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        } else {
+            sched_yield();
+        }
+    }
+    s->ev = *e;
+    atomic_store_explicit(&s->seq, t + 1, memory_order_release);
+    /* Keep the writer ahead of a burst: wake it at a quarter full. */
+    uint64_t tail = atomic_load_explicit(&g_queue_tail, memory_order_relaxed);
+    if (urgent || t - tail == (g_queue_mask + 1) / 4)
+        core_wake_writer();
+}
+
+/* ---- start, fork, exit --------------------------------------------------------------- */
+
+static void on_dump_signal(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    writer_request_signal_dump();
+    errno = saved;
+}
+
+static void install_signal_handler(void)
+{
+    if (!g_cfg.dump_signal)
+        return;
+    struct sigaction old;
+    if (sigaction(g_cfg.dump_signal, NULL, &old) != 0)
+        return;
+    /* Never take a signal the program already handles or ignores. */
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL)
+        return;
+    if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction != NULL)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_dump_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(g_cfg.dump_signal, &sa, NULL);
+}
+
+static void at_exit(void)
+{
+    if (atomic_load(&g_state) != 1)
+        return;
+    writer_stop_at_exit();
+    atomic_store(&g_state, -1);
+}
+
+static int tables_init(void)
+{
+    if (!g_queue) {
+        uint64_t cap = round_pow2(g_cfg.queue_events);
+        g_queue = map_zeroed(cap * sizeof(core_slot));
+        if (!g_queue)
+            return -1;
+        g_queue_mask = cap - 1;
+    }
+    for (uint64_t i = 0; i <= g_queue_mask; i++)
+        atomic_store_explicit(&g_queue[i].seq, i, memory_order_relaxed);
+    atomic_store(&g_queue_head, 0);
+    atomic_store(&g_queue_tail, 0);
+    if (!stk_slots && g_cfg.stack_depth > 0) {
+        uint64_t nslots = round_pow2(g_cfg.max_stacks * 2);
+        stk_slots = map_zeroed(nslots * sizeof(stk_slot));
+        stk_entries = map_zeroed((g_cfg.max_stacks + 1) * sizeof(stk_entry));
+        stk_arena_cap = g_cfg.max_stacks * 24;   /* average depth budget */
+        stk_arena = map_zeroed(stk_arena_cap * sizeof(uint64_t));
+        if (!stk_slots || !stk_entries || !stk_arena)
+            return -1;
+        stk_mask = nslots - 1;
+    }
+    if (!str_slots) {
+        str_slots = map_zeroed(STR_SLOTS * sizeof(uint32_t));
+        str_off = map_zeroed(STR_SLOTS * sizeof(uint32_t));
+        str_arena = map_zeroed(STR_ARENA);
+        if (!str_slots || !str_off || !str_arena)
+            return -1;
+    }
+    return 0;
+}
+
+int core_ensure_started(void)
+{
+    int st = atomic_load_explicit(&g_state, memory_order_acquire);
+    if (st != 0)
+        return st == 1;
+    pthread_mutex_lock(&start_lock);
+    st = atomic_load(&g_state);
+    if (st == 0) {
+        int saved = errno;
+        static int atexit_done;
+        if (tables_init() != 0 || writer_start() != 0) {
+            fprintf(stderr, "memsnap: recorder could not start (%s); recording off\n",
+                    strerror(errno));
+            st = -1;
+        } else {
+            st = 1;
+            install_signal_handler();
+            if (!atexit_done) {
+                atexit(at_exit);
+                atexit_done = 1;
+            }
+        }
+        atomic_store_explicit(&g_state, st, memory_order_release);
+        errno = saved;
+    }
+    pthread_mutex_unlock(&start_lock);
+    return st == 1;
+}
+
+static void fork_prepare(void) { pthread_mutex_lock(&str_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&str_lock); }
+
+/* In the child only the forking thread exists: the writer thread is gone.
+ * FORK_STOP: recording off.  FORK_FOLLOW: start afresh at the child's first
+ * event, with its own file (the default pattern has %p); allocations of the
+ * parent are not the child's. */
+static void fork_child(void)
+{
+    pthread_mutex_unlock(&str_lock);
+    pthread_mutex_init(&start_lock, NULL);
+    t_tid = 0;
+    int st = atomic_load(&g_state);
+    if (st == -1)
+        return;
+    if (st == 1)
+        writer_after_fork_child();
+    atomic_store(&g_state, g_cfg.fork_mode == FORK_FOLLOW ? 0 : -1);
+}
+
+__attribute__((constructor)) static void memsnap_init(void)
+{
+    t0_mono = mono_ns();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    t0_unix = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    dl_iterate_phdr(find_own_range, (void *)(uintptr_t)&find_own_range);
+    if (config_load() != 0 || !g_cfg.enabled) {
+        atomic_store(&g_state, -1);
+        return;
+    }
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
