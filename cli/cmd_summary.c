@@ -1,0 +1,550 @@
+/* memsnap summary: what a snapshot says, in one screen (or one JSON object).
+ *
+ * This file parses the arguments and prints; the counting is summary.c.
+ * The text and the JSON carry the same content: header, event counts per
+ * action and per API, per-device peaks (reserved, async, managed, allocated,
+ * VMM), pinned host, OOMs and other failed allocations, failed frees, what
+ * was still live at the end, the top allocation sites by peak live bytes,
+ * NVTX marks (and, with --marks, the per-device values at every mark).
+ *
+ * Exit status: 0 nothing alarming, 1 the snapshot contains an OOM event,
+ * 2 usage error or unreadable input (one line on stderr).
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "summary.h"
+
+#define TOP_FRAMES 4 /* frames shown per allocation site / OOM */
+
+static const char usage_text[] =
+    "usage: memsnap summary SNAP [--json] [--top N] [--marks]\n"
+    "\n"
+    "Reads a snapshot (plain or zstd; \"-\" = stdin) in one streaming pass and\n"
+    "prints: the header, event counts per action and API, per-device peaks\n"
+    "(reserved, async, managed, allocated, VMM), pinned host memory, OOM\n"
+    "events, failed frees, what was still live at the end, the top\n"
+    "allocation sites by peak live bytes, and NVTX marks.\n"
+    "\n"
+    "  --json       one JSON object with the same content (exact byte counts)\n"
+    "  --top N      allocation sites to list (default 10, 0 = none)\n"
+    "  --marks      reserved/async/allocated per device at every nvtx_mark\n"
+    "  -h, --help   this help\n"
+    "\n"
+    "Exit status: 0 ok, 1 the snapshot contains an OOM event, 2 bad usage or\n"
+    "unreadable input.\n";
+
+/* A duration in ns for people: "850 ns", "12.500 us", "3.250 ms",
+ * "12.345 s".  Returns buf. */
+static const char *fmt_time(uint64_t ns, char *buf, size_t cap)
+{
+    if (ns < 1000)
+        snprintf(buf, cap, "%" PRIu64 " ns", ns);
+    else if (ns < 1000000)
+        snprintf(buf, cap, "%.3f us", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
+    else
+        snprintf(buf, cap, "%.3f s", (double)ns / 1e9);
+    return buf;
+}
+
+/* "" or "s" for a count. */
+static const char *plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
+/* The header's argv joined with spaces into buf. */
+static const char *command_line(const summary *s, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->argc && n + 1 < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? " " : "",
+                              s->argv[i]);
+    return buf;
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+/* "peak X at T s, final Y" for one level. */
+static void print_level(const char *name, const sm_level *l)
+{
+    char a[32], b[32], t[32];
+    printf("  %-10s peak %-11s at %-12s final %s\n", name,
+           summary_fmt_size(l->peak, a, sizeof a),
+           fmt_time(l->peak_t, t, sizeof t),
+           summary_fmt_size(l->cur, b, sizeof b));
+}
+
+/* Prints up to TOP_FRAMES frames of a stack, indented. */
+static void print_frames(const summary *s, uint32_t stack, const char *indent)
+{
+    char f[1024];
+    if (!stack) {
+        printf("%s(no stack recorded)\n", indent);
+        return;
+    }
+    int depth = summary_frame(s, stack, 0, f, sizeof f);
+    if (!depth) {
+        printf("%s(stack %" PRIu32 " not in the file)\n", indent, stack);
+        return;
+    }
+    for (int i = 0; i < depth && i < TOP_FRAMES; i++) {
+        summary_frame(s, stack, i, f, sizeof f);
+        printf("%s%s\n", indent, f);
+    }
+    if (depth > TOP_FRAMES)
+        printf("%s... %d more frames\n", indent, depth - TOP_FRAMES);
+}
+
+/* Prints "name count, name count, ..." for the non-zero entries. */
+static void print_counts(const char *title, const uint64_t *v, int n,
+                         const char *(*name)(int))
+{
+    int col = printf("  %-10s", title), first = 1;
+    for (int i = 0; i < n; i++) {
+        if (!v[i])
+            continue;
+        char item[96];
+        int len = snprintf(item, sizeof item, "%s%s %" PRIu64,
+                           first ? "" : ", ", name(i), v[i]);
+        if (col + len > 78) {
+            printf(",\n  %-10s", "");
+            col = 12;
+            len = snprintf(item, sizeof item, "%s %" PRIu64, name(i), v[i]);
+        }
+        col += printf("%s", item);
+        first = 0;
+    }
+    if (first)
+        printf("none");
+    printf("\n");
+}
+
+static void print_text(summary *s, const char *path, int top)
+{
+    char a[32], b[32], c[32], t[32], cmd[2048];
+    printf("snapshot   %s (format %d.%d, mode %s)\n", path, s->major,
+           s->minor, s->mode[0] ? s->mode : "?");
+    printf("command    %s\n", command_line(s, cmd, sizeof cmd));
+    printf("process    pid %" PRId64 " on %s, duration %s\n", s->pid,
+           s->host[0] ? s->host : "?", fmt_time(s->t_last, t, sizeof t));
+    for (int i = 0; i < s->ndevinfo; i++)
+        printf("device %-3d %s, %s\n", s->devinfo[i].index,
+               s->devinfo[i].name,
+               summary_fmt_size(s->devinfo[i].total, a, sizeof a));
+    if (s->truncated)
+        printf("(file truncated after line %" PRIu64
+               ": the process probably died; shown up to there)\n", s->lines);
+    if (s->trailer_seen)
+        printf("trailer    reason %s, %" PRIu64 " events written, %" PRIu64
+               " dropped, %" PRIu64 " without stack\n",
+               s->tr_reason, s->tr_events, s->tr_dropped,
+               s->tr_stacks_dropped);
+
+    printf("\nevents     %" PRIu64 "\n", s->events);
+    print_counts("by action", s->by_action, MSNAP_A_COUNT, msnap_action_name);
+    print_counts("by api", s->by_api, MSNAP_API_COUNT, msnap_api_name);
+
+    for (int d = 0; d < SM_NDEV; d++) {
+        sm_device *v = &s->dev[d];
+        if (!v->seen)
+            continue;
+        if (d == SM_DEV_UNKNOWN)
+            printf("\ndevice ? (unknown ordinal)\n");
+        else
+            printf("\ndevice %d\n", d);
+        print_level("reserved", &v->reserved);
+        if (v->async.peak)
+            print_level("async", &v->async);
+        if (v->managed.peak)
+            print_level("managed", &v->managed);
+        if (v->vmm_va.peak)
+            print_level("vmm VA", &v->vmm_va);
+        if (v->vmm_mapped.peak)
+            print_level("vmm mapped", &v->vmm_mapped);
+        if (s->allocated_seen)
+            print_level("allocated", &v->allocated);
+        printf("  live at end: %" PRIu64 " allocation%s, %s\n", v->live_count,
+               plural(v->live_count),
+               summary_fmt_size(v->live_bytes, a, sizeof a));
+    }
+    if (!s->allocated_seen)
+        printf("\nallocated layer: not seen (no memsnap allocator in this "
+               "process); reserved shown\n");
+    uint64_t hc, hb;
+    summary_host_live(s, &hc, &hb);
+    if (s->pinned.peak || hc)
+        printf("\npinned host  peak %s at %s, live at end %" PRIu64
+               " allocation%s, %s\n",
+               summary_fmt_size(s->pinned.peak, a, sizeof a),
+               fmt_time(s->pinned.peak_t, t, sizeof t), hc, plural(hc),
+               summary_fmt_size(hb, b, sizeof b));
+
+    printf("\nOOM events: %" PRIu64, s->n_oom);
+    if (s->n_alloc_error)
+        printf(" (and %" PRIu64 " other failed allocations)",
+               s->n_alloc_error);
+    printf("\n");
+    for (size_t i = 0; i < s->nfails; i++) {
+        const sm_fail *f = &s->fails[i];
+        printf("  %s at %s on device %d: requested %s, device free %s of "
+               "%s, %s (CUresult %d)\n",
+               f->action == MSNAP_A_OOM ? "OOM" : "alloc error",
+               fmt_time(f->t, t, sizeof t),
+               f->device, summary_fmt_size(f->size, a, sizeof a),
+               f->dev_total ? summary_fmt_size(f->dev_free, b, sizeof b) : "?",
+               f->dev_total ? summary_fmt_size(f->dev_total, c, sizeof c) : "?",
+               msnap_api_name(f->api), f->result);
+        print_frames(s, f->stack, "      ");
+    }
+    printf("failed frees: %" PRIu64 "\n", s->n_free_error);
+    for (size_t i = 0; i < s->nfree_fails; i++) {
+        const sm_fail *f = &s->free_fails[i];
+        printf("  at %s: 0x%" PRIx64 " %s (CUresult %d)\n",
+               fmt_time(f->t, t, sizeof t),
+               f->addr, msnap_api_name(f->api), f->result);
+        print_frames(s, f->stack, "      ");
+    }
+    if (s->unmatched_frees)
+        printf("frees of allocations not in the file: %" PRIu64
+               " (ring window, or recording started late)\n",
+               s->unmatched_frees);
+
+    uint64_t lc = 0, lb = 0;
+    for (int d = 0; d < SM_NDEV; d++) {
+        lc += s->dev[d].live_count;
+        lb += s->dev[d].live_bytes;
+    }
+    printf("\nstill live at end: %" PRIu64 " device allocation%s, %s%s\n",
+           lc, plural(lc), summary_fmt_size(lb, a, sizeof a),
+           lc ? " (at a clean exit, a leak hint)" : "");
+    if (s->state_seen)
+        printf("recorder state at %s: %" PRIu64 " live entries, %s\n",
+               fmt_time(s->state_t, t, sizeof t), s->state_nlive,
+               summary_fmt_size(s->state_bytes, a, sizeof a));
+
+    size_t nsites;
+    const sm_site *sites = summary_sites_by_peak(s, &nsites);
+    if (top > 0 && nsites) {
+        printf("\ntop %zu allocation sites by peak live bytes:\n",
+               nsites < (size_t)top ? nsites : (size_t)top);
+        for (size_t i = 0; i < nsites && i < (size_t)top; i++) {
+            const sm_site *st = &sites[i];
+            printf("  #%-2zu peak %-11s %6" PRIu64 " alloc%s, %s total, "
+                   "live at end %s  [%s, stack %" PRIu32 "]\n",
+                   i + 1, summary_fmt_size(st->peak, a, sizeof a), st->count,
+                   plural(st->count),
+                   summary_fmt_size(st->bytes, b, sizeof b),
+                   summary_fmt_size(st->live, c, sizeof c),
+                   msnap_action_name(st->kind), st->stack);
+            print_frames(s, st->stack, "      ");
+        }
+    }
+
+    printf("\nnvtx marks: %" PRIu64 "\n", s->n_marks);
+    for (size_t i = 0; i < s->nmarks; i++) {
+        const sm_mark *m = &s->marks[i];
+        printf("  %-12s \"%s\"\n", fmt_time(m->t, t, sizeof t),
+               summary_str(s, m->str));
+        for (int d = 0; d < m->ndev; d++)
+            printf("      device %d: reserved %s, async %s, allocated %s\n",
+                   d, summary_fmt_size(m->vals[d].reserved, a, sizeof a),
+                   summary_fmt_size(m->vals[d].async, b, sizeof b),
+                   s->allocated_seen
+                       ? summary_fmt_size(m->vals[d].allocated, c, sizeof c)
+                       : "not seen");
+    }
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+/* Adds key: v as an exact JSON integer (cJSON numbers are doubles, which
+ * are exact only below 2^53: byte counts are, t0_unix_ns is not). */
+static void add_u64(cJSON *o, const char *key, uint64_t v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%" PRIu64, v);
+    cJSON_AddRawToObject(o, key, num);
+}
+
+/* {"peak":..,"peak_t_ns":..,"final":..} */
+static cJSON *json_level(const sm_level *l)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_u64(o, "peak", l->peak);
+    add_u64(o, "peak_t_ns", l->peak_t);
+    add_u64(o, "final", l->cur);
+    return o;
+}
+
+/* ["frame", ...] for a stack (at most TOP_FRAMES... all frames in JSON). */
+static cJSON *json_frames(const summary *s, uint32_t stack)
+{
+    cJSON *a = cJSON_CreateArray();
+    char f[1024];
+    int depth = stack ? summary_frame(s, stack, 0, f, sizeof f) : 0;
+    for (int i = 0; i < depth; i++) {
+        summary_frame(s, stack, i, f, sizeof f);
+        cJSON_AddItemToArray(a, cJSON_CreateString(f));
+    }
+    return a;
+}
+
+/* {"action":n,...} / {"api":n,...} for the non-zero counts. */
+static cJSON *json_counts(const uint64_t *v, int n, const char *(*name)(int))
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; i < n; i++)
+        if (v[i])
+            add_u64(o, name(i), v[i]);
+    return o;
+}
+
+/* One failure entry. */
+static cJSON *json_fail(const summary *s, const sm_fail *f, int is_free)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "action", msnap_action_name(f->action));
+    add_u64(o, "t_ns", f->t);
+    cJSON_AddNumberToObject(o, "device", f->device);
+    if (is_free) {
+        add_u64(o, "addr", f->addr);
+    } else {
+        add_u64(o, "requested", f->size);
+        add_u64(o, "device_free", f->dev_free);
+        add_u64(o, "device_total", f->dev_total);
+    }
+    cJSON_AddStringToObject(o, "api", msnap_api_name(f->api));
+    cJSON_AddNumberToObject(o, "result", f->result);
+    cJSON_AddNumberToObject(o, "stack", f->stack);
+    cJSON_AddItemToObject(o, "frames", json_frames(s, f->stack));
+    return o;
+}
+
+/* Builds the whole JSON object; NULL when out of memory. */
+static cJSON *build_json(summary *s, const char *path, int top)
+{
+    cJSON *root = cJSON_CreateObject();
+    char cmd[2048];
+    cJSON_AddStringToObject(root, "file", path);
+    char ver[32];
+    snprintf(ver, sizeof ver, "%d.%d", s->major, s->minor);
+    cJSON_AddStringToObject(root, "version", ver);
+
+    cJSON *h = cJSON_AddObjectToObject(root, "header");
+    cJSON_AddStringToObject(h, "command", command_line(s, cmd, sizeof cmd));
+    cJSON *argv = cJSON_AddArrayToObject(h, "argv");
+    for (int i = 0; i < s->argc; i++)
+        cJSON_AddItemToArray(argv, cJSON_CreateString(s->argv[i]));
+    add_u64(h, "pid", s->pid);
+    cJSON_AddStringToObject(h, "host", s->host);
+    cJSON_AddStringToObject(h, "mode", s->mode);
+    add_u64(h, "t0_unix_ns", s->t0_unix_ns);
+    add_u64(h, "duration_ns", s->t_last);
+    cJSON *devs = cJSON_AddArrayToObject(h, "devices");
+    for (int i = 0; i < s->ndevinfo; i++) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddNumberToObject(d, "index", s->devinfo[i].index);
+        cJSON_AddStringToObject(d, "name", s->devinfo[i].name);
+        add_u64(d, "total", s->devinfo[i].total);
+        cJSON_AddItemToArray(devs, d);
+    }
+    cJSON_AddBoolToObject(root, "truncated", s->truncated);
+    add_u64(root, "lines", s->lines);
+    if (s->trailer_seen) {
+        cJSON *t = cJSON_AddObjectToObject(root, "trailer");
+        cJSON_AddStringToObject(t, "reason", s->tr_reason);
+        add_u64(t, "events", s->tr_events);
+        add_u64(t, "dropped", s->tr_dropped);
+        add_u64(t, "stacks_dropped", s->tr_stacks_dropped);
+    } else {
+        cJSON_AddNullToObject(root, "trailer");
+    }
+
+    cJSON *ev = cJSON_AddObjectToObject(root, "events");
+    add_u64(ev, "total", s->events);
+    cJSON_AddItemToObject(ev, "by_action",
+                          json_counts(s->by_action, MSNAP_A_COUNT,
+                                      msnap_action_name));
+    cJSON_AddItemToObject(ev, "by_api",
+                          json_counts(s->by_api, MSNAP_API_COUNT,
+                                      msnap_api_name));
+
+    cJSON_AddBoolToObject(root, "allocated_seen", s->allocated_seen);
+    cJSON *da = cJSON_AddArrayToObject(root, "devices");
+    for (int d = 0; d < SM_NDEV; d++) {
+        sm_device *v = &s->dev[d];
+        if (!v->seen)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "device", d == SM_DEV_UNKNOWN ? -1 : d);
+        cJSON_AddItemToObject(o, "reserved", json_level(&v->reserved));
+        cJSON_AddItemToObject(o, "async", json_level(&v->async));
+        cJSON_AddItemToObject(o, "managed", json_level(&v->managed));
+        cJSON_AddItemToObject(o, "vmm_va", json_level(&v->vmm_va));
+        cJSON_AddItemToObject(o, "vmm_mapped", json_level(&v->vmm_mapped));
+        if (s->allocated_seen)
+            cJSON_AddItemToObject(o, "allocated", json_level(&v->allocated));
+        else
+            cJSON_AddNullToObject(o, "allocated");
+        cJSON *l = cJSON_AddObjectToObject(o, "live_at_end");
+        add_u64(l, "count", v->live_count);
+        add_u64(l, "bytes", v->live_bytes);
+        cJSON_AddItemToArray(da, o);
+    }
+    uint64_t hc, hb;
+    summary_host_live(s, &hc, &hb);
+    cJSON *ho = json_level(&s->pinned);
+    add_u64(ho, "live_count", hc);
+    add_u64(ho, "live_bytes", hb);
+    cJSON_AddItemToObject(root, "pinned_host", ho);
+
+    add_u64(root, "oom_count", s->n_oom);
+    add_u64(root, "alloc_error_count", s->n_alloc_error);
+    cJSON *oa = cJSON_AddArrayToObject(root, "ooms");
+    for (size_t i = 0; i < s->nfails; i++)
+        cJSON_AddItemToArray(oa, json_fail(s, &s->fails[i], 0));
+    add_u64(root, "failed_free_count", s->n_free_error);
+    cJSON *fa = cJSON_AddArrayToObject(root, "failed_frees");
+    for (size_t i = 0; i < s->nfree_fails; i++)
+        cJSON_AddItemToArray(fa, json_fail(s, &s->free_fails[i], 1));
+    add_u64(root, "unmatched_frees", s->unmatched_frees);
+
+    uint64_t lc = 0, lb = 0;
+    for (int d = 0; d < SM_NDEV; d++) {
+        lc += s->dev[d].live_count;
+        lb += s->dev[d].live_bytes;
+    }
+    cJSON *le = cJSON_AddObjectToObject(root, "live_at_end");
+    add_u64(le, "count", lc);
+    add_u64(le, "bytes", lb);
+    if (s->state_seen) {
+        cJSON *st = cJSON_AddObjectToObject(root, "state");
+        add_u64(st, "t_ns", s->state_t);
+        add_u64(st, "live", s->state_nlive);
+        add_u64(st, "bytes", s->state_bytes);
+    }
+
+    size_t nsites;
+    const sm_site *sites = summary_sites_by_peak(s, &nsites);
+    cJSON *ta = cJSON_AddArrayToObject(root, "top_sites");
+    for (size_t i = 0; top > 0 && i < nsites && i < (size_t)top; i++) {
+        const sm_site *st = &sites[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "stack", st->stack);
+        cJSON_AddStringToObject(o, "kind", msnap_action_name(st->kind));
+        cJSON_AddNumberToObject(o, "device", st->device);
+        add_u64(o, "peak", st->peak);
+        add_u64(o, "peak_t_ns", st->peak_t);
+        add_u64(o, "count", st->count);
+        add_u64(o, "bytes_total", st->bytes);
+        add_u64(o, "live_at_end", st->live);
+        add_u64(o, "live_count_at_end", st->live_count);
+        cJSON_AddItemToObject(o, "frames", json_frames(s, st->stack));
+        cJSON_AddItemToArray(ta, o);
+    }
+
+    add_u64(root, "nvtx_marks", s->n_marks);
+    if (s->want_marks) {
+        cJSON *ma = cJSON_AddArrayToObject(root, "marks");
+        for (size_t i = 0; i < s->nmarks; i++) {
+            const sm_mark *m = &s->marks[i];
+            cJSON *o = cJSON_CreateObject();
+            add_u64(o, "t_ns", m->t);
+            cJSON_AddStringToObject(o, "message", summary_str(s, m->str));
+            cJSON *dv = cJSON_AddArrayToObject(o, "devices");
+            for (int d = 0; d < m->ndev; d++) {
+                cJSON *x = cJSON_CreateObject();
+                cJSON_AddNumberToObject(x, "device", d);
+                add_u64(x, "reserved", m->vals[d].reserved);
+                add_u64(x, "async", m->vals[d].async);
+                add_u64(x, "allocated", m->vals[d].allocated);
+                cJSON_AddItemToArray(dv, x);
+            }
+            cJSON_AddItemToArray(ma, o);
+        }
+    }
+    return root;
+}
+
+/* ---- entry point -------------------------------------------------------- */
+
+/* memsnap summary: see usage_text.  Returns the process exit status. */
+int cmd_summary(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"top", required_argument, NULL, 't'},
+        {"marks", no_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    int json = 0, marks = 0, top = 10, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'm': marks = 1; break;
+        case 't': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 0 || v > 1000000) {
+                fprintf(stderr, "memsnap summary: --top wants a count, got "
+                                "\"%s\"; try memsnap summary --help\n", optarg);
+                return 2;
+            }
+            top = (int)v;
+            break;
+        }
+        case 'h': fputs(usage_text, stdout); return 0;
+        default:
+            fprintf(stderr, "memsnap summary: unknown or incomplete option "
+                            "\"%s\"; try memsnap --help\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "memsnap summary: expected one snapshot file, got "
+                        "%d; try memsnap --help\n", argc - optind);
+        return 2;
+    }
+    const char *path = argv[optind];
+
+    summary s;
+    char err[1024];
+    summary_init(&s, marks);
+    if (summary_read(&s, path, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        summary_free(&s);
+        return 2;
+    }
+    int rc = s.n_oom ? 1 : 0;
+    if (json) {
+        cJSON *root = build_json(&s, path, top);
+        char *text = root ? cJSON_PrintUnformatted(root) : NULL;
+        if (!text) {
+            fprintf(stderr, "memsnap summary: out of memory\n");
+            rc = 2;
+        } else {
+            printf("%s\n", text);
+        }
+        cJSON_free(text);
+        cJSON_Delete(root);
+    } else {
+        print_text(&s, path, top);
+    }
+    summary_free(&s);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "memsnap summary: cannot write the output\n");
+        return 2;
+    }
+    return rc;
+}

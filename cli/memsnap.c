@@ -1,0 +1,93 @@
+/* memsnap: the command-line tool.  `memsnap SUBCOMMAND [ARGS...]`.
+ *
+ * Git/zstd style: this file only finds the subcommand in a table and hands
+ * it argv starting at the subcommand name (so getopt_long works per
+ * subcommand as in a program of its own); each subcommand lives in its own
+ * file (cmd_NAME.c) and parses its own flags.  Help goes to stdout with
+ * exit 0; a usage error is one line on stderr ending in "try memsnap
+ * --help", exit 2.  Exit codes for every subcommand: 0 ok, 1 a finding
+ * (documented per subcommand, e.g. summary: the snapshot has an OOM),
+ * 2 bad input or usage.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "memsnap/format.h"
+
+#ifndef MEMSNAP_VERSION
+#define MEMSNAP_VERSION "0.0.0"
+#endif
+
+/* One subcommand: its name, one line of help, and its function, which gets
+ * (argc, argv) with argv[0] = the subcommand name. */
+typedef struct subcommand {
+    const char *name;
+    const char *synopsis;
+    int (*fn)(int argc, char **argv);
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"run", "run a command under the recorder, writing a snapshot", cmd_run},
+    {"summary", "what a snapshot says: peaks, OOMs, leaks, top sites",
+     cmd_summary},
+    {"symbolize", "attach function/file:line to a snapshot's stacks",
+     cmd_symbolize},
+};
+
+#define NSUB (sizeof subcommands / sizeof subcommands[0])
+
+/* Prints the top-level usage to f. */
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: memsnap SUBCOMMAND [ARGS...]\n"
+               "       memsnap SUBCOMMAND --help\n"
+               "       memsnap --help | --version\n\n"
+               "memsnap records where GPU memory goes in CUDA processes.\n\n"
+               "subcommands:\n");
+    for (size_t i = 0; i < NSUB; i++)
+        fprintf(f, "  %-10s %s\n", subcommands[i].name,
+                subcommands[i].synopsis);
+    fprintf(f, "\nexit status: 0 ok, 1 a finding (e.g. summary: the snapshot "
+               "contains an OOM),\n2 bad input or usage.  See docs/cli.md.\n");
+}
+
+/* Dispatches to the subcommand named by argv[1]. */
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "memsnap: no subcommand; try memsnap --help\n");
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        if (!strcmp(cmd, "help") && argc > 2) {
+            /* memsnap help SUBCOMMAND == memsnap SUBCOMMAND --help */
+            for (size_t i = 0; i < NSUB; i++)
+                if (!strcmp(argv[2], subcommands[i].name)) {
+                    char *sub_argv[] = {argv[2], "--help", NULL};
+                    return subcommands[i].fn(2, sub_argv);
+                }
+            fprintf(stderr, "memsnap: unknown subcommand \"%s\"; try memsnap "
+                            "--help\n", argv[2]);
+            return 2;
+        }
+        usage(stdout);
+        return fflush(stdout) == 0 ? 0 : 2;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("memsnap %s (snapshot format %d.%d)\n", MEMSNAP_VERSION,
+               MSNAP_FORMAT_MAJOR, MSNAP_FORMAT_MINOR);
+        return 0;
+    }
+    for (size_t i = 0; i < NSUB; i++)
+        if (!strcmp(cmd, subcommands[i].name))
+            return subcommands[i].fn(argc - 1, argv + 1);
+    if (cmd[0] == '-')
+        fprintf(stderr, "memsnap: unknown option \"%s\"; try memsnap --help\n",
+                cmd);
+    else
+        fprintf(stderr, "memsnap: unknown subcommand \"%s\"; try memsnap "
+                        "--help\n", cmd);
+    return 2;
+}
