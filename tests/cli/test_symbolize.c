@@ -1,0 +1,257 @@
+/* Tests the symbolizer library and `memsnap symbolize` end to end on this
+ * very program (built with -g -O0): it writes a snapshot whose "module"
+ * records describe its own process (msnap_self_modules) and whose stack
+ * holds two IPs it knows the answer for:
+ *   frame 0: the address of known_function + 1 (an exact code address);
+ *   frame 1: the return address known_function returns to, inside main,
+ *            which must resolve (at ip - 1) to main and the line of the call.
+ * argv[1] = the memsnap executable, argv[2] = a scratch directory. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "memsnap/format.h"
+#include "memsnap/symbolize.h"
+#include "../check.h"
+
+static const char *memsnap, *dir;
+static uint64_t ip_fn, ip_ret;
+static int call_line;
+
+/* The function whose name must come back. */
+__attribute__((noinline)) static void *known_function(void)
+{
+    return __builtin_return_address(0);
+}
+
+/* Ends with "/name" or equals name. */
+static int ends_with(const char *s, const char *name)
+{
+    size_t a = strlen(s), b = strlen(name);
+    return a >= b && strcmp(s + a - b, name) == 0 &&
+           (a == b || s[a - b - 1] == '/');
+}
+
+typedef struct wctx {
+    msnap_out *out;
+    const char *fake_build_id; /* non-NULL: replace every build-id */
+} wctx;
+
+/* msnap_self_modules callback: writes one module line. */
+static int put_module(const msnap_module *m, void *arg)
+{
+    wctx *w = arg;
+    char buf[8192];
+    msnap_module copy = *m;
+    if (w->fake_build_id)
+        copy.build_id = w->fake_build_id;
+    size_t n = msnap_fmt_module(buf, sizeof buf, &copy);
+    return n ? msnap_out_write(w->out, buf, n) : -1;
+}
+
+/* Writes a snapshot of this process to path (zstd when level > 0). */
+static int write_snapshot(const char *path, int level, const char *fake_bid)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    msnap_out *o = fd >= 0 ? msnap_out_fdopen(fd, level) : NULL;
+    if (!o)
+        return -1;
+    char buf[8192];
+    const char *argv[] = {"test_symbolize"};
+    msnap_header h = {.pid = getpid(), .argv = argv, .argc = 1,
+                      .settings_json = "{}"};
+    strcpy(h.host, "testhost");
+    strcpy(h.clock, "CLOCK_MONOTONIC");
+    strcpy(h.mode, "stream");
+    size_t n = msnap_fmt_header(buf, sizeof buf, &h);
+    int rc = n ? msnap_out_write(o, buf, n) : -1;
+    wctx w = {o, fake_bid};
+    rc |= msnap_self_modules(put_module, &w);
+    uint64_t ips[2] = {ip_fn, ip_ret};
+    msnap_stack st = {.id = 1, .depth = 2, .ips = ips};
+    n = msnap_fmt_stack(buf, sizeof buf, &st);
+    rc |= msnap_out_write(o, buf, n);
+    msnap_event e = {.t_ns = 1000, .addr = 1 << 20, .size = 4096, .stack = 1,
+                     .action = MSNAP_A_ALLOC, .api = MSNAP_API_cuMemAlloc_v2};
+    n = msnap_fmt_event(buf, sizeof buf, &e);
+    rc |= msnap_out_write(o, buf, n);
+    msnap_trailer t = {.t_ns = 2000, .events = 1, .reason = "exit"};
+    n = msnap_fmt_trailer(buf, sizeof buf, &t);
+    rc |= msnap_out_write(o, buf, n);
+    return msnap_out_close(o) | rc;
+}
+
+typedef struct found {
+    int syms, events;
+    char fn0[256], file0[512], fn1[256], file1[512];
+    int line1;
+    uint64_t off0;
+} found;
+
+/* Reads path and collects its sym records for ip_fn and ip_ret. */
+static int read_syms(const char *path, found *f)
+{
+    char err[256];
+    memset(f, 0, sizeof *f);
+    msnap_reader *r = msnap_reader_open(path, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "%s: %s\n", path, err);
+        return -1;
+    }
+    msnap_record rec;
+    int rc;
+    while ((rc = msnap_reader_next(r, &rec)) == 1) {
+        if (rec.type == MSNAP_REC_EVENT)
+            f->events++;
+        if (rec.type != MSNAP_REC_SYMBOL)
+            continue;
+        f->syms++;
+        const msnap_symbol *y = &rec.u.symbol;
+        if (y->ip == ip_fn) {
+            snprintf(f->fn0, sizeof f->fn0, "%s", y->function);
+            snprintf(f->file0, sizeof f->file0, "%s", y->file);
+            f->off0 = y->offset;
+        } else if (y->ip == ip_ret) {
+            snprintf(f->fn1, sizeof f->fn1, "%s", y->function);
+            snprintf(f->file1, sizeof f->file1, "%s", y->file);
+            f->line1 = y->line;
+        }
+    }
+    msnap_reader_close(r);
+    return rc;
+}
+
+/* Runs a shell command; returns its exit status. */
+static int sh(const char *fmt, const char *a, const char *b)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, fmt, memsnap, a, b);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The library, in-process. */
+static void test_library(void)
+{
+    msnap_symbolizer *s = msnap_symbolizer_new();
+    CHECK(s != NULL);
+    CHECK(msnap_symbolizer_add_self(s) >= 1);
+    msnap_symbol y;
+    CHECK(msnap_symbolizer_resolve(s, ip_fn, &y) == 1);
+    CHECK(strcmp(y.function, "known_function") == 0);
+    CHECK(ends_with(y.file, "test_symbolize.c"));
+    CHECK_EQ_U64(y.offset, 1);
+    const char *first = y.function;
+    CHECK(msnap_symbolizer_resolve(s, ip_fn, &y) == 1);
+    CHECK(y.function == first); /* cached: same interned string */
+    CHECK(msnap_symbolizer_resolve_frame(s, ip_ret, 1, &y) == 1);
+    CHECK(strcmp(y.function, "main") == 0);
+    CHECK_EQ_U64(y.line, call_line);
+    CHECK(msnap_symbolizer_resolve(s, 16, &y) == 0); /* no module there */
+    CHECK(y.function[0] == '\0' && y.file[0] == '\0' && y.line == 0);
+    CHECK(msnap_symbolizer_add_module(s, "/nonexistent/lib.so", 0x1000, 0,
+                                      NULL) == -1);
+    CHECK(strstr(msnap_symbolizer_error(s), "/nonexistent/lib.so") != NULL);
+    msnap_symbolizer_free(s);
+}
+
+/* memsnap symbolize -o OUT on a plain file. */
+static void test_cli_plain(void)
+{
+    char in[1024], out[1024];
+    snprintf(in, sizeof in, "%s/sym_in.msnap", dir);
+    snprintf(out, sizeof out, "%s/sym_out.msnap", dir);
+    CHECK(write_snapshot(in, 0, NULL) == 0);
+    CHECK_EQ_U64(sh("'%s' symbolize '%s' -o '%s'", in, out), 0);
+    found f;
+    CHECK(read_syms(out, &f) == 0);
+    CHECK_EQ_U64(f.events, 1);
+    CHECK_EQ_U64(f.syms, 2);
+    CHECK(strcmp(f.fn0, "known_function") == 0);
+    CHECK(ends_with(f.file0, "test_symbolize.c"));
+    CHECK_EQ_U64(f.off0, 1);
+    CHECK(strcmp(f.fn1, "main") == 0);
+    CHECK(ends_with(f.file1, "test_symbolize.c"));
+    CHECK_EQ_U64(f.line1, call_line);
+    /* The input is untouched. */
+    CHECK(read_syms(in, &f) == 0);
+    CHECK_EQ_U64(f.syms, 0);
+    /* summary shows the names. */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' summary --json '%s'", memsnap, out);
+    FILE *p = popen(cmd, "r");
+    char *buf = calloc(1, 1 << 20);
+    size_t n = p && buf ? fread(buf, 1, (1 << 20) - 1, p) : 0;
+    if (p)
+        pclose(p);
+    cJSON *o = n ? cJSON_Parse(buf) : NULL;
+    const cJSON *fr = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o,
+                            "top_sites"), 0), "frames"), 0);
+    CHECK(cJSON_IsString(fr) &&
+          strncmp(fr->valuestring, "known_function (test_symbolize.c:",
+                  33) == 0);
+    cJSON_Delete(o);
+    free(buf);
+}
+
+/* Default: in place, zstd stays zstd, running twice adds nothing. */
+static void test_cli_in_place_zstd(void)
+{
+    char in[1024];
+    snprintf(in, sizeof in, "%s/sym_inplace.msnap.zst", dir);
+    CHECK(write_snapshot(in, 3, NULL) == 0);
+    CHECK_EQ_U64(sh("'%s' symbolize '%s'%s", in, ""), 0);
+    unsigned char m[4] = {0};
+    FILE *fp = fopen(in, "rb");
+    CHECK(fp && fread(m, 1, 4, fp) == 4);
+    if (fp)
+        fclose(fp);
+    CHECK(m[0] == 0x28 && m[1] == 0xB5 && m[2] == 0x2F && m[3] == 0xFD);
+    found f;
+    CHECK(read_syms(in, &f) == 0);
+    CHECK_EQ_U64(f.syms, 2);
+    CHECK(strcmp(f.fn0, "known_function") == 0);
+    CHECK_EQ_U64(sh("'%s' symbolize --in-place '%s'%s", in, ""), 0);
+    CHECK(read_syms(in, &f) == 0);
+    CHECK_EQ_U64(f.syms, 2);
+    CHECK_EQ_U64(f.events, 1);
+}
+
+/* A module whose build-id does not match the file: no wrong names. */
+static void test_build_id_mismatch(void)
+{
+    char in[1024], out[1024];
+    snprintf(in, sizeof in, "%s/sym_badbid.msnap", dir);
+    snprintf(out, sizeof out, "%s/sym_badbid_out.msnap", dir);
+    CHECK(write_snapshot(in, 0, "deadbeef") == 0);
+    CHECK_EQ_U64(sh("'%s' symbolize '%s' -o '%s' 2>/dev/null", in, out), 0);
+    found f;
+    CHECK(read_syms(out, &f) == 0);
+    CHECK_EQ_U64(f.syms, 2);
+    CHECK(f.fn0[0] == '\0');
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s MEMSNAP SCRATCH_DIR\n", argv[0]);
+        return 2;
+    }
+    memsnap = argv[1];
+    dir = argv[2];
+    ip_fn = (uint64_t)(uintptr_t)known_function + 1;
+    void *ra;
+    ra = known_function(); call_line = __LINE__;
+    ip_ret = (uint64_t)(uintptr_t)ra;
+    test_library();
+    test_cli_plain();
+    test_cli_in_place_zstd();
+    test_build_id_mismatch();
+    return check_summary();
+}
