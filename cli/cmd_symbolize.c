@@ -421,6 +421,12 @@ int cmd_symbolize(int argc, char **argv)
         return 2;
     }
     const char *in_path = argv[optind];
+    struct stat st_in, st_out;
+    if (out_path && strcmp(out_path, "-") && stat(in_path, &st_in) == 0 &&
+        stat(out_path, &st_out) == 0 && st_in.st_dev == st_out.st_dev &&
+        st_in.st_ino == st_out.st_ino)
+        out_path = NULL; /* -o SNAP: same as in place (never truncate the
+                            input before reading it) */
     if (!strcmp(in_path, "-")) {
         fprintf(stderr, "memsnap symbolize: reads its input twice, so it needs "
                         "a file, not stdin; try memsnap --help\n");

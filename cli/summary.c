@@ -389,11 +389,27 @@ static int take_stack(summary *s, const msnap_stack *st)
     return 0;
 }
 
-/* Stores a sym record (first one for an ip wins). */
+/* Stores a sym record: the first one with a function name for an ip wins
+ * (a named record replaces an earlier nameless one). */
 static int take_sym(summary *s, const msnap_symbol *y)
 {
-    if (u64map_get(&s->sym_map, 0, y->ip))
+    uint64_t *v = u64map_get(&s->sym_map, 0, y->ip);
+    if (v) {
+        sm_sym *d = &s->syms[*v];
+        if (d->fn[0] || !y->function || !y->function[0])
+            return 0;
+        char *fn = dupstr(y->function), *file = dupstr(y->file);
+        if (!fn || !file) {
+            free(fn);
+            free(file);
+            return -1;
+        }
+        free(d->fn);
+        free(d->file);
+        *d = (sm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
+                      .fn = fn, .file = file};
         return 0;
+    }
     if (grow((void **)&s->syms, &s->cap_syms, s->nsyms, sizeof *s->syms) ||
         u64map_put(&s->sym_map, 0, y->ip, s->nsyms))
         return -1;
