@@ -1,4 +1,386 @@
-/* memsnap run: placeholder, the recorder owner writes this file. */
-#include "cli.h"
+/* memsnap run: start a program with the recorder preloaded.
+ *
+ * It turns the flags into MEMSNAP_* variables, puts libmemsnap.so in front of
+ * LD_PRELOAD and NVTX_INJECTION64_PATH (unless the user set one), optionally
+ * puts the simulated device in front of LD_LIBRARY_PATH, then forks and
+ * execs the program and waits for it.  Signals that ask for a dump or an end
+ * (USR1, USR2, TERM, INT, HUP, QUIT) are passed on to the program.  The exit
+ * code is the program's (128 + N when it died of signal N), so memsnap run
+ * can stand in front of any command in a script.
+ *
+ * Where things are found: the recorder is ../lib/libmemsnap.so and the
+ * simulated device ../simdev/libcuda.so.1 next to this binary (the build
+ * layout), or where MEMSNAP_LIB and MEMSNAP_SIMDEV_DIR say.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
-int cmd_run(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "memsnap run: not built yet\n"); return 2; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char run_usage[] =
+    "usage: memsnap run [options] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Runs COMMAND with the memsnap recorder preloaded and writes a snapshot of\n"
+    "every device-memory event it makes (JSON Lines, docs/format.md).\n"
+    "\n"
+    "options:\n"
+    "  -o, --output PATTERN    snapshot path (default memsnap-%p.msnap); %p pid,\n"
+    "                          %h host, %n dump number, %t start time (unix s),\n"
+    "                          %q{VAR} value of environment variable VAR (e.g. RANK)\n"
+    "      --mode MODE         stream (default: every event to the file, flushed\n"
+    "                          every 100 ms) or ring (last N events + live state +\n"
+    "                          counters for the whole run, written at dumps)\n"
+    "      --ring-events N     ring mode: events kept (default 1000000)\n"
+    "      --stack-depth N     native frames per event, 0-128 (default 32; 0 = none)\n"
+    "      --dump-on-oom WHEN  first (default), every or none\n"
+    "      --dump-signal SIG   signal that asks for a dump: USR1 (default), USR2,\n"
+    "                          a number, or none\n"
+    "      --no-exit-dump      do not write the live state at exit\n"
+    "      --compress C        zstd (default), zstd:LEVEL (1-19) or none\n"
+    "      --no-symbolize      do not resolve function/file:line at exit\n"
+    "                          (`memsnap symbolize` can do it later)\n"
+    "      --fork MODE         follow (default: a child that uses CUDA writes its\n"
+    "                          own file) or stop (children are not recorded)\n"
+    "      --sim-device SIZE   run on the simulated device of SIZE memory (e.g. 80G)\n"
+    "                          instead of the GPU (for machines without one)\n"
+    "      --sim-devices N     number of simulated devices (default 1)\n"
+    "      --summary           print `memsnap summary` of the snapshot afterwards\n"
+    "  -q, --quiet             no closing line from the recorder\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "Exit code: COMMAND's own (128+N if it died of signal N); 2 for bad options;\n"
+    "127 if COMMAND cannot be run.\n"
+    "\n"
+    "example: memsnap run --sim-device 80G -o snap-%p.msnap -- ./train --steps 10\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "memsnap run: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\ntry 'memsnap run --help'\n");
+    return 2;
+}
+
+/* Folder of this executable, into dir. */
+static int self_dir(char *dir, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    if (strlen(exe) + 1 > cap)
+        return -1;
+    strcpy(dir, exe);
+    return 0;
+}
+
+static int file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Prepends value to the ':'-separated variable var. */
+static int env_prepend(const char *var, const char *value)
+{
+    const char *old = getenv(var);
+    if (!old || !*old)
+        return setenv(var, value, 1);
+    size_t n = strlen(value) + strlen(old) + 2;
+    char *buf = malloc(n);
+    if (!buf)
+        return -1;
+    snprintf(buf, n, "%s:%s", value, old);
+    int rc = setenv(var, buf, 1);
+    free(buf);
+    return rc;
+}
+
+static int check_uint(const char *s, unsigned long long lo, unsigned long long hi)
+{
+    if (!s || !*s || *s == '-')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    return !errno && !*end && v >= lo && v <= hi;
+}
+
+static int check_size(const char *s)
+{
+    if (!s || !*s || *s == '-')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || v == 0)
+        return 0;
+    if (*end && strchr("kKmMgGtT", *end))
+        end++;
+    if (*end == 'i' || *end == 'B')
+        end++;
+    if (*end == 'B')
+        end++;
+    return *end == 0;
+}
+
+static pid_t child;
+
+static void forward(int sig)
+{
+    if (child > 0)
+        kill(child, sig);
+}
+
+/* Expands the output pattern for the child's pid, to find its file. */
+static void expand_for(const char *pat, pid_t pid, char *dst, size_t cap)
+{
+    size_t o = 0;
+    char tmp[256];
+    for (const char *p = pat; *p && o + 1 < cap;) {
+        const char *add;
+        if (*p != '%' || !p[1]) {
+            dst[o++] = *p++;
+            continue;
+        }
+        char c = p[1];
+        p += 2;
+        if (c == 'p') {
+            snprintf(tmp, sizeof tmp, "%d", (int)pid);
+            add = tmp;
+        } else if (c == 'h') {
+            if (gethostname(tmp, sizeof tmp) != 0)
+                snprintf(tmp, sizeof tmp, "host");
+            add = tmp;
+        } else if (c == 'n') {
+            add = "0";
+        } else if (c == '%') {
+            add = "%";
+        } else if (c == 'q' && *p == '{' && strchr(p, '}')) {
+            const char *end = strchr(p, '}');
+            char var[256];
+            size_t n = (size_t)(end - p - 1) < sizeof var - 1 ? (size_t)(end - p - 1) : sizeof var - 1;
+            memcpy(var, p + 1, n);
+            var[n] = 0;
+            const char *v = getenv(var);
+            snprintf(tmp, sizeof tmp, "%s", v && *v ? v : "unset");
+            for (char *q = tmp; *q; q++)
+                if (*q == '/')
+                    *q = '_';
+            add = tmp;
+            p = end + 1;
+        } else {
+            tmp[0] = '%';
+            tmp[1] = c;
+            tmp[2] = 0;
+            add = tmp;
+        }
+        size_t n = strlen(add);
+        if (o + n + 1 > cap)
+            break;
+        memcpy(dst + o, add, n);
+        o += n;
+    }
+    dst[o] = 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    enum { O_MODE = 256, O_RING, O_DEPTH, O_OOM, O_SIG, O_NOEXIT, O_COMPRESS, O_NOSYM,
+           O_FORK, O_SIM, O_SIMN, O_SUMMARY };
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'},
+        {"mode", required_argument, 0, O_MODE},
+        {"ring-events", required_argument, 0, O_RING},
+        {"stack-depth", required_argument, 0, O_DEPTH},
+        {"dump-on-oom", required_argument, 0, O_OOM},
+        {"dump-signal", required_argument, 0, O_SIG},
+        {"no-exit-dump", no_argument, 0, O_NOEXIT},
+        {"compress", required_argument, 0, O_COMPRESS},
+        {"no-symbolize", no_argument, 0, O_NOSYM},
+        {"fork", required_argument, 0, O_FORK},
+        {"sim-device", required_argument, 0, O_SIM},
+        {"sim-devices", required_argument, 0, O_SIMN},
+        {"summary", no_argument, 0, O_SUMMARY},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *sim = NULL, *simn = NULL;
+    int summary = 0;
+    optind = 1;
+    opterr = 0;
+    int c;
+    /* '+': stop at the first non-option, so COMMAND's own flags are its own. */
+    while ((c = getopt_long(argc, argv, "+o:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            if (!*optarg)
+                return usage_error("--output needs a path%s", "");
+            setenv("MEMSNAP_OUTPUT", optarg, 1);
+            break;
+        case O_MODE:
+            if (strcmp(optarg, "stream") && strcmp(optarg, "ring"))
+                return usage_error("--mode must be stream or ring, not '%s'", optarg);
+            setenv("MEMSNAP_MODE", optarg, 1);
+            break;
+        case O_RING:
+            if (!check_uint(optarg, 1000, 1ull << 30))
+                return usage_error("--ring-events must be an integer from 1000 to 2^30, not '%s'", optarg);
+            setenv("MEMSNAP_RING_EVENTS", optarg, 1);
+            break;
+        case O_DEPTH:
+            if (!check_uint(optarg, 0, 128))
+                return usage_error("--stack-depth must be an integer from 0 to 128, not '%s'", optarg);
+            setenv("MEMSNAP_STACK_DEPTH", optarg, 1);
+            break;
+        case O_OOM:
+            if (strcmp(optarg, "first") && strcmp(optarg, "every") && strcmp(optarg, "none"))
+                return usage_error("--dump-on-oom must be first, every or none, not '%s'", optarg);
+            setenv("MEMSNAP_DUMP_ON_OOM", optarg, 1);
+            break;
+        case O_SIG:
+            setenv("MEMSNAP_DUMP_SIGNAL", optarg, 1);
+            break;
+        case O_NOEXIT:
+            setenv("MEMSNAP_DUMP_AT_EXIT", "0", 1);
+            break;
+        case O_COMPRESS:
+            setenv("MEMSNAP_COMPRESS", optarg, 1);
+            break;
+        case O_NOSYM:
+            setenv("MEMSNAP_SYMBOLIZE", "0", 1);
+            break;
+        case O_FORK:
+            if (strcmp(optarg, "follow") && strcmp(optarg, "stop"))
+                return usage_error("--fork must be follow or stop, not '%s'", optarg);
+            setenv("MEMSNAP_FORK", optarg, 1);
+            break;
+        case O_SIM:
+            if (!check_size(optarg))
+                return usage_error("--sim-device needs a size such as 80G or 512M, not '%s'", optarg);
+            sim = optarg;
+            break;
+        case O_SIMN:
+            if (!check_uint(optarg, 1, 8))
+                return usage_error("--sim-devices must be from 1 to 8, not '%s'", optarg);
+            simn = optarg;
+            break;
+        case O_SUMMARY:
+            summary = 1;
+            break;
+        case 'q':
+            setenv("MEMSNAP_QUIET", "1", 1);
+            break;
+        case 'h':
+            fputs(run_usage, stdout);
+            return 0;
+        case ':':
+            return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage_error("no command given%s (memsnap run [options] -- COMMAND)", "");
+
+    /* The same checks the recorder makes, so a bad value stops here. */
+    extern int memsnap_cli_check_settings(void);
+    if (memsnap_cli_check_settings() != 0)
+        return 2;
+
+    char dir[PATH_MAX], lib[PATH_MAX + 32], simdir[PATH_MAX + 32];
+    const char *lib_env = getenv("MEMSNAP_LIB");
+    if (lib_env && *lib_env) {
+        snprintf(lib, sizeof lib, "%s", lib_env);
+    } else {
+        if (self_dir(dir, sizeof dir) != 0) {
+            fprintf(stderr, "memsnap run: cannot find my own folder; set MEMSNAP_LIB\n");
+            return 2;
+        }
+        snprintf(lib, sizeof lib, "%s/../lib/libmemsnap.so", dir);
+    }
+    char real_lib[PATH_MAX];
+    if (!file_exists(lib) || !realpath(lib, real_lib)) {
+        fprintf(stderr, "memsnap run: recorder library %s not found; set MEMSNAP_LIB\n", lib);
+        return 2;
+    }
+    if (sim) {
+        const char *sd = getenv("MEMSNAP_SIMDEV_DIR");
+        if (sd && *sd)
+            snprintf(simdir, sizeof simdir, "%s", sd);
+        else
+            snprintf(simdir, sizeof simdir, "%s/../simdev", dir);
+        char probe[PATH_MAX + 64], real_sim[PATH_MAX];
+        snprintf(probe, sizeof probe, "%s/libcuda.so.1", simdir);
+        if (!file_exists(probe) || !realpath(simdir, real_sim)) {
+            fprintf(stderr, "memsnap run: simulated device %s not found; set MEMSNAP_SIMDEV_DIR\n",
+                    probe);
+            return 2;
+        }
+        env_prepend("LD_LIBRARY_PATH", real_sim);
+        setenv("MEMSNAP_SIM_DEVICE_MEM", sim, 1);
+        if (simn)
+            setenv("MEMSNAP_SIM_DEVICES", simn, 1);
+    }
+    env_prepend("LD_PRELOAD", real_lib);
+    if (!getenv("NVTX_INJECTION64_PATH"))
+        setenv("NVTX_INJECTION64_PATH", real_lib, 1);
+
+    fflush(NULL);
+    child = fork();
+    if (child < 0) {
+        fprintf(stderr, "memsnap run: fork failed: %s\n", strerror(errno));
+        return 2;
+    }
+    if (child == 0) {
+        execvp(argv[optind], &argv[optind]);
+        fprintf(stderr, "memsnap run: cannot run %s: %s\n", argv[optind], strerror(errno));
+        _exit(127);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    int fwd[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
+        sigaction(fwd[i], &sa, NULL);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "memsnap run: waitpid: %s\n", strerror(errno));
+            return 2;
+        }
+    }
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status)
+                               : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    if (summary) {
+        const char *pat = getenv("MEMSNAP_OUTPUT");
+        char path[PATH_MAX];
+        expand_for(pat && *pat ? pat : "memsnap-%p.msnap", child, path, sizeof path);
+        if (!file_exists(path)) {
+            fprintf(stderr, "memsnap run: no snapshot at %s (did the program use CUDA memory?)\n",
+                    path);
+        } else {
+            char *sargv[] = {"summary", path, NULL};
+            fflush(stdout);
+            cmd_summary(2, sargv);
+        }
+    }
+    return rc;
+}

@@ -1,0 +1,24 @@
+#!/bin/bash
+# Installs what memsnap needs on Debian 12 / Ubuntu, if it is missing:
+# a C toolchain, CMake, pkg-config and the Debian packages of libunwind, cJSON,
+# libpng, elfutils libdw and zstd.  The CUDA toolkit must already be at
+# /usr/local/cuda (or CUDA_HOME); it is not a Debian package.
+# Idempotent and quiet when everything is there.
+set -euo pipefail
+pkgs="build-essential cmake pkg-config libunwind-dev libcjson-dev libpng-dev libdw-dev libelf-dev libzstd-dev zstd procps"
+missing=""
+for p in $pkgs; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "memsnap setup: installing$missing" >&2
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -f "$cuda/include/cuda.h" ]; then
+    echo "memsnap setup: the CUDA toolkit was not found at $cuda (set CUDA_HOME)" >&2
+    exit 1
+fi

@@ -1,0 +1,150 @@
+#!/bin/bash
+# Integration tests of the recorder on the simulated device: real LD_PRELOAD,
+# real dlsym and cuGetProcAddress routes, real files, signals, fork, threads,
+# SIGKILL.  One case per ctest; run as: cases.sh CASE
+# Environment (set by CMake): MEMSNAP (the CLI), ROUTE_TEST, SNAPCHECK,
+# MEMSNAP_SIMDEV_DIR, MEMSNAP_LIB, CASE_DIR (a scratch folder for this case).
+set -u
+case_name=${1:?case}
+T=${CASE_DIR:?}/$case_name
+rm -rf "$T"; mkdir -p "$T"
+fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+run() { "$MEMSNAP" run --sim-device "${SIM:-8G}" "$@"; }
+
+wait_for() {  # wait_for FILE PATTERN [seconds]
+    for _ in $(seq 1 $(( ${3:-10} * 20 ))); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+case $case_name in
+direct|dlsym|getproc)
+    run -o "$T/s.msnap" -- "$ROUTE_TEST" "$case_name" > "$T/expect" || fail "route_test $case_name failed"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --stacks --trailer --sym exercise_all --balanced
+    ;;
+plain)   # the same with compression off: the file is plain JSON Lines
+    run --compress none -o "$T/s.msnap" -- "$ROUTE_TEST" direct > "$T/expect" || fail "route_test failed"
+    head -c 20 "$T/s.msnap" | grep -q '"type":"header"' || head -1 "$T/s.msnap" | grep -q header || fail "not plain text"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --stacks --trailer --balanced
+    ;;
+oom-stream)
+    SIM=8G run -o "$T/s.msnap" -- "$ROUTE_TEST" oom > "$T/expect" || fail "route_test oom failed"
+    echo "expect dump 1" >> "$T/expect"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer
+    ;;
+oom-ring)  # the OOM dump is written at once (dump 0), the exit dump after (dump 1)
+    SIM=8G run --mode ring -o "$T/s-%n.msnap" -- "$ROUTE_TEST" oom > "$T/expect" || fail "route_test oom failed"
+    [ -f "$T/s-0.msnap" ] && [ -f "$T/s-1.msnap" ] || fail "ring dumps missing: $(ls "$T")"
+    "$SNAPCHECK" "$T/s-0.msnap" "$T/expect" --trailer && "$SNAPCHECK" "$T/s-1.msnap" "$T/expect" --trailer
+    ;;
+ring-small)  # a ring of 1000 events keeps the last 1000 and says how many it dropped
+    run --mode ring --ring-events 1000 -o "$T/s.msnap" -- "$ROUTE_TEST" threads 2 1000 > /dev/null || fail "route_test failed"
+    "$SNAPCHECK" "$T/s.msnap" --trailer --min-events 1000 | tee "$T/out"
+    grep -q "snapcheck: 1000 events" "$T/out" || fail "ring kept $(grep -o '[0-9]* events' "$T/out")"
+    ;;
+signal)  # SIGUSR1 to memsnap run is passed on; the ring dump appears at once
+    run --mode ring -o "$T/s-%n.msnap" -- "$ROUTE_TEST" hold 5 > "$T/out" &
+    pid=$!
+    wait_for "$T/out" ready || { kill $pid; fail "program did not start"; }
+    kill -USR1 $pid
+    for _ in $(seq 1 100); do [ -f "$T/s-0.msnap" ] && break; sleep 0.05; done
+    [ -f "$T/s-0.msnap" ] || { kill $pid; fail "no dump after SIGUSR1"; }
+    kill -TERM $pid; wait $pid
+    printf 'expect alloc 5\nexpect live 5\n' > "$T/expect"
+    "$SNAPCHECK" "$T/s-0.msnap" "$T/expect" --trailer && "$SNAPCHECK" "$T/s-1.msnap" "$T/expect" --trailer
+    ;;
+sigkill-zstd|sigkill-plain)  # SIGKILL: the file reads back up to the last flush
+    comp=zstd; [ $case_name = sigkill-plain ] && comp=none
+    run --compress $comp -o "$T/s.msnap" -- "$ROUTE_TEST" hold 50 > "$T/out" &
+    pid=$!
+    wait_for "$T/out" ready || { kill $pid; fail "program did not start"; }
+    sleep 0.4     # > 100 ms flush interval
+    child=$(pgrep -P $pid)
+    kill -KILL $child; wait $pid
+    printf 'expect alloc 50\n' > "$T/expect"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect"
+    ;;
+threads)  # 16 threads x 100k alloc/free: nothing lost, nothing duplicated
+    run -o "$T/s.msnap" -- "$ROUTE_TEST" threads 16 100000 > "$T/expect" || fail "route_test threads failed"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --balanced --trailer --stacks
+    ;;
+fork)  # the child that allocates writes its own file (%p)
+    run -o "$T/s-%p.msnap" -- "$ROUTE_TEST" fork > "$T/expect" || fail "route_test fork failed"
+    cpid=$(sed -n 's/^child //p' "$T/expect")
+    [ -n "$cpid" ] && [ -f "$T/s-$cpid.msnap" ] || fail "no file for the child: $(ls "$T")"
+    parent=$(ls "$T"/s-*.msnap | grep -v "s-$cpid.msnap")
+    "$SNAPCHECK" "$parent" "$T/expect" --balanced --trailer || fail "parent file"
+    printf 'expect alloc 3\nexpect free 3\n' > "$T/cexpect"
+    "$SNAPCHECK" "$T/s-$cpid.msnap" "$T/cexpect" --balanced --trailer
+    ;;
+fork-stop)
+    run --fork stop -o "$T/s-%p.msnap" -- "$ROUTE_TEST" fork > "$T/expect" || fail "route_test fork failed"
+    n=$(ls "$T"/s-*.msnap | wc -l)
+    [ "$n" = 1 ] || fail "expected only the parent's file, got $n"
+    "$SNAPCHECK" "$T"/s-*.msnap "$T/expect" --balanced
+    ;;
+badfree)  # refused frees: the program sees the driver's error; the allocation stays live
+    run -o "$T/s.msnap" -- "$ROUTE_TEST" badfree > "$T/expect" || fail "route_test badfree failed"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer
+    ;;
+annotate)  # memsnap_annotate, memsnap_dump, memsnap_totals_get
+    run -o "$T/s.msnap" -- "$ROUTE_TEST" annotate > "$T/expect" || fail "route_test annotate failed"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer
+    ;;
+nvtx)  # NVTX ranges through the injection library
+    run -o "$T/s.msnap" -- "$NVTX_TEST" > "$T/expect" || fail "nvtx_test failed"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer
+    ;;
+bad-settings)  # bad MEMSNAP_* values: one line, recording off, program unchanged
+    out=$(MEMSNAP_MODE=bogus LD_PRELOAD="$MEMSNAP_LIB" LD_LIBRARY_PATH="$MEMSNAP_SIMDEV_DIR" \
+          MEMSNAP_OUTPUT="$T/s.msnap" "$ROUTE_TEST" direct 2>"$T/err")
+    rc=$?
+    [ $rc = 0 ] || fail "program exit code changed to $rc"
+    [ "$(wc -l < "$T/err")" = 1 ] || fail "expected one line on stderr, got: $(cat "$T/err")"
+    grep -q 'MEMSNAP_MODE="bogus" is not valid' "$T/err" || fail "unclear message: $(cat "$T/err")"
+    [ ! -e "$T/s.msnap" ] || fail "a file was written with recording off"
+    for bad in "--mode bogus" "--stack-depth 999" "--compress lz4" "--dump-on-oom sometimes" \
+               "--sim-device lots" "--ring-events 5" "--dump-signal KILL"; do
+        "$MEMSNAP" run $bad -- true 2>"$T/err2"; rc=$?
+        [ $rc = 2 ] || fail "memsnap run $bad: exit $rc, expected 2"
+        [ -s "$T/err2" ] || fail "memsnap run $bad: no message"
+    done
+    "$MEMSNAP" run 2>/dev/null; [ $? = 2 ] || fail "memsnap run without a command should exit 2"
+    echo "9 passed, 0 failed"
+    ;;
+no-cuda)  # a program that never touches CUDA: no file, exit code passed through
+    (cd "$T" && "$MEMSNAP" run -- sh -c 'exit 7'); rc=$?
+    [ $rc = 7 ] || fail "exit code $rc, expected 7"
+    [ -z "$(ls "$T")" ] || fail "files written: $(ls "$T")"
+    "$MEMSNAP" run -- /nonexistent/prog 2>/dev/null; rc=$?
+    [ $rc = 127 ] || fail "missing program: exit $rc, expected 127"
+    echo "2 passed, 0 failed"
+    ;;
+symlink)  # a symlink planted at the output path is never followed
+    echo "precious" > "$T/victim"
+    ln -s "$T/victim" "$T/s.msnap"
+    run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null 2>"$T/err" || fail "program failed"
+    [ "$(cat "$T/victim")" = precious ] || fail "the symlink was followed"
+    grep -q "cannot create" "$T/err" || fail "no message about the output: $(cat "$T/err")"
+    echo "2 passed, 0 failed"
+    ;;
+mode0600)
+    (umask 000; run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null) || fail "program failed"
+    [ "$(stat -c %a "$T/s.msnap")" = 600 ] || fail "mode $(stat -c %a "$T/s.msnap")"
+    run --mode ring -o "$T/r.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "program failed"
+    [ "$(stat -c %a "$T/r.msnap")" = 600 ] || fail "ring mode $(stat -c %a "$T/r.msnap")"
+    echo "2 passed, 0 failed"
+    ;;
+rank-pattern)  # %q{RANK} gives one file per rank
+    for rank in 0 1; do
+        RANK=$rank run -o "$T/rank%q{RANK}.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "rank $rank"
+    done
+    [ -f "$T/rank0.msnap" ] && [ -f "$T/rank1.msnap" ] || fail "files: $(ls "$T")"
+    echo "1 passed, 0 failed"
+    ;;
+*)
+    fail "unknown case $case_name"
+    ;;
+esac

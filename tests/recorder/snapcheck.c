@@ -1,0 +1,203 @@
+/* snapcheck: checks a recorded snapshot against what the program said it did.
+ *
+ *   snapcheck SNAP [EXPECT_FILE] [options]
+ *
+ * EXPECT_FILE holds lines "expect ACTION N" (route_test's stdout; other lines
+ * are ignored): the snapshot must hold exactly N events of ACTION ("live N":
+ * the last state block lists exactly N device allocations).  Options:
+ *   --balanced       every free matches an earlier live allocation at that
+ *                    address, no address is allocated twice while live, and
+ *                    nothing allocated with cuMemAlloc is live at the end
+ *   --stacks         every alloc/free event carries a stack that the file
+ *                    defines before the event
+ *   --sym NAME       some "sym" record names a function containing NAME
+ *   --truncated      the file must read as truncated (SIGKILL tests)
+ *   --min-events N   at least N events (any action)
+ *   --trailer        a trailer must be present (clean exit)
+ *   --marks          print "mark MESSAGE reserved=BYTES" at each nvtx_mark
+ * Prints one line per failed check and "N passed, N failed".
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memsnap/format.h"
+#include "../check.h"
+#include "../../cli/u64map.h"
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: snapcheck SNAP [EXPECT_FILE] [options]\n");
+        return 2;
+    }
+    const char *snap = argv[1];
+    const char *expect_file = NULL;
+    int balanced = 0, stacks = 0, want_trunc = 0, want_trailer = 0, marks = 0;
+    long min_events = -1;
+    const char *sym = NULL;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--balanced")) balanced = 1;
+        else if (!strcmp(argv[i], "--stacks")) stacks = 1;
+        else if (!strcmp(argv[i], "--truncated")) want_trunc = 1;
+        else if (!strcmp(argv[i], "--trailer")) want_trailer = 1;
+        else if (!strcmp(argv[i], "--marks")) marks = 1;
+        else if (!strcmp(argv[i], "--sym") && i + 1 < argc) sym = argv[++i];
+        else if (!strcmp(argv[i], "--min-events") && i + 1 < argc) min_events = atol(argv[++i]);
+        else if (argv[i][0] != '-') expect_file = argv[i];
+        else {
+            fprintf(stderr, "snapcheck: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+
+    char err[512];
+    msnap_reader *r = msnap_reader_open(snap, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "snapcheck: %s\n", err);
+        return 2;
+    }
+    long count[MSNAP_A_COUNT] = {0};
+    long events = 0, live_last = -1, live_cur = 0, sym_found = 0, trailer = 0;
+    long dup_alloc = 0, unknown_free = 0, missing_stack = 0;
+    u64map live = {0}, stack_ids = {0};
+    uint64_t reserved = 0;
+    int in_state = 0;
+    msnap_record rec;
+    int rc;
+    while ((rc = msnap_reader_next(r, &rec)) == 1) {
+        switch (rec.type) {
+        case MSNAP_REC_STACK:
+            u64map_put(&stack_ids, 0, rec.u.stack.id, 1);
+            break;
+        case MSNAP_REC_SYMBOL:
+            if (sym && rec.u.symbol.function && strstr(rec.u.symbol.function, sym))
+                sym_found++;
+            break;
+        case MSNAP_REC_STATE_BEGIN:
+            in_state = 1;
+            live_cur = 0;
+            break;
+        case MSNAP_REC_LIVE:
+            if (rec.u.live.kind == MSNAP_A_ALLOC || rec.u.live.kind == MSNAP_A_MANAGED_ALLOC ||
+                rec.u.live.kind == MSNAP_A_ASYNC_ALLOC)
+                live_cur++;
+            break;
+        case MSNAP_REC_TRAILER:
+            trailer++;
+            break;
+        case MSNAP_REC_EVENT: {
+            const msnap_event *e = &rec.u.event;
+            if (in_state) {
+                live_last = live_cur;
+                in_state = 0;
+            }
+            events++;
+            if (e->action < MSNAP_A_COUNT)
+                count[e->action]++;
+            int is_alloc = e->action == MSNAP_A_ALLOC || e->action == MSNAP_A_MANAGED_ALLOC ||
+                           e->action == MSNAP_A_ASYNC_ALLOC;
+            int is_free = e->action == MSNAP_A_FREE || e->action == MSNAP_A_ASYNC_FREE;
+            if (stacks && (is_alloc || is_free) &&
+                (e->stack == 0 || !u64map_get(&stack_ids, 0, e->stack)))
+                missing_stack++;
+            if (is_alloc) {
+                if (u64map_get(&live, 0, e->addr))
+                    dup_alloc++;
+                u64map_put(&live, 0, e->addr, e->size);
+                if (e->action == MSNAP_A_ALLOC)
+                    reserved += e->size;
+            } else if (is_free) {
+                uint64_t sz;
+                if (!u64map_del(&live, 0, e->addr, &sz))
+                    unknown_free++;
+                else if (e->action == MSNAP_A_FREE && e->size == sz)
+                    reserved -= sz;
+                else if (e->action == MSNAP_A_FREE)
+                    reserved -= sz;
+            } else if (e->action == MSNAP_A_FREE_ERROR) {
+                /* The free before it did not happen (docs/format.md). */
+            } else if (e->action == MSNAP_A_NVTX_MARK && marks) {
+                printf("mark %llu reserved=%llu\n", (unsigned long long)e->aux,
+                       (unsigned long long)reserved);
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    if (in_state)
+        live_last = live_cur;
+    if (rc < 0) {
+        fprintf(stderr, "snapcheck: %s: %s\n", snap, msnap_reader_error(r));
+        check_failed_++;
+    }
+    int truncated = msnap_reader_truncated(r);
+    msnap_reader_close(r);
+
+    if (expect_file) {
+        FILE *f = fopen(expect_file, "r");
+        if (!f) {
+            fprintf(stderr, "snapcheck: cannot open %s\n", expect_file);
+            return 2;
+        }
+        char line[256], name[64];
+        long n;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "expect %63s %ld", name, &n) != 2)
+                continue;
+            long got;
+            if (!strcmp(name, "live")) {
+                got = live_last;
+            } else {
+                int a = msnap_action_from_name(name);
+                if (a < 0) {
+                    fprintf(stderr, "snapcheck: unknown action %s\n", name);
+                    check_failed_++;
+                    continue;
+                }
+                got = count[a];
+            }
+            if (got != n)
+                fprintf(stderr, "snapcheck: %s: %ld events, expected %ld\n", name, got, n);
+            CHECK(got == n);
+        }
+        fclose(f);
+    }
+    if (balanced) {
+        if (dup_alloc || unknown_free || live.n)
+            fprintf(stderr, "snapcheck: duplicate allocs %ld, unknown frees %ld, live at end %zu\n",
+                    dup_alloc, unknown_free, live.n);
+        CHECK(dup_alloc == 0);
+        CHECK(unknown_free == 0);
+        CHECK(live.n == 0);
+    }
+    if (stacks) {
+        if (missing_stack)
+            fprintf(stderr, "snapcheck: %ld events without a defined stack\n", missing_stack);
+        CHECK(missing_stack == 0);
+    }
+    if (sym) {
+        if (!sym_found)
+            fprintf(stderr, "snapcheck: no symbol contains '%s'\n", sym);
+        CHECK(sym_found > 0);
+    }
+    if (want_trunc)
+        CHECK(truncated);
+    if (want_trailer) {
+        if (!trailer)
+            fprintf(stderr, "snapcheck: no trailer\n");
+        CHECK(trailer > 0);
+    }
+    if (min_events >= 0) {
+        if (events < min_events)
+            fprintf(stderr, "snapcheck: %ld events, expected at least %ld\n", events, min_events);
+        CHECK(events >= min_events);
+    }
+    printf("snapcheck: %ld events, %s\n", events, truncated ? "truncated" : "complete");
+    u64map_free(&live);
+    u64map_free(&stack_ids);
+    return check_summary();
+}
