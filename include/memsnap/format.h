@@ -119,7 +119,11 @@ int msnap_api_from_name(const char *name);
  *   oom/alloc_error: size = requested, aux = device free bytes, aux2 = device
  *              total bytes (both 0 when they could not be read), result = CUresult
  *   free_error: addr, result
- *   nvtx_push/nvtx_mark/dump: str = string id (see msnap_str) ; nvtx_pop: none
+ *   nvtx_push/nvtx_mark/dump: aux = string id (a "str" line, see msnap_str);
+ *              nvtx_pop: none
+ * On file: "a" action, "t" t_ns, "d" device, "p" addr, "n" size, "s" stream,
+ * "x" aux, "y" aux2, "k" stack, "th" tid, "f" api name, "r" result; zero
+ * fields are left out (docs/format.md, "Event lines").
  */
 typedef struct msnap_event {
     uint64_t t_ns;    /* ns since the recorder's t0 (CLOCK_MONOTONIC) */
@@ -230,6 +234,8 @@ typedef struct msnap_trailer {
  * 0 if cap was too small (nothing useful written).  No I/O, no allocation
  * except msnap_fmt_header (cJSON). */
 size_t msnap_fmt_header(char *buf, size_t cap, const msnap_header *h);
+/* msnap_fmt_event never needs more than this many bytes. */
+#define MSNAP_FMT_EVENT_MAX 400
 size_t msnap_fmt_device(char *buf, size_t cap, const msnap_device_info *d);
 size_t msnap_fmt_event(char *buf, size_t cap, const msnap_event *e);
 size_t msnap_fmt_stack(char *buf, size_t cap, const msnap_stack *s);
@@ -289,11 +295,25 @@ typedef struct msnap_record {
 
 typedef struct msnap_reader msnap_reader;
 
-/* Opens path ("-" = stdin).  On failure returns NULL and writes a one-line
- * message to err. */
+/* Opens path ("-" = stdin) and reads the header (line 1), so a file that is
+ * not a snapshot, or a newer major version, fails here.  On failure returns
+ * NULL and writes a one-line message to err, e.g. "line 1: not a memsnap
+ * snapshot (no header)"; messages never contain the path (callers prefix
+ * it). */
 msnap_reader *msnap_reader_open(const char *path, char *err, size_t errlen);
-/* 1: *rec filled (pointers inside stay valid until the next call);
- * 0: end of file; -1: error, message in msnap_reader_error(). */
+/* Same on an open fd, which the reader owns from then on (closed by
+ * msnap_reader_close, or by this function when it fails). */
+msnap_reader *msnap_reader_fdopen(int fd, char *err, size_t errlen);
+/* The header read by open; it and its strings (argv, settings_json) stay
+ * valid until msnap_reader_close. */
+const msnap_header *msnap_reader_header(const msnap_reader *r);
+/* 1: *rec filled; the first record is always the header.  Pointers inside
+ * (strings, stack ips) stay valid until the next call, except the header's,
+ * which stay valid until close.  Only rec->type, rec->line and the member
+ * for that type are written.
+ * 0: end of data (also after a cut-off last line: msnap_reader_truncated);
+ * -1: error, one-line message "line N: ..." in msnap_reader_error(); every
+ * later call returns -1 again. */
 int msnap_reader_next(msnap_reader *r, msnap_record *rec);
 const char *msnap_reader_error(const msnap_reader *r);
 int msnap_reader_truncated(const msnap_reader *r); /* last line was cut off */
