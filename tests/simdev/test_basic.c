@@ -149,8 +149,8 @@ int main(void)
     for (int i = 0; i < 8; i++)
         for (int j = i + 1; j < 8; j++)
             CHECK(d[i] + 100 + 1000 * (uint64_t)i <= d[j] || d[j] + 100 + 1000 * (uint64_t)j <= d[i]);
-    char host[4096], back[4096];
-    for (int i = 0; i < 4096; i++)
+    char host[8192], back[8192];
+    for (int i = 0; i < 8192; i++)
         host[i] = (char)(i * 7);
     CK(cuMemcpyHtoD(d[5], host, 5100));
     CK(cuMemcpyDtoD(d[6], d[5], 5100));
