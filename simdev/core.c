@@ -363,12 +363,12 @@ static CUresult init_locked(unsigned flags, sim_fn *self)
         int ndev;
         env_state = read_settings(&mem, &ndev) == 0 ? 1 : -1;
         if (env_state == 1) {
-            /* A fault armed on cuInit itself applies to this call. */
-            if (fault_hits(self))
-                return fault_code(self);
             sim_ndev = ndev;
             for (int d = 0; d < SIM_MAX_DEVICES; d++)
                 sim_dev[d].capacity = d < ndev ? mem : 0;
+            /* A fault armed on cuInit itself applies to this call. */
+            if (fault_hits(self))
+                return fault_code(self);
         }
     }
     if (env_state < 0)
