@@ -11,7 +11,8 @@
  *     through msnap_out with a flush every 10000 events, as a recorder
  *     flushing a few times per second would);
  *   - ns per event for msnap_reader_next over the plain and the zstd files.
- * Usage: msnap_format_bench [events] [dir]   (defaults: 1000000, /tmp)
+ * Usage: msnap_format_bench [events] [dir]   (defaults: 1000000, /tmp);
+ * KEEP=1 in the environment keeps the three files for inspection.
  * Not run by ctest: numbers depend on the machine; they belong in
  * docs/benchmarks.md with the machine named. */
 #include <fcntl.h>
@@ -195,7 +196,8 @@ int main(int argc, char **argv)
         double rt = read_file(path, n);
         printf("%-7s level %d: %6.2f bytes/event, write %.1f ns/event, read %.1f ns/event\n",
                levels[i] ? "zstd" : "plain", levels[i], (double)bytes / (double)n, wt, rt);
-        unlink(path);
+        if (!getenv("KEEP"))
+            unlink(path);
     }
     free(mem);
     free(ev);

@@ -698,12 +698,13 @@ static int header_from_json(msnap_reader *r, const cJSON *o)
     return 0;
 }
 
-/* Parses line with cJSON into rec.  1 record, 0 skip, 2 cut-off last line,
+/* Parses line (NUL-terminated at line[len]) with cJSON into rec; trailing
+ * non-space text after the object makes the line invalid.  1 record, 0 skip, 2 cut-off last line,
  * -1 error.  The tree is kept in r->cur until the next call. */
 static int parse_json_line(msnap_reader *r, char *line, size_t len, int complete,
                            msnap_record *rec)
 {
-    cJSON *o = memchr(line, 0, len) ? NULL : cJSON_ParseWithLength(line, len);
+    cJSON *o = memchr(line, 0, len) ? NULL : cJSON_ParseWithLengthOpts(line, len + 1, NULL, 1);
     if (!o) {
         if (!complete)
             return 2;
@@ -841,7 +842,8 @@ static msnap_reader *reader_open(int fd, int own, char *err, size_t errlen)
     if (rc < 0)
         goto err;
     r->lineno = 1;
-    r->hdr_json = cJSON_ParseWithLength(line, len);
+    if (!memchr(line, 0, len))
+        r->hdr_json = cJSON_ParseWithLengthOpts(line, len + 1, NULL, 1);
     if (!r->hdr_json) {
         fail(r, complete ? "line 1: not a memsnap snapshot (no header)"
                          : "line 1: the header is cut off (the file ends inside it)");

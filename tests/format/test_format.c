@@ -562,6 +562,11 @@ static void test_errors(void)
     EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"t\":1}\n{\"a\":\"free\",\"t\":\n{\"a\":\"free\"}\n"),
                  "line 3: not valid JSON");
     EXPECT_ERROR(WITH_BODY("[1,2]\n"), "line 2: not a JSON object");
+    EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"t\":1} x\n"), "line 2: not valid JSON");
+    EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"t\":1}{\"a\":\"free\"}\n"), "line 2: not valid JSON");
+    EXPECT_ERROR(WITH_BODY("{\"type\":\"str\",\"id\":1,\"s\":\"x\"}}\n"), "line 2: not valid JSON");
+    EXPECT_ERROR("{\"type\":\"header\",\"format\":\"memsnap\",\"version\":\"1.0\"} junk\n",
+                 "line 1: not a memsnap snapshot (no header)");
     EXPECT_ERROR(WITH_BODY("{\"x\":1}\n"), "line 2: neither \"type\" nor \"a\"");
     EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"t\":-1}\n"), "line 2: \"t\" is out of range");
     EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"t\":1.5}\n"), "line 2: \"t\" is not an integer");
