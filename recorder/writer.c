@@ -785,7 +785,7 @@ static void *writer_main(void *arg)
 {
     (void)arg;
     uint64_t last_flush = wall_ms(), last_counters = 0;
-    uint64_t last_counted = UINT64_MAX;
+    uint64_t last_counted = 0;   /* no counters line before the first event */
     for (;;) {
         uint32_t wake = atomic_load(&g_writer_wake);
         uint64_t n = drain();

@@ -45,7 +45,7 @@ ring-small)  # a ring of 1000 events keeps the last 1000 and says how many it dr
     grep -q "snapcheck: 1000 events" "$T/out" || fail "ring kept $(grep -o '[0-9]* events' "$T/out")"
     ;;
 signal)  # SIGUSR1 to memsnap run is passed on; the ring dump appears at once
-    run --mode ring -o "$T/s-%n.msnap" -- "$ROUTE_TEST" hold 5 > "$T/out" &
+    "$MEMSNAP" run --sim-device 8G --mode ring -o "$T/s-%n.msnap" -- "$ROUTE_TEST" hold 5 > "$T/out" &
     pid=$!
     wait_for "$T/out" ready || { kill $pid; fail "program did not start"; }
     kill -USR1 $pid
@@ -57,12 +57,13 @@ signal)  # SIGUSR1 to memsnap run is passed on; the ring dump appears at once
     ;;
 sigkill-zstd|sigkill-plain)  # SIGKILL: the file reads back up to the last flush
     comp=zstd; [ $case_name = sigkill-plain ] && comp=none
-    run --compress $comp -o "$T/s.msnap" -- "$ROUTE_TEST" hold 50 > "$T/out" &
+    "$MEMSNAP" run --sim-device 8G --compress $comp -o "$T/s.msnap" -- "$ROUTE_TEST" hold 50 > "$T/out" &
     pid=$!
     wait_for "$T/out" ready || { kill $pid; fail "program did not start"; }
     sleep 0.4     # > 100 ms flush interval
     child=$(pgrep -P $pid)
     kill -KILL $child; wait $pid
+    [ -n "$child" ] || fail "no child process"
     printf 'expect alloc 50\n' > "$T/expect"
     "$SNAPCHECK" "$T/s.msnap" "$T/expect"
     ;;
