@@ -397,6 +397,8 @@ static int tables_init(void)
     atomic_store(&g_queue_head, 0);
     atomic_store(&g_queue_tail, 0);
     if (!stk_slots && g_cfg.stack_depth > 0) {
+        /* Per-thread unwind caches: no lock shared by threads on the hot path. */
+        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         uint64_t nslots = round_pow2(g_cfg.max_stacks * 2);
         stk_slots = map_zeroed(nslots * sizeof(stk_slot));
         stk_entries = map_zeroed((g_cfg.max_stacks + 1) * sizeof(stk_entry));
