@@ -47,7 +47,7 @@ for api in async sync; do
     b=${res[$api.base]}; d0=${res[$api.d0]}; d32=${res[$api.d32]}
     printf "| %s | %.0f ns (p99 %.0f) | %.0f ns (p99 %.0f) | %.0f ns (p99 %.0f) | %.0f ns | %.0f ns |\n" \
         "$name" "$b" "${res[$api.base.p99]}" "$d0" "${res[$api.d0.p99]}" "$d32" "${res[$api.d32.p99]}" \
-        "$(echo "$d0 - $b" | bc -l)" "$(echo "$d32 - $b" | bc -l)"
+        "$(awk "BEGIN{print $d0 - $b}")" "$(awk "BEGIN{print $d32 - $b}")"
 done
 echo
 echo "### Dump and size ($device)"
@@ -64,11 +64,11 @@ done
 for comp in zstd none; do
     "$M" run "${sim[@]}" -q --compress $comp -o "$tmp/s.msnap" -- "$B" --api async --pairs 1000 --batches 500 > /dev/null
     bytes=$(stat -c %s "$tmp/s.msnap")
-    echo "| stream file, 1,000,000 events, 32-frame stacks, $comp | $bytes bytes = $(echo "scale=1; $bytes / 1000000" | bc -l) bytes/event |"
+    echo "| stream file, 1,000,000 events, 32-frame stacks, $comp | $bytes bytes = $(awk "BEGIN{printf \"%.1f\", $bytes / 1000000}") bytes/event |"
 done
 t0=$(date +%s.%N)
 "$M" symbolize "$tmp/s.msnap" > /dev/null
 t1=$(date +%s.%N)
-echo "| memsnap symbolize of that file (offline) | $(echo "($t1 - $t0) * 1000" | bc -l | cut -d. -f1) ms |"
+echo "| memsnap symbolize of that file (offline) | $(awk "BEGIN{printf \"%d\", ($t1 - $t0) * 1000}") ms |"
 echo
 echo "Conditions: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(date -u +%Y-%m-%d)."
