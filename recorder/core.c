@@ -121,6 +121,7 @@ typedef struct stk_entry {
 } stk_entry;
 
 #define STK_OVERFLOW UINT32_MAX
+#define OWN_FRAMES_MAX 6     /* frames of libmemsnap.so above the program's */
 
 static stk_slot *stk_slots;          /* 2 * max_stacks, power of two */
 static uint64_t stk_mask;
@@ -146,14 +147,21 @@ static uint64_t round_pow2(uint64_t v)
     return p;
 }
 
+/* Two independent lanes so the multiplies overlap; never returns 0. */
 static uint64_t hash_frames(const uint64_t *ips, int depth)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)depth;
-    for (int i = 0; i < depth; i++) {
-        h ^= ips[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
+    uint64_t a = 0x9e3779b97f4a7c15ull ^ (uint64_t)depth, b = 0xc2b2ae3d27d4eb4full;
+    int i = 0;
+    for (; i + 1 < depth; i += 2) {
+        a = (a ^ ips[i]) * 0xff51afd7ed558ccdull;
+        b = (b ^ ips[i + 1]) * 0xc4ceb9fe1a85ec53ull;
+        a ^= a >> 29;
+        b ^= b >> 31;
     }
+    if (i < depth)
+        a = (a ^ ips[i]) * 0xff51afd7ed558ccdull;
+    uint64_t h = (a ^ (b >> 7) ^ (b << 13)) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 32;
     return h ? h : 1;
 }
 
@@ -223,8 +231,11 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
 {
     if (g_cfg.stack_depth <= 0 || !stk_slots)
         return 0;
-    void *raw[MSNAP_MAX_FRAMES + 16];
-    int want = g_cfg.stack_depth + 16;
+    /* Our own frames on top (this function, the recording helper, the hook,
+     * the wrapper) are skipped below: ask for only a few more than kept,
+     * since unwinding costs per frame. */
+    void *raw[MSNAP_MAX_FRAMES + OWN_FRAMES_MAX];
+    int want = g_cfg.stack_depth + OWN_FRAMES_MAX;
     int n = unw_backtrace(raw, want);
     int skip = 0;
     while (skip < n && core_is_own_code(raw[skip]))
