@@ -16,7 +16,10 @@
  *  - as an extension, an exported name ("cuMemAlloc_v2",
  *    "cuMemAllocAsync_ptsz") is found as itself, whatever the version.
  *  - otherwise CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND.
- * Failures return CUDA_ERROR_NOT_FOUND with *pfn = NULL.  Both functions
+ * A name not found gives *pfn = NULL and, when the caller passed a
+ * symbolStatus, CUDA_SUCCESS with the status saying why (what driver 580 on
+ * an H200 does: seen by tests/recorder/route_test getproc on the GPU);
+ * without a symbolStatus, CUDA_ERROR_NOT_FOUND.  Both functions
  * work before cuInit, like the real ones.  The addresses handed out are the
  * simulation's own (the library is linked -Bsymbolic), never an
  * interposer's.
@@ -111,8 +114,10 @@ static CUresult get_proc(const char *symbol, void **pfn, int cudaVersion, cuuint
         return CUDA_ERROR_INVALID_VALUE;
     CUdriverProcAddressQueryResult st;
     *pfn = proc_lookup(symbol, cudaVersion, flags, &st);
-    if (symbolStatus)
+    if (symbolStatus) {
         *symbolStatus = st;
+        return CUDA_SUCCESS;
+    }
     return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 

@@ -63,6 +63,11 @@ int main(void)
     void *p = (void *)1;
     CHECK(cuGetProcAddress("cuNoSuchFunction", &p, 13000, 0, NULL) == CUDA_ERROR_NOT_FOUND);
     CHECK(p == NULL);
+    /* With a status, the real driver (580) answers CUDA_SUCCESS + NOT_FOUND. */
+    p = (void *)1;
+    st = CU_GET_PROC_ADDRESS_SUCCESS;
+    CHECK(cuGetProcAddress("cuNoSuchFunction", &p, 13000, 0, &st) == CUDA_SUCCESS);
+    CHECK(p == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     CK(cuGetProcAddress("cuInit", &p, 13000, 0, NULL)); /* NULL symbolStatus */
     CHECK(cuGetProcAddress("cuInit", &p, 13000, 4, NULL) == CUDA_ERROR_INVALID_VALUE);
     CHECK(cuGetProcAddress("cuInit", NULL, 13000, 0, NULL) == CUDA_ERROR_INVALID_VALUE);
