@@ -1,8 +1,15 @@
-"""The recorder under PyTorch: at checkpoints the reserved bytes the recorder
-counts (cuMemAlloc + cuMemCreate bytes live, read in-process through
-memsnap_totals_get) must equal torch.cuda.memory_reserved(), with the default
-caching allocator and with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.
-Run under `memsnap run`.  Exit 0 pass, 1 fail, 77 skip (no torch / no GPU)."""
+"""The recorder under PyTorch, with the default caching allocator and with
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.  Run under `memsnap run`.
+
+At each checkpoint it marks the recording with torch.cuda.memory_reserved()
+("LABEL: torch reserved N"); the test then checks, from the snapshot file,
+that the reserved bytes made from PyTorch's allocator (stacks through
+libc10_cuda.so) equal N (snapcheck --owner-marks).  In-process it checks that
+the recorder's total (memsnap_totals_get) is never below torch's: the
+difference is memory PyTorch does not count -- cuBLAS allocates its own
+workspace with cudaMalloc (64 MiB on an H200 with CUDA 13), which the
+recorder sees with libcublas on the stack.
+Exit 0 pass, 1 fail, 77 skip (no torch / no GPU)."""
 import ctypes
 import os
 import sys
@@ -39,10 +46,10 @@ def checkpoint(label):
     t = Totals()
     rc = totals_get(0, ctypes.byref(t))
     want = torch.cuda.memory_reserved()
-    ok = rc == 0 and t.reserved == want
+    ok = rc == 0 and t.reserved >= want
     annotate(f"{label}: torch reserved {want}".encode())
     print(f"{'ok  ' if ok else 'FAIL'} {label:28s} recorder {t.reserved:>12d}  torch {want:>12d}"
-          f"  (vmm mapped {t.vmm_mapped}, events {t.events})")
+          f"  (others {t.reserved - want}, vmm mapped {t.vmm_mapped}, events {t.events})")
     if not ok:
         failures += 1
 
@@ -71,5 +78,5 @@ checkpoint("3 GiB tensor")
 del big, large, x, y, z
 torch.cuda.empty_cache()
 checkpoint("all freed + empty_cache")
-print(f"{failures} checkpoint(s) differ")
+print(f"{failures} checkpoint(s) where the recorder saw less than torch reserved")
 sys.exit(1 if failures else 0)

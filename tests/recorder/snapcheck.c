@@ -15,6 +15,13 @@
  *   --min-events N   at least N events (any action)
  *   --trailer        a trailer must be present (clean exit)
  *   --marks          print "mark MESSAGE reserved=BYTES" at each nvtx_mark
+ *   --owner-marks SUBSTR
+ *                    at each mark whose message ends in "reserved N", the
+ *                    device-0 reserved bytes (cuMemAlloc/Pitch + cuMemCreate
+ *                    live) made from a stack that passes through a module
+ *                    whose path contains SUBSTR must equal N (PyTorch's
+ *                    allocator lives in libc10_cuda.so; cuBLAS allocates its
+ *                    own workspace, which torch does not count)
  * Prints one line per failed check and "N passed, N failed".
  */
 #define _GNU_SOURCE
@@ -36,7 +43,7 @@ int main(int argc, char **argv)
     const char *expect_file = NULL;
     int balanced = 0, stacks = 0, want_trunc = 0, want_trailer = 0, marks = 0;
     long min_events = -1;
-    const char *sym = NULL;
+    const char *sym = NULL, *owner = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--balanced")) balanced = 1;
         else if (!strcmp(argv[i], "--stacks")) stacks = 1;
@@ -44,6 +51,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--trailer")) want_trailer = 1;
         else if (!strcmp(argv[i], "--marks")) marks = 1;
         else if (!strcmp(argv[i], "--sym") && i + 1 < argc) sym = argv[++i];
+        else if (!strcmp(argv[i], "--owner-marks") && i + 1 < argc) owner = argv[++i];
         else if (!strcmp(argv[i], "--min-events") && i + 1 < argc) min_events = atol(argv[++i]);
         else if (argv[i][0] != '-') expect_file = argv[i];
         else {
@@ -62,6 +70,12 @@ int main(int argc, char **argv)
     long events = 0, live_last = -1, live_cur = 0, sym_found = 0, trailer = 0;
     long dup_alloc = 0, unknown_free = 0, missing_stack = 0;
     u64map live = {0}, stack_ids = {0};
+    /* --owner-marks: module ranges, owned stacks, strings, owned live objects */
+    uint64_t mod_lo[512], mod_hi[512];
+    int nmod = 0;
+    u64map owned_stack = {0}, owned_live = {0}, strs = {0};
+    uint64_t owned = 0, other = 0;
+    long marks_checked = 0, marks_bad = 0;
     uint64_t reserved = 0;
     int in_state = 0;
     msnap_record rec;
@@ -70,6 +84,24 @@ int main(int argc, char **argv)
         switch (rec.type) {
         case MSNAP_REC_STACK:
             u64map_put(&stack_ids, 0, rec.u.stack.id, 1);
+            if (owner) {
+                int own = 0;
+                for (int i = 0; i < rec.u.stack.depth && !own; i++)
+                    for (int m = 0; m < nmod; m++)
+                        if (rec.u.stack.ips[i] >= mod_lo[m] && rec.u.stack.ips[i] < mod_hi[m])
+                            own = 1;
+                u64map_put(&owned_stack, 0, rec.u.stack.id, (uint64_t)own);
+            }
+            break;
+        case MSNAP_REC_MODULE:
+            if (owner && nmod < 512 && strstr(rec.u.module.path, owner)) {
+                mod_lo[nmod] = rec.u.module.base;
+                mod_hi[nmod++] = rec.u.module.base + rec.u.module.size;
+            }
+            break;
+        case MSNAP_REC_STR:
+            if (owner)
+                u64map_put(&strs, 0, rec.u.str.id, (uint64_t)(uintptr_t)strdup(rec.u.str.s));
             break;
         case MSNAP_REC_SYMBOL:
             if (sym && rec.u.symbol.function && strstr(rec.u.symbol.function, sym))
@@ -96,6 +128,38 @@ int main(int argc, char **argv)
             events++;
             if (e->action < MSNAP_A_COUNT)
                 count[e->action]++;
+            if (owner && e->device <= 0) {
+                /* Reserved bytes by owner: alloc/free and vmm_create/release. */
+                uint64_t *o;
+                int own = (o = u64map_get(&owned_stack, 0, e->stack)) && *o;
+                uint64_t key = 0, val;
+                int add = 0, del = 0;
+                if (e->action == MSNAP_A_ALLOC) { key = e->addr; add = 1; }
+                else if (e->action == MSNAP_A_FREE) { key = e->addr; del = 1; }
+                else if (e->action == MSNAP_A_VMM_CREATE && e->device == 0) { key = e->aux | (1ull << 63); add = 1; }
+                else if (e->action == MSNAP_A_VMM_RELEASE) { key = e->aux | (1ull << 63); del = 1; }
+                if (add) {
+                    u64map_put(&owned_live, (uint32_t)own, key, e->size);
+                    *(own ? &owned : &other) += e->size;
+                } else if (del) {
+                    if (u64map_del(&owned_live, 1, key, &val)) owned -= val;
+                    else if (u64map_del(&owned_live, 0, key, &val)) other -= val;
+                }
+                if (e->action == MSNAP_A_NVTX_MARK && (o = u64map_get(&strs, 0, e->aux))) {
+                    const char *msg = (const char *)(uintptr_t)*o;
+                    const char *r = strstr(msg, "reserved ");
+                    if (r) {
+                        unsigned long long want = strtoull(r + 9, NULL, 10);
+                        marks_checked++;
+                        int ok = owned == want;
+                        if (!ok)
+                            marks_bad++;
+                        printf("%s %-40s %s bytes %12llu, want %12llu; other owners %llu\n",
+                               ok ? "ok  " : "FAIL", msg, owner, (unsigned long long)owned, want,
+                               (unsigned long long)other);
+                    }
+                }
+            }
             int is_alloc = e->action == MSNAP_A_ALLOC || e->action == MSNAP_A_MANAGED_ALLOC ||
                            e->action == MSNAP_A_ASYNC_ALLOC;
             int is_free = e->action == MSNAP_A_FREE || e->action == MSNAP_A_ASYNC_FREE;
@@ -183,6 +247,18 @@ int main(int argc, char **argv)
         if (!sym_found)
             fprintf(stderr, "snapcheck: no symbol contains '%s'\n", sym);
         CHECK(sym_found > 0);
+    }
+    if (owner) {
+        if (!marks_checked)
+            fprintf(stderr, "snapcheck: no mark with \"reserved N\" found\n");
+        CHECK(marks_checked > 0);
+        CHECK(marks_bad == 0);
+        for (size_t i = 0; i < strs.cap; i++)
+            if (strs.slots[i].used)
+                free((void *)(uintptr_t)strs.slots[i].value);
+        u64map_free(&strs);
+        u64map_free(&owned_stack);
+        u64map_free(&owned_live);
     }
     if (want_trunc)
         CHECK(truncated);
