@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "memsnap/format.h"
+#include "memsnap/symbolize.h"
 
 #ifndef MEMSNAP_VERSION
 #define MEMSNAP_VERSION "0.0.0"
@@ -55,6 +56,7 @@ static void usage(FILE *f)
 /* Dispatches to the subcommand named by argv[1]. */
 int main(int argc, char **argv)
 {
+    msnap_symbolizer_allow_loading(1);   /* demangle C++ names in symbolize/summary */
     if (argc < 2) {
         fprintf(stderr, "memsnap: no subcommand; try memsnap --help\n");
         return 2;

@@ -51,12 +51,15 @@ typedef struct str_pool {
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
+static int allow_loading;      /* msnap_symbolizer_allow_loading */
+
 struct msnap_symbolizer {
     Dwfl *dwfl;
     sym_entry *cache;
     size_t cache_cap, cache_n; /* power of two; n < cap / 2 */
     str_pool strings;
     demangle_fn demangle;      /* __cxa_demangle when in the process */
+    void *libstdcxx;           /* dlopen handle that gave demangle, or NULL */
     char err[512];
 };
 
@@ -145,7 +148,21 @@ msnap_symbolizer *msnap_symbolizer_new(void)
         return NULL;
     }
     s->demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (!s->demangle) {
+        /* libstdc++ may be loaded in a local scope (PyTorch's extensions are
+         * dlopen'ed RTLD_LOCAL); the CLI may also load it.  The recorder never
+         * loads a library into the program it records. */
+        int flags = RTLD_LAZY | RTLD_LOCAL | (allow_loading ? 0 : RTLD_NOLOAD);
+        s->libstdcxx = dlopen("libstdc++.so.6", flags);
+        if (s->libstdcxx)
+            s->demangle = (demangle_fn)dlsym(s->libstdcxx, "__cxa_demangle");
+    }
     return s;
+}
+
+void msnap_symbolizer_allow_loading(int allow)
+{
+    allow_loading = allow;
 }
 
 const char *msnap_symbolizer_error(const msnap_symbolizer *s)
@@ -381,6 +398,8 @@ void msnap_symbolizer_free(msnap_symbolizer *s)
         dwfl_end(s->dwfl);
     free(s->cache);
     pool_free(&s->strings);
+    if (s->libstdcxx)
+        dlclose(s->libstdcxx);
     free(s);
 }
 

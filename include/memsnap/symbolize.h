@@ -78,6 +78,12 @@ int msnap_symbolizer_resolve_frame(msnap_symbolizer *s, uint64_t ip,
 /* The last add_module error, "" when none. */
 const char *msnap_symbolizer_error(const msnap_symbolizer *s);
 
+/* C++ names are demangled with libstdc++'s __cxa_demangle when the process
+ * has libstdc++ loaded (in any scope).  allow = 1 lets new symbolizers load
+ * libstdc++ for that when it is not loaded (the CLI does; the recorder never
+ * loads a library into the program it records).  Default 0. */
+void msnap_symbolizer_allow_loading(int allow);
+
 /* Frees the symbolizer and every string it returned. NULL is fine. */
 void msnap_symbolizer_free(msnap_symbolizer *s);
 
