@@ -14,11 +14,8 @@
  * and starts the writer thread.  A process that never touches CUDA memory
  * (a shell under `memsnap run`, say) writes nothing.
  *
- * Stack table invariants: slot.hash != 0 means claimed; slot.id != 0 means
- * the entry entries[id] (offset and depth into the arena) is complete and
- * visible (release/acquire on slot.id).  Ids are handed out from 1 upward.
- * When the table or the arena is full, events get stack id 0 and
- * stacks_dropped counts them.
+ * The stack table (stacktab.c) is lock-free and bounded; when it is full,
+ * events get stack id 0 and the trailer counts them.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -40,6 +37,7 @@
 #include <libunwind.h>
 
 #include "recorder.h"
+#include "stacktab.h"
 
 _Atomic int g_state;                 /* 0 not started, 1 recording, -1 off */
 MSNAP_TLS int t_in_hook;
@@ -106,32 +104,6 @@ int core_is_own_code(const void *p)
     return a >= own_lo && a < own_hi;
 }
 
-/* ---- stack table -------------------------------------------------------------- */
-
-typedef struct stk_slot {
-    _Atomic uint64_t hash;
-    _Atomic uint32_t id;
-    uint32_t pad;
-} stk_slot;
-
-typedef struct stk_entry {
-    uint64_t off;       /* into stk_arena */
-    uint32_t depth;
-    uint32_t pad;
-} stk_entry;
-
-#define STK_OVERFLOW UINT32_MAX
-#define OWN_FRAMES_MAX 6     /* frames of libmemsnap.so above the program's */
-
-static stk_slot *stk_slots;          /* 2 * max_stacks, power of two */
-static uint64_t stk_mask;
-static stk_entry *stk_entries;       /* indexed by id, 1..max_stacks */
-static uint64_t *stk_arena;
-static uint64_t stk_arena_cap;
-static _Atomic uint64_t stk_arena_used;
-static _Atomic uint32_t stk_next_id = 1;
-static _Atomic uint64_t stk_dropped;
-
 static void *map_zeroed(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -147,89 +119,25 @@ static uint64_t round_pow2(uint64_t v)
     return p;
 }
 
-/* Two independent lanes so the multiplies overlap; never returns 0. */
-static uint64_t hash_frames(const uint64_t *ips, int depth)
-{
-    uint64_t a = 0x9e3779b97f4a7c15ull ^ (uint64_t)depth, b = 0xc2b2ae3d27d4eb4full;
-    int i = 0;
-    for (; i + 1 < depth; i += 2) {
-        a = (a ^ ips[i]) * 0xff51afd7ed558ccdull;
-        b = (b ^ ips[i + 1]) * 0xc4ceb9fe1a85ec53ull;
-        a ^= a >> 29;
-        b ^= b >> 31;
-    }
-    if (i < depth)
-        a = (a ^ ips[i]) * 0xff51afd7ed558ccdull;
-    uint64_t h = (a ^ (b >> 7) ^ (b << 13)) * 0x9e3779b97f4a7c15ull;
-    h ^= h >> 32;
-    return h ? h : 1;
-}
+/* ---- stack table (stacktab.c) ------------------------------------------------ */
 
-/* Returns the id of the stack (inserting it), or 0 when it cannot be stored. */
-static uint32_t stack_intern(const uint64_t *ips, int depth)
-{
-    uint64_t h = hash_frames(ips, depth);
-    for (uint64_t probe = 0, i = h & stk_mask; probe <= stk_mask;
-         probe++, i = (i + 1) & stk_mask) {
-        stk_slot *s = &stk_slots[i];
-        uint64_t cur = atomic_load_explicit(&s->hash, memory_order_acquire);
-        if (cur == 0) {
-            uint64_t zero = 0;
-            if (atomic_compare_exchange_strong(&s->hash, &zero, h)) {
-                uint32_t id = atomic_fetch_add(&stk_next_id, 1);
-                uint64_t off = atomic_fetch_add(&stk_arena_used, (uint64_t)depth);
-                if (id > g_cfg.max_stacks || off + (uint64_t)depth > stk_arena_cap) {
-                    atomic_store_explicit(&s->id, STK_OVERFLOW, memory_order_release);
-                    atomic_fetch_add(&stk_dropped, 1);
-                    return 0;
-                }
-                memcpy(&stk_arena[off], ips, (size_t)depth * sizeof(uint64_t));
-                stk_entries[id].off = off;
-                stk_entries[id].depth = (uint32_t)depth;
-                atomic_store_explicit(&s->id, id, memory_order_release);
-                return id;
-            }
-            cur = atomic_load_explicit(&s->hash, memory_order_acquire);
-        }
-        if (cur != h)
-            continue;
-        uint32_t id;
-        while ((id = atomic_load_explicit(&s->id, memory_order_acquire)) == 0)
-            sched_yield();     /* another thread is filling it: microseconds */
-        if (id == STK_OVERFLOW) {
-            atomic_fetch_add(&stk_dropped, 1);
-            return 0;
-        }
-        const stk_entry *e = &stk_entries[id];
-        if (e->depth == (uint32_t)depth &&
-            memcmp(&stk_arena[e->off], ips, (size_t)depth * sizeof(uint64_t)) == 0)
-            return id;
-    }
-    atomic_fetch_add(&stk_dropped, 1);
-    return 0;
-}
+#define OWN_FRAMES_MAX 6     /* frames of libmemsnap.so above the program's */
 
-uint32_t core_stack_count(void)
-{
-    uint32_t n = atomic_load(&stk_next_id) - 1;
-    return n > g_cfg.max_stacks ? (uint32_t)g_cfg.max_stacks : n;
-}
+static stacktab g_stacks;
+static int g_stacks_ready;
 
-/* Entries are complete once an event referring to them is visible; ids not
- * yet referred to may still be filling (depth reads 0 then). */
+uint32_t core_stack_count(void) { return g_stacks_ready ? stacktab_count(&g_stacks) : 0; }
+
 int core_stack_get(uint32_t id, const uint64_t **ips)
 {
-    if (id == 0 || id > core_stack_count())
-        return -1;
-    *ips = &stk_arena[stk_entries[id].off];
-    return (int)stk_entries[id].depth;
+    return g_stacks_ready ? stacktab_get(&g_stacks, id, ips) : -1;
 }
 
-uint64_t core_stacks_dropped(void) { return atomic_load(&stk_dropped); }
+uint64_t core_stacks_dropped(void) { return g_stacks_ready ? stacktab_dropped(&g_stacks) : 0; }
 
 __attribute__((noinline)) uint32_t core_capture_stack(void)
 {
-    if (g_cfg.stack_depth <= 0 || !stk_slots)
+    if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
         return 0;
     /* Our own frames on top (this function, the recording helper, the hook,
      * the wrapper) are skipped below: ask for only a few more than kept,
@@ -248,7 +156,7 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
     uint64_t ips[MSNAP_MAX_FRAMES];
     for (int i = 0; i < depth; i++)
         ips[i] = (uint64_t)(uintptr_t)raw[skip + i];
-    return stack_intern(ips, depth);
+    return stacktab_intern(&g_stacks, ips, depth);
 }
 
 /* ---- string table ---------------------------------------------------------------
@@ -407,17 +315,13 @@ static int tables_init(void)
         atomic_store_explicit(&g_queue[i].seq, i, memory_order_relaxed);
     atomic_store(&g_queue_head, 0);
     atomic_store(&g_queue_tail, 0);
-    if (!stk_slots && g_cfg.stack_depth > 0) {
+    if (!g_stacks_ready && g_cfg.stack_depth > 0) {
         /* Per-thread unwind caches: no lock shared by threads on the hot path. */
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-        uint64_t nslots = round_pow2(g_cfg.max_stacks * 2);
-        stk_slots = map_zeroed(nslots * sizeof(stk_slot));
-        stk_entries = map_zeroed((g_cfg.max_stacks + 1) * sizeof(stk_entry));
-        stk_arena_cap = g_cfg.max_stacks * 24;   /* average depth budget */
-        stk_arena = map_zeroed(stk_arena_cap * sizeof(uint64_t));
-        if (!stk_slots || !stk_entries || !stk_arena)
+        /* Arena: an average of 24 frames per stack. */
+        if (stacktab_init(&g_stacks, g_cfg.max_stacks, g_cfg.max_stacks * 24) != 0)
             return -1;
-        stk_mask = nslots - 1;
+        g_stacks_ready = 1;
     }
     if (!str_slots) {
         str_slots = map_zeroed(STR_SLOTS * sizeof(uint32_t));

@@ -8,6 +8,7 @@
 // call succeeded and a kernel wrote the memory it was given.
 #include <cstdio>
 #include <cstdlib>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #define OK(x)                                                                  \
@@ -70,8 +71,24 @@ int main()
     OK(cudaFree(pp));                               // free 1
     float *keep;
     OK(cudaMalloc(&keep, 7 << 20));                 // alloc 1, live at exit
+
+    // The cudaGetDriverEntryPointByVersion route: driver pointers from cudart.
+    void *fa = nullptr, *ff = nullptr;
+    cudaDriverEntryPointQueryResult qa, qf;
+    OK(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fa, 12000, cudaEnableDefault, &qa));
+    OK(cudaGetDriverEntryPointByVersion("cuMemFree", &ff, 12000, cudaEnableDefault, &qf));
+    if (!fa || !ff || qa != cudaDriverEntryPointSuccess || qf != cudaDriverEntryPointSuccess) {
+        std::fprintf(stderr, "gpu_cudart: cudaGetDriverEntryPointByVersion failed\n");
+        return 1;
+    }
+    CUdeviceptr d;
+    if (((CUresult (*)(CUdeviceptr *, size_t))fa)(&d, 5 << 20) != CUDA_SUCCESS ||  // alloc 1
+        ((CUresult (*)(CUdeviceptr))ff)(d) != CUDA_SUCCESS) {                      // free 1
+        std::fprintf(stderr, "gpu_cudart: cuMemAlloc/cuMemFree through entry points failed\n");
+        return 1;
+    }
     OK(cudaStreamDestroy(s));
-    std::printf("expect alloc 12\nexpect free 12\nexpect async_alloc 4\nexpect async_free 4\n"
+    std::printf("expect alloc 13\nexpect free 13\nexpect async_alloc 4\nexpect async_free 4\n"
                 "expect host_alloc 1\nexpect host_free 1\nexpect managed_alloc 1\n"
                 "expect oom 0\n");
     if (!ok) {

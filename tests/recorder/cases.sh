@@ -44,6 +44,16 @@ ring-small)  # a ring of 1000 events keeps the last 1000 and says how many it dr
     "$SNAPCHECK" "$T/s.msnap" --trailer --min-events 1000 | tee "$T/out"
     grep -q "snapcheck: 1000 events" "$T/out" || fail "ring kept $(grep -o '[0-9]* events' "$T/out")"
     ;;
+ring-counters)  # ring mode keeps a counters series for the whole run
+    MEMSNAP_COUNTERS_MS=50 "$MEMSNAP" run --sim-device 8G --mode ring --ring-events 1000 \
+        -o "$T/s.msnap" -- "$ROUTE_TEST" hold 5 > "$T/out" &
+    pid=$!
+    wait_for "$T/out" ready || { kill $pid; fail "program did not start"; }
+    sleep 1
+    kill -TERM $pid; wait $pid
+    printf 'expect alloc 5\n' > "$T/expect"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer --min-counters 10
+    ;;
 signal)  # SIGUSR1 to memsnap run is passed on; the ring dump appears at once
     "$MEMSNAP" run --sim-device 8G --mode ring -o "$T/s-%n.msnap" -- "$ROUTE_TEST" hold 5 > "$T/out" &
     pid=$!

@@ -13,6 +13,7 @@
  *   --sym NAME       some "sym" record names a function containing NAME
  *   --truncated      the file must read as truncated (SIGKILL tests)
  *   --min-events N   at least N events (any action)
+ *   --min-counters N at least N "counters" lines for device 0
  *   --trailer        a trailer must be present (clean exit)
  *   --marks          print "mark MESSAGE reserved=BYTES" at each nvtx_mark
  *   --owner-marks SUBSTR
@@ -42,7 +43,7 @@ int main(int argc, char **argv)
     const char *snap = argv[1];
     const char *expect_file = NULL;
     int balanced = 0, stacks = 0, want_trunc = 0, want_trailer = 0, marks = 0;
-    long min_events = -1;
+    long min_events = -1, min_counters = -1, counters = 0;
     const char *sym = NULL, *owner = NULL;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--balanced")) balanced = 1;
@@ -53,6 +54,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--sym") && i + 1 < argc) sym = argv[++i];
         else if (!strcmp(argv[i], "--owner-marks") && i + 1 < argc) owner = argv[++i];
         else if (!strcmp(argv[i], "--min-events") && i + 1 < argc) min_events = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--min-counters") && i + 1 < argc) min_counters = atol(argv[++i]);
         else if (argv[i][0] != '-') expect_file = argv[i];
         else {
             fprintf(stderr, "snapcheck: unknown option %s\n", argv[i]);
@@ -118,6 +120,10 @@ int main(int argc, char **argv)
             break;
         case MSNAP_REC_TRAILER:
             trailer++;
+            break;
+        case MSNAP_REC_COUNTERS:
+            if (rec.u.counters.device == 0)
+                counters++;
             break;
         case MSNAP_REC_EVENT: {
             const msnap_event *e = &rec.u.event;
@@ -271,6 +277,12 @@ int main(int argc, char **argv)
         if (events < min_events)
             fprintf(stderr, "snapcheck: %ld events, expected at least %ld\n", events, min_events);
         CHECK(events >= min_events);
+    }
+    if (min_counters >= 0) {
+        if (counters < min_counters)
+            fprintf(stderr, "snapcheck: %ld counters lines, expected at least %ld\n", counters,
+                    min_counters);
+        CHECK(counters >= min_counters);
     }
     printf("snapcheck: %ld events, %s\n", events, truncated ? "truncated" : "complete");
     u64map_free(&live);

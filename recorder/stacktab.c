@@ -1,0 +1,133 @@
+/* The stack table (see stacktab.h for the invariants).
+ *
+ * Insert: hash the frames (two independent multiply lanes, so a 32-frame
+ * stack hashes in a few dozen cycles), probe linearly from the home slot.
+ * An empty slot is claimed with one CAS on its hash; the claiming thread then
+ * takes the next id and an arena range with fetch_add, copies the frames and
+ * publishes the id with a release store.  A thread that finds the same hash
+ * waits for the id (the filler is microseconds away), then compares the
+ * frames, so two stacks with the same hash are told apart.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "stacktab.h"
+
+static void *map_zeroed(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+int stacktab_init(stacktab *t, uint64_t max_stacks, uint64_t arena_frames)
+{
+    memset(t, 0, sizeof *t);
+    uint64_t nslots = 1;
+    while (nslots < max_stacks * 2)
+        nslots <<= 1;
+    t->slots = map_zeroed(nslots * sizeof *t->slots);
+    t->entries = map_zeroed((max_stacks + 1) * sizeof *t->entries);
+    t->arena = map_zeroed(arena_frames * sizeof *t->arena);
+    if (!t->slots || !t->entries || !t->arena) {
+        stacktab_destroy(t);
+        return -1;
+    }
+    t->mask = nslots - 1;
+    t->max_stacks = max_stacks;
+    t->arena_cap = arena_frames;
+    atomic_store(&t->next_id, 1);
+    return 0;
+}
+
+void stacktab_destroy(stacktab *t)
+{
+    if (t->slots)
+        munmap(t->slots, (t->mask + 1) * sizeof *t->slots);
+    if (t->entries)
+        munmap(t->entries, (t->max_stacks + 1) * sizeof *t->entries);
+    if (t->arena)
+        munmap(t->arena, t->arena_cap * sizeof *t->arena);
+    memset(t, 0, sizeof *t);
+}
+
+/* Two independent lanes so the multiplies overlap; never returns 0. */
+static uint64_t hash_frames(const uint64_t *ips, int depth)
+{
+    uint64_t a = 0x9e3779b97f4a7c15ull ^ (uint64_t)depth, b = 0xc2b2ae3d27d4eb4full;
+    int i = 0;
+    for (; i + 1 < depth; i += 2) {
+        a = (a ^ ips[i]) * 0xff51afd7ed558ccdull;
+        b = (b ^ ips[i + 1]) * 0xc4ceb9fe1a85ec53ull;
+        a ^= a >> 29;
+        b ^= b >> 31;
+    }
+    if (i < depth)
+        a = (a ^ ips[i]) * 0xff51afd7ed558ccdull;
+    uint64_t h = (a ^ (b >> 7) ^ (b << 13)) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+
+uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth)
+{
+    uint64_t h = hash_frames(ips, depth);
+    for (uint64_t probe = 0, i = h & t->mask; probe <= t->mask;
+         probe++, i = (i + 1) & t->mask) {
+        stacktab_slot *s = &t->slots[i];
+        uint64_t cur = atomic_load_explicit(&s->hash, memory_order_acquire);
+        if (cur == 0) {
+            uint64_t zero = 0;
+            if (atomic_compare_exchange_strong(&s->hash, &zero, h)) {
+                uint32_t id = atomic_fetch_add(&t->next_id, 1);
+                uint64_t off = atomic_fetch_add(&t->arena_used, (uint64_t)depth);
+                if (id > t->max_stacks || off + (uint64_t)depth > t->arena_cap) {
+                    atomic_store_explicit(&s->id, STACKTAB_OVERFLOW, memory_order_release);
+                    atomic_fetch_add(&t->dropped, 1);
+                    return 0;
+                }
+                memcpy(&t->arena[off], ips, (size_t)depth * sizeof(uint64_t));
+                t->entries[id].off = off;
+                t->entries[id].depth = (uint32_t)depth;
+                atomic_store_explicit(&s->id, id, memory_order_release);
+                return id;
+            }
+            cur = zero;   /* the hash another thread just claimed */
+        }
+        if (cur != h)
+            continue;
+        uint32_t id;
+        while ((id = atomic_load_explicit(&s->id, memory_order_acquire)) == 0)
+            sched_yield();
+        if (id == STACKTAB_OVERFLOW) {
+            /* Not necessarily the same stack: compare nothing, keep probing
+             * would find no stored copy either; count it as dropped. */
+            atomic_fetch_add(&t->dropped, 1);
+            return 0;
+        }
+        const stacktab_entry *e = &t->entries[id];
+        if (e->depth == (uint32_t)depth &&
+            memcmp(&t->arena[e->off], ips, (size_t)depth * sizeof(uint64_t)) == 0)
+            return id;
+    }
+    atomic_fetch_add(&t->dropped, 1);
+    return 0;
+}
+
+uint32_t stacktab_count(stacktab *t)
+{
+    uint32_t n = atomic_load(&t->next_id) - 1;
+    return n > t->max_stacks ? (uint32_t)t->max_stacks : n;
+}
+
+int stacktab_get(stacktab *t, uint32_t id, const uint64_t **ips)
+{
+    if (id == 0 || id > stacktab_count(t))
+        return -1;
+    *ips = &t->arena[t->entries[id].off];
+    return (int)t->entries[id].depth;
+}
+
+uint64_t stacktab_dropped(stacktab *t) { return atomic_load(&t->dropped); }
