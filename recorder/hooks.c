@@ -49,10 +49,15 @@
 
 /* ---- real dlsym and the driver handle ------------------------------------------ */
 
+/* dlsym runs before anything else is set up, the sanitizers' runtimes
+ * included (they look their own functions up with dlsym while they start):
+ * the functions on its path are never instrumented. */
+#define NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
 typedef void *(*dlsym_fn)(void *, const char *);
 dlsym_fn memsnap_real_dlsym __attribute__((visibility("hidden")));
 
-static dlsym_fn real_dlsym(void)
+NO_SANITIZE static dlsym_fn real_dlsym(void)
 {
     if (!memsnap_real_dlsym) {
         void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
@@ -250,7 +255,7 @@ static void *wrap_ptr(int id, void *real)
 }
 
 /* The hook id for an exact exported symbol name, or -1. */
-static int id_for_exported(const char *name)
+NO_SANITIZE static int id_for_exported(const char *name)
 {
     if (!name || name[0] != 'c' || name[1] != 'u')
         return -1;
@@ -711,7 +716,7 @@ static CUresult hook_cuGetProcAddress(fn_cuGetProcAddress real, const char *a, v
 /* ---- dlsym --------------------------------------------------------------------------
  * Called by the dlsym trampoline (dlsym_x86_64.S).  Returns 1 and *result for
  * the names we hook; 0 means "forward to glibc's dlsym unchanged". */
-__attribute__((visibility("hidden"))) int memsnap_dlsym_pre(void *handle, const char *name,
+NO_SANITIZE __attribute__((visibility("hidden"))) int memsnap_dlsym_pre(void *handle, const char *name,
                                                             void **result)
 {
     dlsym_fn ds = real_dlsym();

@@ -1,9 +1,24 @@
 #!/bin/bash
 # The README's test command: installs what is missing, builds, runs every test.
 # GPU tests (ctest label gpu) skip themselves on a machine without a GPU.
+#   scripts/test.sh               build/ and all tests
+#   scripts/test.sh --sanitize    build-asan/ with AddressSanitizer + UBSan
+# Other arguments go to ctest (e.g. -L recorder, -R format).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
-BUILD_DIR=${BUILD_DIR:-$root/build} "$root/scripts/build.sh"
-cd "${BUILD_DIR:-$root/build}"
+if [ "${1:-}" = --sanitize ]; then
+    shift
+    build=${BUILD_DIR:-$root/build-asan}
+    BUILD_DIR=$build "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=Debug -DMEMSNAP_SANITIZE=ON
+    # The recorder is preloaded into programs that are not linked with the
+    # ASan runtime; leak checking is off because the recorded programs and the
+    # recorder keep their state until exit on purpose.
+    export ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+else
+    build=${BUILD_DIR:-$root/build}
+    BUILD_DIR=$build "$root/scripts/build.sh"
+fi
+cd "$build"
 ctest --output-on-failure -j"$(nproc)" "$@"
