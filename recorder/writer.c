@@ -389,7 +389,21 @@ static int write_header(msnap_out *o, int with_devices)
         for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
             if (atomic_load_explicit(&g_devices[d].ready, memory_order_acquire))
                 h.devices[h.ndevices++] = g_devices[d].info;
-    int rc = put(o, msnap_fmt_header(line, sizeof line, &h));
+    /* The header holds the whole command line (up to 64 KiB, escaped): format
+     * it into a buffer of its own; if even that is too small, drop argv
+     * rather than the header. */
+    size_t cap = 1u << 20;
+    char *buf = malloc(cap);
+    int rc = -1;
+    if (buf) {
+        size_t n = msnap_fmt_header(buf, cap, &h);
+        if (!n) {
+            h.argc = 0;
+            n = msnap_fmt_header(buf, cap, &h);
+        }
+        rc = n ? msnap_out_write(o, buf, n) : -1;
+        free(buf);
+    }
     free(argv_buf);
     return rc;
 }
