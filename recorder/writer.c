@@ -163,28 +163,6 @@ static void live_restore(uint32_t tag, uint64_t key)
     }
 }
 
-static void live_clear(void)
-{
-    for (size_t i = 0; i < live.cap; i++)
-        if (live.slots[i].used)
-            free((void *)(uintptr_t)live.slots[i].value);
-    u64map_free(&live);
-    memset(&live, 0, sizeof live);
-    live_count = 0;
-    for (unsigned i = 0; i < STASH; i++) {
-        free(stash[i].l);
-        stash[i].l = NULL;
-    }
-    for (int d = 0; d <= MSNAP_MAX_DEVICES; d++) {
-        atomic_store(&cnt[d].reserved, 0);
-        atomic_store(&cnt[d].allocated, 0);
-        atomic_store(&cnt[d].async, 0);
-        atomic_store(&cnt[d].managed, 0);
-        atomic_store(&cnt[d].host, 0);
-        atomic_store(&cnt[d].vmm_mapped, 0);
-    }
-}
-
 /* Updates the live state for e and fills in the free's size and device. */
 static void apply(msnap_event *e)
 {
@@ -975,21 +953,34 @@ int writer_totals(int device, uint64_t o[6])
     return 0;
 }
 
-/* Child after fork: the thread is gone and the file is the parent's.  Drop
- * everything without writing (the buffer holds the parent's lines). */
+/* Child after fork: the writer thread is gone, and it may have been in the
+ * middle of changing any of its structures (a map being resized, a buffer
+ * half written), and the file is the parent's.  So nothing is freed, closed
+ * or flushed here: every structure is abandoned (a one-time leak in the
+ * child) and the child starts from zero at its first event. */
 void writer_after_fork_child(void)
 {
-    if (out) {
-        /* Leak the sink's buffer on purpose: closing would flush the
-         * parent's pending lines into the parent's file a second time. */
-        out = NULL;
+    out = NULL;
+    memset(&live, 0, sizeof live);
+    live_count = 0;
+    memset(stash, 0, sizeof stash);
+    for (int d = 0; d <= MSNAP_MAX_DEVICES; d++) {
+        atomic_store(&cnt[d].reserved, 0);
+        atomic_store(&cnt[d].allocated, 0);
+        atomic_store(&cnt[d].async, 0);
+        atomic_store(&cnt[d].managed, 0);
+        atomic_store(&cnt[d].host, 0);
+        atomic_store(&cnt[d].vmm_mapped, 0);
     }
-    live_clear();
-    written_reset();
-    free(ring);
+    stack_done = NULL;
+    stack_done_cap = 0;
+    str_done = NULL;
+    str_done_cap = 0;
+    devices_done = 0;
+    memset(&modules_done, 0, sizeof modules_done);
+    modules_gen = ~0ull;
     ring = NULL;
     ring_n = 0;
-    free(series);
     series = NULL;
     series_n = series_cap = 0;
     series_every = 1;
