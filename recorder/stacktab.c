@@ -5,8 +5,9 @@
  * An empty slot is claimed with one CAS on its hash; the claiming thread then
  * takes the next id and an arena range with fetch_add, copies the frames and
  * publishes the id with a release store.  A thread that finds the same hash
- * waits for the id (the filler is microseconds away), then compares the
- * frames, so two stacks with the same hash are told apart.
+ * waits for the id (the filler is microseconds away; the wait is bounded,
+ * since after a fork() the filler may be a thread that no longer exists),
+ * then compares the frames, so two stacks with the same hash are told apart.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -99,8 +100,16 @@ uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth)
         if (cur != h)
             continue;
         uint32_t id;
-        while ((id = atomic_load_explicit(&s->id, memory_order_acquire)) == 0)
+        int waits = 0;
+        while ((id = atomic_load_explicit(&s->id, memory_order_acquire)) == 0) {
+            /* The filler is microseconds away -- unless it was a thread that
+             * vanished in a fork(): then give up rather than spin forever. */
+            if (++waits > 100000) {
+                atomic_fetch_add(&t->dropped, 1);
+                return 0;
+            }
             sched_yield();
+        }
         if (id == STACKTAB_OVERFLOW) {
             /* Not necessarily the same stack: compare nothing, keep probing
              * would find no stored copy either; count it as dropped. */
