@@ -14,6 +14,10 @@
 
 #include "cli.h"
 #include "memsnap/format.h"
+
+/* cmd_render.c (declared here rather than in cli.h, which belongs to the
+ * other subcommands' owners). */
+int cmd_render(int argc, char **argv);
 #include "memsnap/symbolize.h"
 
 #ifndef MEMSNAP_VERSION
@@ -30,6 +34,7 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"run", "run a command under the recorder, writing a snapshot", cmd_run},
+    {"render", "timeline and segment-map PNGs of a snapshot", cmd_render},
     {"summary", "what a snapshot says: peaks, OOMs, leaks, top sites",
      cmd_summary},
     {"symbolize", "attach function/file:line to a snapshot's stacks",

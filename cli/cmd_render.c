@@ -1,0 +1,210 @@
+/* memsnap render: the timeline and segment-map PNGs of a snapshot.
+ *
+ * This file parses the arguments; the model (two streaming passes over the
+ * file) and the painters are the viz library (viz/model.h, viz/render.h,
+ * docs/render.md).  Writes PREFIX-timeline.png and PREFIX-segments.png and
+ * prints their paths.
+ *
+ * Exit status: 0 ok, 2 usage error, unreadable input or a PNG that could not
+ * be written (one line on stderr).
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model.h"
+#include "render.h"
+
+static const char usage_text[] =
+    "usage: memsnap render SNAP [-o PREFIX] [--at oom|peak|end|TIME] [--top N]\n"
+    "                      [--x time|events] [--width W] [--height H] [--cap SIZE]\n"
+    "\n"
+    "Draws two PNGs from a snapshot (plain or zstd; read twice, so not stdin):\n"
+    "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site,\n"
+    "                       reserved, capacity, cap, OOMs, NVTX ranges; a panel\n"
+    "                       per device\n"
+    "  PREFIX-segments.png  every segment as a row by address at one moment:\n"
+    "                       blocks by site, free and unmapped space, the largest\n"
+    "                       free block and the fragmentation numbers\n"
+    "\n"
+    "  -o, --output PREFIX  output prefix (default: SNAP without .msnap/.zst)\n"
+    "  --at WHEN            moment of the segment map: oom, peak (of reserved),\n"
+    "                       end, or a time since the start (12.5s, 800ms, 3min,\n"
+    "                       1h; a bare number is seconds).  Default: the first\n"
+    "                       OOM if any, else the peak, else the end\n"
+    "  --top N              sites with their own colour per device (default 8,\n"
+    "                       at most 24; the rest is \"other\")\n"
+    "  --x time|events      x axis: real time (default) or event index\n"
+    "  --width W            picture width in pixels (default 1600; text is\n"
+    "                       drawn at 2x from 1000 pixels, 1x below)\n"
+    "  --height H           timeline height (default: automatic); the segment\n"
+    "                       map takes what its rows need\n"
+    "  --cap SIZE           draw a configured cap (bytes, or 40G, 512M, 1.5T)\n"
+    "  -h, --help           this help\n"
+    "\n"
+    "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
+
+/* Parses a size: a number of bytes with an optional K/M/G/T (binary)
+ * suffix, "B"/"iB" tolerated.  0 ok, -1 bad. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0))
+        return -1;
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1048576.0; end++; break;
+    case 'g': case 'G': mul = 1073741824.0; end++; break;
+    case 't': case 'T': mul = 1099511627776.0; end++; break;
+    default: break;
+    }
+    if (!strcmp(end, "iB") || !strcmp(end, "B"))
+        end += strlen(end);
+    if (*end || v * mul >= 1.8e19)
+        return -1;
+    *out = (uint64_t)(v * mul);
+    return 0;
+}
+
+/* Parses a positive integer in [lo, hi].  0 ok, -1 bad. */
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* PREFIX from SNAP: SNAP without a trailing .zst and .msnap. */
+static void default_prefix(const char *snap, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", snap);
+    size_t n = strlen(buf);
+    if (n > 4 && !strcmp(buf + n - 4, ".zst"))
+        buf[n -= 4] = '\0';
+    if (n > 6 && !strcmp(buf + n - 6, ".msnap"))
+        buf[n - 6] = '\0';
+}
+
+static int bad(const char *what, const char *arg)
+{
+    fprintf(stderr, "memsnap render: %s \"%s\"; try memsnap render --help\n",
+            what, arg);
+    return 2;
+}
+
+int cmd_render(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"at", required_argument, NULL, 'a'},
+        {"top", required_argument, NULL, 't'},
+        {"x", required_argument, NULL, 'x'},
+        {"width", required_argument, NULL, 'W'},
+        {"height", required_argument, NULL, 'H'},
+        {"cap", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    vm_opts o = {.top = 8, .x_mode = VM_X_TIME, .at = VM_AT_DEFAULT};
+    const char *prefix = NULL;
+    int width = 1600, height = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': prefix = optarg; break;
+        case 'a':
+            if (vm_parse_at(optarg, &o.at, &o.at_t_ns))
+                return bad("--at wants oom, peak, end or a time like 12.5s, got", optarg);
+            break;
+        case 't':
+            if (parse_int(optarg, 0, VM_MAX_TOP, &o.top))
+                return bad("--top wants a count from 0 to 24, got", optarg);
+            break;
+        case 'x':
+            if (!strcmp(optarg, "time")) o.x_mode = VM_X_TIME;
+            else if (!strcmp(optarg, "events")) o.x_mode = VM_X_EVENTS;
+            else return bad("--x wants time or events, got", optarg);
+            break;
+        case 'W':
+            if (parse_int(optarg, 320, 8192, &width))
+                return bad("--width wants pixels from 320 to 8192, got", optarg);
+            break;
+        case 'H':
+            if (parse_int(optarg, 200, 8192, &height))
+                return bad("--height wants pixels from 200 to 8192, got", optarg);
+            break;
+        case 'c':
+            if (parse_size(optarg, &o.cap))
+                return bad("--cap wants a size like 40G or 512M, got", optarg);
+            break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default:
+            fprintf(stderr, "memsnap render: unknown or incomplete option "
+                            "\"%s\"; try memsnap --help\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (argc - optind != 1) {
+        fprintf(stderr, "memsnap render: expected one snapshot file, got %d; "
+                        "try memsnap --help\n", argc - optind);
+        return 2;
+    }
+    const char *path = argv[optind];
+    if (!strcmp(path, "-")) {
+        fprintf(stderr, "memsnap render: needs a file, not stdin (it reads "
+                        "the snapshot twice); try memsnap --help\n");
+        return 2;
+    }
+    char pfx[4096], tl[4200], sg[4200], err[1024];
+    if (prefix)
+        snprintf(pfx, sizeof pfx, "%s", prefix);
+    else
+        default_prefix(path, pfx, sizeof pfx);
+    snprintf(tl, sizeof tl, "%s-timeline.png", pfx);
+    snprintf(sg, sizeof sg, "%s-segments.png", pfx);
+
+    o.columns = viz_timeline_columns(width);
+    vm_model *m = vm_new(&o);
+    if (!m) {
+        fprintf(stderr, "memsnap render: out of memory\n");
+        return 2;
+    }
+    int rc = vm_read_file(m, path, 1, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "%s\n", err);
+        vm_free(m);
+        return 2;
+    }
+    canvas cv;
+    if (viz_timeline(m, &cv, width, height, "GPU memory over time", NULL, 0, NULL)) {
+        fprintf(stderr, "memsnap render: out of memory\n");
+        vm_free(m);
+        return 2;
+    }
+    rc = canvas_write_png(&cv, tl, err, sizeof err);
+    canvas_free(&cv);
+    if (rc == 0) {
+        if (viz_segmap(m, &cv, width, 0, "Memory segments", NULL)) {
+            fprintf(stderr, "memsnap render: out of memory\n");
+            vm_free(m);
+            return 2;
+        }
+        rc = canvas_write_png(&cv, sg, err, sizeof err);
+        canvas_free(&cv);
+    }
+    vm_free(m);
+    if (rc) {
+        fprintf(stderr, "memsnap render: %s\n", err);
+        return 2;
+    }
+    printf("%s\n%s\n", tl, sg);
+    return fflush(stdout) == 0 ? 0 : 2;
+}

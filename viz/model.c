@@ -1,0 +1,1694 @@
+/* The renderer's model: see model.h for the two passes and what each
+ * learns.  Every event goes through apply_event, which moves entries in and
+ * out of the live set (keyed by layer and address, VMM physical memory by
+ * handle) with entry_add / entry_remove; those two are the only places where
+ * the per-device levels and the per-site live bytes change, so the pass-1
+ * bookkeeping (peaks, the valley detector of the leak finder) and the pass-2
+ * bookkeeping (column buckets) hang off them (touch_before / touch_after).
+ *
+ * Leak finder (pass 1).  T = the stacked total over all devices.  A zigzag
+ * detector with threshold thr = max(1% of the largest T so far, 1 byte)
+ * finds the valleys of T: falling by thr from a maximum starts a descent,
+ * each new minimum becomes the candidate valley, and rising by thr above it
+ * confirms the candidate.  The live bytes of every site *at the candidate*
+ * are kept lazily: a site touched after the candidate first saves its live
+ * bytes in `snap` (copy-on-write, versioned by cand_ver), so confirming a
+ * valley costs only the sites touched since the previous one (the dirty
+ * list), never a walk over all sites.  A site is a suspect when, over at
+ * least 3 valleys, its bytes at valleys rose at least twice, fell at most
+ * a third as often as they rose, and ended above where they started.
+ */
+#include "model.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmap.h"
+
+enum { L_MEM = 1, L_BLOCK, L_VA, L_PHYS, L_MAP };
+#define NO_SITE UINT32_MAX
+#define MAX_THREADS 64
+#define MAX_DEPTH 32
+
+typedef struct vm_stack_rec {
+    uint32_t id;
+    int depth;
+    uint64_t *ips;
+} vm_stack_rec;
+
+typedef struct vm_sym {
+    uint64_t ip, off;
+    char *fn, *file;
+    int line;
+} vm_sym;
+
+typedef struct vm_module {
+    uint64_t base, size;
+    char *path;
+} vm_module;
+
+/* An allocation known to be live before the first recorded event. */
+typedef struct vm_pre {
+    vm_live e;
+    uint64_t key;
+} vm_pre;
+
+typedef struct vm_thread {
+    uint32_t tid;
+    int depth;
+    uint64_t x0[MAX_DEPTH];
+    uint32_t str[MAX_DEPTH];
+} vm_thread;
+
+struct vm_model {
+    vm_opts o;
+    int pass;
+
+    /* header */
+    int have_header;
+    char mode[16];
+    msnap_header hdr;            /* copied scalars; argv/settings not kept */
+    uint64_t cap_header;
+
+    vm_dev dev[VM_NDEV];
+
+    /* live set */
+    vmap live_map;
+    vm_live *live;
+    size_t nlive, cap_live;
+    uint32_t *lfree;
+    size_t nlfree, cap_lfree;
+    struct { vm_live e; uint64_t key; int valid; } undo[VM_UNDO];
+    int undo_pos;
+
+    /* sites */
+    vmap site_map;
+    vm_site *sites;
+    size_t nsites, cap_sites;
+
+    /* tables */
+    vmap stack_map, sym_map, str_map;
+    vm_stack_rec *stacks;
+    size_t nstacks, cap_stacks;
+    vm_sym *syms;
+    size_t nsyms, cap_syms;
+    vm_module *mods;
+    size_t nmods, cap_mods;
+    char **strs;
+    size_t nstrs, cap_strs;
+
+    /* progress */
+    uint64_t events, ev_idx, t_max, t_first;
+    int have_first;
+    int blocks_seen;             /* pass 1: seen so far; pass 2: final */
+    int counters_seen;
+    uint64_t cur_x;              /* x of the current event (pass 2) */
+    int cur_col;
+
+    /* peaks for the capture moment */
+    uint64_t sum_reserved, peak_sum_reserved, peak_idx;
+    uint64_t at_time_idx;
+    uint64_t capture_idx;        /* after this event; UINT64_MAX: at the end */
+    int capture_at;
+    vm_layout layout;
+
+    /* OOMs */
+    vm_oom ooms[VM_MAX_OOMS];
+    size_t nooms;
+    uint64_t total_ooms, first_oom_idx;
+
+    /* leak finder */
+    uint64_t T, lk_max, lk_min, lk_maxever, cand_ver, serial, nvalleys;
+    uint64_t floor_first, floor_last;
+    int falling;
+    uint32_t *dirty;
+    size_t ndirty, cap_dirty;
+    vm_leak *leaks;
+    size_t nleaks;
+
+    /* ring mode / late start */
+    vm_pre *pre;
+    size_t npre, cap_pre;
+    vm_live *state;
+    size_t nstate, cap_state;
+    int in_state;
+
+    /* NVTX (pass 2) */
+    vm_thread threads[MAX_THREADS];
+    int nthreads;
+    uint32_t main_tid;
+    int have_main;
+    vm_range *ranges;
+    size_t nranges;
+    uint64_t total_ranges;
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int grow(void **arr, size_t *cap, size_t n, size_t esz)
+{
+    if (n < *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    while (ncap <= n)
+        ncap *= 2;
+    void *na = realloc(*arr, ncap * esz);
+    if (!na)
+        return -1;
+    *arr = na;
+    *cap = ncap;
+    return 0;
+}
+
+static char *dupstr(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+static int dev_slot(int d)
+{
+    return d >= 0 && d < MSNAP_MAX_DEVICES ? d : VM_DEV_UNKNOWN;
+}
+
+static int layer_of_kind(int kind)
+{
+    switch (kind) {
+    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
+    case MSNAP_A_HOST_ALLOC: return L_MEM;
+    case MSNAP_A_BLOCK_ALLOC: return L_BLOCK;
+    case MSNAP_A_VMM_RESERVE: return L_VA;
+    case MSNAP_A_VMM_CREATE: return L_PHYS;
+    case MSNAP_A_VMM_MAP: return L_MAP;
+    default: return 0;
+    }
+}
+
+/* Site class of an allocation kind on a device slot. */
+static int cls_of(int kind, int slot)
+{
+    switch (kind) {
+    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
+        return VM_CLS_MEM;
+    case MSNAP_A_VMM_CREATE:
+        return slot == VM_DEV_UNKNOWN ? VM_CLS_NONE : VM_CLS_MEM;
+    case MSNAP_A_BLOCK_ALLOC:
+        return VM_CLS_BLOCK;
+    default:
+        return VM_CLS_NONE;
+    }
+}
+
+/* Whether this kind counts in the device's reserved (driver memory) line. */
+static int in_reserved(int kind, int slot)
+{
+    return cls_of(kind, slot) == VM_CLS_MEM;
+}
+
+static int stacked_cls(const vm_model *m)
+{
+    return m->blocks_seen ? VM_CLS_BLOCK : VM_CLS_MEM;
+}
+
+vm_model *vm_new(const vm_opts *o)
+{
+    vm_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->o = *o;
+    if (m->o.top < 0)
+        m->o.top = 0;
+    if (m->o.top > VM_MAX_TOP)
+        m->o.top = VM_MAX_TOP;
+    if (m->o.columns < 0)
+        m->o.columns = 0;
+    m->pass = 1;
+    m->first_oom_idx = UINT64_MAX;
+    return m;
+}
+
+static void layout_free(vm_layout *l)
+{
+    free(l->segs);
+    free(l->spans);
+    memset(l, 0, sizeof *l);
+}
+
+void vm_free(vm_model *m)
+{
+    if (!m)
+        return;
+    vmap_clear(&m->live_map);
+    free(m->live);
+    free(m->lfree);
+    vmap_clear(&m->site_map);
+    free(m->sites);
+    vmap_clear(&m->stack_map);
+    for (size_t i = 0; i < m->nstacks; i++)
+        free(m->stacks[i].ips);
+    free(m->stacks);
+    vmap_clear(&m->sym_map);
+    for (size_t i = 0; i < m->nsyms; i++) {
+        free(m->syms[i].fn);
+        free(m->syms[i].file);
+    }
+    free(m->syms);
+    for (size_t i = 0; i < m->nmods; i++)
+        free(m->mods[i].path);
+    free(m->mods);
+    vmap_clear(&m->str_map);
+    for (size_t i = 0; i < m->nstrs; i++)
+        free(m->strs[i]);
+    free(m->strs);
+    free(m->dirty);
+    free(m->leaks);
+    free(m->pre);
+    free(m->state);
+    free(m->ranges);
+    for (int d = 0; d < VM_NDEV; d++) {
+        free(m->dev[d].cols);
+        free(m->dev[d].colvals);
+    }
+    layout_free(&m->layout);
+    free(m);
+}
+
+/* ---- x axis ----------------------------------------------------------- */
+
+void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi)
+{
+    *lo = 0;
+    if (m->o.x_mode == VM_X_EVENTS)
+        *hi = m->events > 1 ? m->events - 1 : 1;
+    else
+        *hi = m->t_max ? m->t_max : 1;
+}
+
+int vm_col_of(const vm_model *m, uint64_t x)
+{
+    uint64_t lo, hi;
+    int n = m->o.columns;
+    if (n <= 0)
+        return 0;
+    vm_x_range(m, &lo, &hi);
+    if (x <= lo)
+        return 0;
+    if (x >= hi)
+        return n - 1;
+    unsigned __int128 v = (unsigned __int128)(x - lo) * (unsigned)n;
+    uint64_t c = (uint64_t)(v / (hi - lo + 1));
+    return c >= (uint64_t)n ? n - 1 : (int)c;
+}
+
+/* ---- sites ------------------------------------------------------------ */
+
+static uint32_t site_for(vm_model *m, uint32_t stack, int cls, int kind,
+                         int slot)
+{
+    uint64_t key = (uint64_t)stack | (uint64_t)cls << 32 |
+                   (uint64_t)(slot + 1) << 40;
+    uint64_t *v = vmap_get(&m->site_map, 0, key);
+    if (v)
+        return (uint32_t)*v;
+    if (grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites) ||
+        vmap_put(&m->site_map, 0, key, m->nsites))
+        return NO_SITE;
+    m->sites[m->nsites] = (vm_site){.stack = stack, .cls = (uint8_t)cls,
+                                    .kind = (uint8_t)kind,
+                                    .device = (int16_t)slot, .rank = -1};
+    return (uint32_t)m->nsites++;
+}
+
+/* Leak finder: called before a site's live bytes change (pass 1). */
+static int site_touch(vm_model *m, vm_site *s, uint32_t idx)
+{
+    if (s->snap_ver != m->cand_ver) {
+        s->snap = s->live;
+        s->snap_ver = m->cand_ver;
+    }
+    if (s->dirty != m->serial + 1) {
+        if (grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
+                 sizeof *m->dirty))
+            return -1;
+        m->dirty[m->ndirty++] = idx;
+        s->dirty = m->serial + 1;
+    }
+    return 0;
+}
+
+/* Confirms the candidate valley: folds the live bytes at the candidate of
+ * every site touched since the previous valley into its rise/fall counts. */
+static int valley_commit(vm_model *m)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < m->ndirty; i++) {
+        vm_site *s = &m->sites[m->dirty[i]];
+        if (s->cls != stacked_cls(m))
+            continue;
+        uint64_t v = s->snap_ver == m->cand_ver ? s->snap : s->live;
+        if (!m->nvalleys) {
+            s->v_first = s->v_last = v;
+            s->in_valleys = 1;
+        } else {
+            if (!s->in_valleys) {
+                s->v_first = s->v_last = 0;
+                s->in_valleys = 1;
+            }
+            if (v > s->v_last)
+                s->rises++;
+            else if (v < s->v_last)
+                s->falls++;
+            s->v_last = v;
+        }
+        /* Touched after the valley: its bytes may differ at the next one. */
+        if (s->snap_ver == m->cand_ver)
+            m->dirty[keep++] = m->dirty[i];
+    }
+    m->ndirty = keep;
+    m->serial++;
+    for (size_t i = 0; i < m->ndirty; i++)
+        m->sites[m->dirty[i]].dirty = m->serial + 1;
+    if (!m->nvalleys)
+        m->floor_first = m->lk_min;
+    m->floor_last = m->lk_min;
+    m->nvalleys++;
+    return 0;
+}
+
+/* Runs the valley detector after T changed (pass 1). */
+static int valley_step(vm_model *m)
+{
+    if (m->T > m->lk_maxever)
+        m->lk_maxever = m->T;
+    uint64_t thr = m->lk_maxever / 100;
+    if (thr < 1)
+        thr = 1;
+    if (!m->falling) {
+        if (m->T > m->lk_max)
+            m->lk_max = m->T;
+        else if (m->lk_max - m->T >= thr) {
+            m->falling = 1;
+            m->lk_min = m->T;
+            m->cand_ver++;
+        }
+    } else if (m->T < m->lk_min) {
+        m->lk_min = m->T;
+        m->cand_ver++;
+    } else if (m->T - m->lk_min >= thr) {
+        if (valley_commit(m))
+            return -1;
+        m->falling = 0;
+        m->lk_max = m->T;
+    }
+    return 0;
+}
+
+/* ---- per-device bookkeeping around a change --------------------------- */
+
+/* Pass 2: before a change on device slot d, fills the columns since the
+ * device's last one with its current (pre-change) state. */
+static void touch_before(vm_model *m, int d)
+{
+    vm_dev *v = &m->dev[d];
+    if (m->pass != 2 || !v->cols)
+        return;
+    int col = m->cur_col;
+    int K = VM_MAX_TOP + 1;
+    for (int c = v->last_col + 1; c <= col; c++) {
+        vm_col *k = &v->cols[c];
+        uint64_t cnt_res = k->cnt_res, cnt_alloc = k->cnt_alloc;
+        uint8_t has_cnt = k->has_cnt;
+        *k = (vm_col){.total_max = v->stacked, .total_min = v->stacked,
+                      .res_max = v->reserved, .res_min = v->reserved,
+                      .cnt_res = cnt_res, .cnt_alloc = cnt_alloc,
+                      .has = 1, .has_cnt = has_cnt};
+        memcpy(&v->colvals[(size_t)c * K], v->cur, sizeof v->cur);
+    }
+    if (col > v->last_col)
+        v->last_col = col;
+}
+
+/* After a change on device slot d: peaks (pass 1) or the column (pass 2). */
+static void touch_after(vm_model *m, int d)
+{
+    vm_dev *v = &m->dev[d];
+    v->seen = 1;
+    if (m->pass == 1) {
+        if (v->reserved > v->peak_reserved) {
+            v->peak_reserved = v->reserved;
+            v->peak_reserved_t = m->cur_x;
+        }
+        if (v->stacked > v->peak_stacked) {
+            v->peak_stacked = v->stacked;
+            v->peak_stacked_t = m->cur_x;
+        }
+        if (v->allocated > v->peak_allocated)
+            v->peak_allocated = v->allocated;
+        return;
+    }
+    if (!v->cols || v->last_col < 0)
+        return;
+    vm_col *k = &v->cols[v->last_col];
+    if (v->stacked > k->total_max) {
+        k->total_max = v->stacked;
+        memcpy(&v->colvals[(size_t)v->last_col * (VM_MAX_TOP + 1)], v->cur,
+               sizeof v->cur);
+    }
+    if (v->stacked < k->total_min)
+        k->total_min = v->stacked;
+    if (v->reserved > k->res_max)
+        k->res_max = v->reserved;
+    if (v->reserved < k->res_min)
+        k->res_min = v->reserved;
+}
+
+/* Moves the levels of entry e by +size (sign 1) or -size (sign -1). */
+static int entry_delta(vm_model *m, const vm_live *e, int sign)
+{
+    int d = e->device;
+    vm_dev *v = &m->dev[d];
+    int cls = cls_of(e->kind, d);
+    int res = in_reserved(e->kind, d);
+    if (!cls && !res)
+        return 0;
+    touch_before(m, d);
+    uint64_t n = e->size;
+#define MOVE(x) ((x) = sign > 0 ? (x) + n : ((x) > n ? (x) - n : 0))
+    if (res) {
+        MOVE(v->reserved);
+        MOVE(v->mem);
+        MOVE(m->sum_reserved);
+    }
+    if (cls == VM_CLS_BLOCK)
+        MOVE(v->allocated);
+    if (e->site != NO_SITE) {
+        vm_site *s = &m->sites[e->site];
+        if (m->pass == 1 && s->cls == stacked_cls(m) &&
+            site_touch(m, s, e->site))
+            return -1;
+        MOVE(s->live);
+        if (sign > 0) {
+            if (s->live > s->peak) {
+                s->peak = s->live;
+                s->peak_t = m->cur_x;
+            }
+        }
+        if (m->pass == 2 && s->cls == stacked_cls(m) && s->device == d) {
+            int r = s->rank >= 0 ? s->rank : v->ntop;
+            MOVE(v->cur[r]);
+        }
+    }
+    if (cls == stacked_cls(m)) {
+        MOVE(v->stacked);
+        if (m->pass == 1) {
+            MOVE(m->T);
+            if (valley_step(m))
+                return -1;
+        }
+    }
+#undef MOVE
+    touch_after(m, d);
+    if (m->pass == 1 && m->sum_reserved > m->peak_sum_reserved) {
+        m->peak_sum_reserved = m->sum_reserved;
+        m->peak_idx = m->ev_idx;
+    }
+    return 0;
+}
+
+static void live_slot_release(vm_model *m, uint32_t idx)
+{
+    if (grow((void **)&m->lfree, &m->cap_lfree, m->nlfree, sizeof *m->lfree) == 0)
+        m->lfree[m->nlfree++] = idx;
+}
+
+/* Adds a live entry under (layer, key); an entry already there is removed
+ * first.  0 ok, -1 out of memory. */
+static int entry_add(vm_model *m, int layer, uint64_t key, vm_live e)
+{
+    uint64_t old;
+    if (vmap_del(&m->live_map, (uint32_t)layer, key, &old)) {
+        if (entry_delta(m, &m->live[old], -1))
+            return -1;
+        live_slot_release(m, (uint32_t)old);
+    }
+    uint32_t idx;
+    if (m->nlfree) {
+        idx = m->lfree[--m->nlfree];
+    } else {
+        if (grow((void **)&m->live, &m->cap_live, m->nlive, sizeof *m->live))
+            return -1;
+        idx = (uint32_t)m->nlive++;
+    }
+    if (vmap_put(&m->live_map, (uint32_t)layer, key, idx))
+        return -1;
+    e.layer = (uint8_t)layer;
+    int cls = cls_of(e.kind, e.device);
+    if (cls && e.site == NO_SITE) {
+        e.site = site_for(m, e.stack, cls, e.kind, e.device);
+        if (e.site == NO_SITE)
+            return -1;
+    }
+    m->live[idx] = e;
+    if (e.site != NO_SITE && m->pass == 1) {
+        m->sites[e.site].count++;
+        m->sites[e.site].bytes += e.size;
+    }
+    return entry_delta(m, &m->live[idx], 1);
+}
+
+/* Removes (layer, key).  Returns 1 (and *out when not NULL) when it was
+ * live, 0 when not, -1 out of memory. */
+static int entry_remove(vm_model *m, int layer, uint64_t key, vm_live *out)
+{
+    uint64_t idx;
+    if (!vmap_del(&m->live_map, (uint32_t)layer, key, &idx))
+        return 0;
+    vm_live e = m->live[idx];
+    live_slot_release(m, (uint32_t)idx);
+    if (out)
+        *out = e;
+    return entry_delta(m, &e, -1) ? -1 : 1;
+}
+
+/* A free (of any layer): removes the entry and remembers it so that a
+ * free_error right after can put it back; a free of an address never seen
+ * becomes a pre-window allocation (pass 1). */
+static int do_free(vm_model *m, int layer, uint64_t key, const msnap_event *ev,
+                   int alloc_kind)
+{
+    vm_live e;
+    int r = entry_remove(m, layer, key, &e);
+    if (r < 0)
+        return -1;
+    if (r == 1) {
+        m->undo[m->undo_pos].e = e;
+        m->undo[m->undo_pos].key = key;
+        m->undo[m->undo_pos].valid = 1;
+        m->undo_pos = (m->undo_pos + 1) % VM_UNDO;
+        return 0;
+    }
+    if (m->pass == 1 && ev->size) {
+        if (grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
+            return -1;
+        m->pre[m->npre++] = (vm_pre){
+            .key = key,
+            .e = {.addr = ev->addr, .size = ev->size, .aux = ev->aux,
+                  .site = NO_SITE, .stack = 0,
+                  .device = (int16_t)dev_slot(ev->device),
+                  .kind = (uint8_t)alloc_kind, .layer = (uint8_t)layer}};
+    }
+    return 0;
+}
+
+/* free_error: puts back the most recent freed entry at that address. */
+static int undo_free(vm_model *m, uint64_t addr)
+{
+    for (int k = 1; k <= VM_UNDO; k++) {
+        int i = (m->undo_pos - k + VM_UNDO) % VM_UNDO;
+        if (m->undo[i].valid && m->undo[i].e.addr == addr &&
+            m->undo[i].e.layer != L_PHYS) {
+            m->undo[i].valid = 0;
+            vm_live e = m->undo[i].e;
+            return entry_add(m, e.layer, m->undo[i].key, e);
+        }
+    }
+    return 0;
+}
+
+/* ---- layout ----------------------------------------------------------- */
+
+static int cmp_live_addr(const void *a, const void *b)
+{
+    const vm_live *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int cmp_addr_only(const void *a, const void *b)
+{
+    const vm_live *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Appends a span, merging with the previous one when both are free (or
+ * both unmapped) and contiguous. */
+static int span_push(vm_layout *l, size_t *cap, vm_segment *sg, uint64_t a,
+                     uint64_t b, int what, uint32_t site)
+{
+    if (b <= a)
+        return 0;
+    if (sg->nspans) {
+        vm_span *p = &l->spans[l->nspans - 1];
+        if (p->what == what && p->addr + p->size == a &&
+            (what == VM_SPAN_FREE || what == VM_SPAN_UNMAPPED)) {
+            p->size += b - a;
+            if (what == VM_SPAN_FREE && p->size > sg->largest_free)
+                sg->largest_free = p->size;
+            return 0;
+        }
+    }
+    if (grow((void **)&l->spans, cap, l->nspans, sizeof *l->spans))
+        return -1;
+    l->spans[l->nspans++] = (vm_span){.addr = a, .size = b - a, .site = site,
+                                      .what = (uint8_t)what};
+    sg->nspans++;
+    if (what == VM_SPAN_FREE && b - a > sg->largest_free)
+        sg->largest_free = b - a;
+    return 0;
+}
+
+/* First index in sorted arr[0..n) with addr >= a. */
+static size_t lower_bound(const vm_live *arr, size_t n, uint64_t a)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (arr[mid].addr < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Fills the spans of [a, b) given the mapped intervals maps[0..nm) (sorted,
+ * clamped by the caller) and the sorted blocks. */
+static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
+                        const vm_live *maps, size_t nm, const vm_live *blocks,
+                        size_t nb)
+{
+    uint64_t a = sg->addr, b = sg->addr + sg->size, pos = a;
+    size_t bi = lower_bound(blocks, nb, a);
+    for (size_t i = 0; i < nm; i++) {
+        uint64_t ma = maps[i].addr < a ? a : maps[i].addr;
+        uint64_t mb = maps[i].addr + maps[i].size > b ? b
+                                                      : maps[i].addr + maps[i].size;
+        if (mb <= pos)
+            continue;
+        if (ma < pos)
+            ma = pos;
+        if (span_push(l, cap, sg, pos, ma, VM_SPAN_UNMAPPED, NO_SITE))
+            return -1;
+        pos = ma;
+        if (m->blocks_seen) {
+            while (bi < nb && blocks[bi].addr < ma)
+                bi++;
+            for (; bi < nb && blocks[bi].addr < mb; bi++) {
+                uint64_t ba = blocks[bi].addr < pos ? pos : blocks[bi].addr;
+                uint64_t be = blocks[bi].addr + blocks[bi].size;
+                if (be > mb)
+                    be = mb;
+                if (be <= ba)
+                    continue;
+                if (span_push(l, cap, sg, pos, ba, VM_SPAN_FREE, NO_SITE) ||
+                    span_push(l, cap, sg, ba, be, VM_SPAN_BLOCK, blocks[bi].site))
+                    return -1;
+                pos = be;
+            }
+            if (span_push(l, cap, sg, pos, mb, VM_SPAN_FREE, NO_SITE))
+                return -1;
+        } else {
+            uint32_t site = maps[i].site;
+            if (span_push(l, cap, sg, ma, mb, VM_SPAN_USED, site))
+                return -1;
+        }
+        pos = mb;
+    }
+    return span_push(l, cap, sg, pos, b, VM_SPAN_UNMAPPED, NO_SITE);
+}
+
+/* Builds the layout of the current live set into *l.  0 ok, -1 no memory. */
+static int layout_build(vm_model *m, vm_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    size_t n = m->live_map.n, ns = 0, nb = 0, nm = 0;
+    vm_live *segs = malloc((n + 1) * sizeof *segs);
+    vm_live *blocks = malloc((n + 1) * sizeof *blocks);
+    vm_live *maps = malloc((n + 1) * sizeof *maps);
+    size_t cap_segs = 0, cap_spans = 0;
+    int rc = -1;
+    if (!segs || !blocks || !maps)
+        goto out;
+    for (size_t i = 0; i < m->live_map.cap; i++) {
+        if (!m->live_map.slots[i].used)
+            continue;
+        vm_live e = m->live[m->live_map.slots[i].value];
+        switch (e.kind) {
+        case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
+        case MSNAP_A_VMM_RESERVE:
+            segs[ns++] = e;
+            break;
+        case MSNAP_A_BLOCK_ALLOC:
+            blocks[nb++] = e;
+            break;
+        case MSNAP_A_VMM_MAP: {
+            /* The site of a mapping is the site of its physical memory. */
+            uint64_t *h = vmap_get(&m->live_map, L_PHYS, e.aux);
+            e.site = h ? m->live[*h].site : NO_SITE;
+            if (h && e.device == VM_DEV_UNKNOWN)
+                e.device = m->live[*h].device;
+            maps[nm++] = e;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    qsort(blocks, nb, sizeof *blocks, cmp_addr_only);
+    qsort(maps, nm, sizeof *maps, cmp_addr_only);
+    /* A VA reservation on an unknown device takes its mappings' device. */
+    for (size_t i = 0; i < ns; i++) {
+        if (segs[i].kind != MSNAP_A_VMM_RESERVE || segs[i].device != VM_DEV_UNKNOWN)
+            continue;
+        size_t j = lower_bound(maps, nm, segs[i].addr);
+        if (j < nm && maps[j].addr < segs[i].addr + segs[i].size)
+            segs[i].device = maps[j].device;
+        else {
+            int only = -1, count = 0;
+            for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
+                if (m->dev[d].seen) {
+                    only = d;
+                    count++;
+                }
+            if (count == 1)
+                segs[i].device = (int16_t)only;
+        }
+    }
+    qsort(segs, ns, sizeof *segs, cmp_live_addr);
+    for (size_t i = 0; i < ns; i++) {
+        if (grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
+            goto out;
+        vm_segment *sg = &l->segs[l->nsegs++];
+        *sg = (vm_segment){.addr = segs[i].addr, .size = segs[i].size,
+                           .kind = segs[i].kind, .device = segs[i].device,
+                           .site = segs[i].site, .first_span = l->nspans};
+        int r;
+        if (segs[i].kind == MSNAP_A_VMM_RESERVE) {
+            size_t j = lower_bound(maps, nm, segs[i].addr), k = j;
+            while (k < nm && maps[k].addr < segs[i].addr + segs[i].size)
+                k++;
+            r = fill_segment(m, l, &cap_spans, sg, maps + j, k - j, blocks, nb);
+        } else {
+            vm_live whole = segs[i];
+            r = fill_segment(m, l, &cap_spans, sg, &whole, 1, blocks, nb);
+        }
+        if (r)
+            goto out;
+        vm_dev_layout *dl = &l->dev[sg->device];
+        dl->segments++;
+        dl->segment_bytes += sg->size;
+        for (size_t s = sg->first_span; s < sg->first_span + sg->nspans; s++) {
+            const vm_span *sp = &l->spans[s];
+            if (sp->what != VM_SPAN_UNMAPPED)
+                dl->mapped_bytes += sp->size;
+            if (sp->what == VM_SPAN_BLOCK)
+                dl->block_bytes += sp->size;
+            if (sp->what == VM_SPAN_FREE)
+                dl->total_free += sp->size;
+        }
+        if (sg->largest_free > dl->largest_free)
+            dl->largest_free = sg->largest_free;
+    }
+    /* Blocks outside every recorded segment: one extra row per device. */
+    if (m->blocks_seen) {
+        for (size_t i = 0; i < nb; i++) {
+            size_t lo = 0, hi = ns;   /* last segment with addr <= block */
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (cmp_live_addr(&segs[mid], &blocks[i]) <= 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            int inside = 0;
+            for (size_t j = lo; j-- > 0;) {
+                if (segs[j].device != blocks[i].device)
+                    break;
+                if (blocks[i].addr < segs[j].addr + segs[j].size)
+                    inside = 1;
+                break;
+            }
+            if (inside)
+                continue;
+            int d = blocks[i].device;
+            if (grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
+                goto out;
+            vm_segment *sg = &l->segs[l->nsegs++];
+            *sg = (vm_segment){.addr = blocks[i].addr, .size = blocks[i].size,
+                               .kind = 0, .device = (int16_t)d, .site = NO_SITE,
+                               .first_span = l->nspans};
+            if (span_push(l, &cap_spans, sg, blocks[i].addr,
+                          blocks[i].addr + blocks[i].size, VM_SPAN_BLOCK,
+                          blocks[i].site))
+                goto out;
+            l->dev[d].block_bytes += blocks[i].size;
+        }
+    }
+    l->valid = 1;
+    l->t_ns = m->cur_x;
+    l->event_index = m->ev_idx;
+    rc = 0;
+out:
+    free(segs);
+    free(blocks);
+    free(maps);
+    if (rc)
+        layout_free(l);
+    return rc;
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+static int oom_record(vm_model *m, const msnap_event *e)
+{
+    if (e->action == MSNAP_A_OOM) {
+        m->total_ooms++;
+        if (m->first_oom_idx == UINT64_MAX)
+            m->first_oom_idx = m->ev_idx;
+    }
+    if (m->nooms >= VM_MAX_OOMS)
+        return 0;
+    int d = dev_slot(e->device);
+    vm_oom *o = &m->ooms[m->nooms++];
+    *o = (vm_oom){.t_ns = e->t_ns, .event_index = m->ev_idx,
+                  .requested = e->size, .dev_free = e->aux,
+                  .dev_total = e->aux2, .device = e->device,
+                  .action = e->action, .api = e->api, .result = e->result,
+                  .stack = e->stack, .allocated = m->dev[d].stacked,
+                  .reserved = m->dev[d].reserved,
+                  .blocks_seen = m->blocks_seen};
+    vm_layout l;
+    if (layout_build(m, &l))
+        return -1;
+    o->total_free = l.dev[d].total_free;
+    o->largest_free = l.dev[d].largest_free;
+    layout_free(&l);
+    m->dev[d].seen = 1;
+    return 0;
+}
+
+static vm_thread *thread_for(vm_model *m, uint32_t tid)
+{
+    for (int i = 0; i < m->nthreads; i++)
+        if (m->threads[i].tid == tid)
+            return &m->threads[i];
+    if (m->nthreads == MAX_THREADS)
+        return NULL;
+    vm_thread *t = &m->threads[m->nthreads++];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    return t;
+}
+
+static void range_close(vm_model *m, vm_thread *t, uint64_t x1)
+{
+    t->depth--;
+    if (t->depth >= MAX_DEPTH)
+        return;
+    m->total_ranges++;
+    if (!m->have_main || t->tid != m->main_tid || t->depth >= VM_RANGE_DEPTHS)
+        return;
+    uint64_t x0 = t->x0[t->depth];
+    if (m->nranges >= VM_MAX_RANGES)
+        return;
+    if (!m->ranges) {
+        m->ranges = malloc(VM_MAX_RANGES * sizeof *m->ranges);
+        if (!m->ranges)
+            return;
+    }
+    /* Ranges narrower than a pixel column cannot be seen: not kept. */
+    if (m->o.columns && vm_col_of(m, x1) == vm_col_of(m, x0) &&
+        m->total_ranges > 64)
+        return;
+    m->ranges[m->nranges++] = (vm_range){.t0 = x0, .t1 = x1,
+                                         .str = t->str[t->depth],
+                                         .lane = (uint8_t)t->depth};
+}
+
+static void nvtx_event(vm_model *m, const msnap_event *e)
+{
+    if (m->pass != 2)
+        return;
+    vm_thread *t = thread_for(m, e->tid);
+    if (!t)
+        return;
+    if (e->action == MSNAP_A_NVTX_PUSH) {
+        if (!m->have_main) {
+            m->have_main = 1;
+            m->main_tid = e->tid;
+        }
+        if (t->depth < MAX_DEPTH) {
+            t->x0[t->depth] = m->cur_x;
+            t->str[t->depth] = (uint32_t)e->aux;
+        }
+        t->depth++;
+    } else if (t->depth > 0) {
+        range_close(m, t, m->cur_x);
+    }
+}
+
+static int apply_event(vm_model *m, const msnap_event *e)
+{
+    int slot = dev_slot(e->device);
+    m->ev_idx++;
+    if (m->pass == 1) {
+        m->events++;
+        if (!m->have_first) {
+            m->have_first = 1;
+            m->t_first = e->t_ns;
+        }
+        if (e->t_ns > m->t_max)
+            m->t_max = e->t_ns;
+        if (m->o.at == VM_AT_TIME && e->t_ns <= m->o.at_t_ns)
+            m->at_time_idx = m->ev_idx;
+    }
+    m->cur_x = m->o.x_mode == VM_X_EVENTS && m->pass == 2 ? m->ev_idx - 1
+                                                           : e->t_ns;
+    if (m->pass == 2)
+        m->cur_col = vm_col_of(m, m->cur_x);
+    vm_live ne = {.addr = e->addr, .size = e->size, .t = e->t_ns,
+                  .aux = e->aux, .site = NO_SITE, .stack = e->stack,
+                  .device = (int16_t)slot, .kind = (uint8_t)e->action};
+    int rc = 0;
+    switch (e->action) {
+    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
+    case MSNAP_A_HOST_ALLOC:
+        rc = entry_add(m, L_MEM, e->addr, ne);
+        break;
+    case MSNAP_A_FREE:
+        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_ALLOC);
+        break;
+    case MSNAP_A_ASYNC_FREE:
+        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_ASYNC_ALLOC);
+        break;
+    case MSNAP_A_HOST_FREE:
+        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_HOST_ALLOC);
+        break;
+    case MSNAP_A_BLOCK_ALLOC:
+        if (m->pass == 1 && !m->blocks_seen) {
+            /* The stacked layer becomes the blocks: restart the finder. */
+            m->blocks_seen = 1;
+            m->T = 0;
+            for (int d = 0; d < VM_NDEV; d++)
+                m->dev[d].stacked = m->dev[d].allocated;
+            for (int d = 0; d < VM_NDEV; d++)
+                m->T += m->dev[d].stacked;
+            m->nvalleys = 0;
+            m->falling = 0;
+            m->lk_max = m->lk_maxever = m->T;
+            m->ndirty = 0;
+            m->serial++;
+            m->cand_ver++;
+        }
+        rc = entry_add(m, L_BLOCK, e->addr, ne);
+        break;
+    case MSNAP_A_BLOCK_FREE:
+        rc = do_free(m, L_BLOCK, e->addr, e, MSNAP_A_BLOCK_ALLOC);
+        break;
+    case MSNAP_A_VMM_RESERVE:
+        rc = entry_add(m, L_VA, e->addr, ne);
+        break;
+    case MSNAP_A_VMM_ADDR_FREE:
+        rc = do_free(m, L_VA, e->addr, e, MSNAP_A_VMM_RESERVE);
+        break;
+    case MSNAP_A_VMM_CREATE:
+        ne.addr = 0;
+        rc = entry_add(m, L_PHYS, e->aux, ne);
+        break;
+    case MSNAP_A_VMM_RELEASE:
+        rc = do_free(m, L_PHYS, e->aux, e, MSNAP_A_VMM_CREATE);
+        break;
+    case MSNAP_A_VMM_MAP:
+        rc = entry_add(m, L_MAP, e->addr, ne);
+        break;
+    case MSNAP_A_VMM_UNMAP: {
+        /* One unmap may cover several neighbouring mappings. */
+        uint64_t a = e->addr, end = e->addr + (e->size ? e->size : 1);
+        int any = 0;
+        while (a < end) {
+            vm_live got;
+            int r = entry_remove(m, L_MAP, a, &got);
+            if (r < 0)
+                return -1;
+            if (r == 0 || !got.size)
+                break;
+            any = 1;
+            a += got.size;
+        }
+        (void)any;
+        break;
+    }
+    case MSNAP_A_FREE_ERROR:
+        rc = undo_free(m, e->addr);
+        break;
+    case MSNAP_A_OOM: case MSNAP_A_ALLOC_ERROR:
+        if (m->pass == 1)
+            rc = oom_record(m, e);
+        break;
+    case MSNAP_A_NVTX_PUSH: case MSNAP_A_NVTX_POP:
+        nvtx_event(m, e);
+        break;
+    default:
+        break;
+    }
+    if (rc)
+        return -1;
+    if (m->pass == 2 && m->ev_idx == m->capture_idx && !m->layout.valid) {
+        if (layout_build(m, &m->layout))
+            return -1;
+        m->layout.at = m->capture_at;
+        m->layout.t_ns = e->t_ns;
+    }
+    return 0;
+}
+
+/* ---- other records ----------------------------------------------------- */
+
+/* A cap in the header settings: "cap", "cap_bytes", "memory_cap" or
+ * "max_bytes" as an integer number of bytes. */
+static uint64_t settings_cap(const char *json)
+{
+    if (!json || !*json)
+        return 0;
+    cJSON *root = cJSON_Parse(json);
+    uint64_t cap = 0;
+    static const char *keys[] = {"cap", "cap_bytes", "memory_cap", "max_bytes"};
+    for (size_t i = 0; root && i < sizeof keys / sizeof keys[0] && !cap; i++) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
+        if (cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1.8e19)
+            cap = (uint64_t)v->valuedouble;
+    }
+    cJSON_Delete(root);
+    return cap;
+}
+
+static void take_device(vm_model *m, const msnap_device_info *d)
+{
+    vm_dev *v = &m->dev[dev_slot(d->index)];
+    v->total = d->total;
+    snprintf(v->name, sizeof v->name, "%s", d->name);
+}
+
+static int take_stack(vm_model *m, const msnap_stack *st)
+{
+    uint64_t *v = vmap_get(&m->stack_map, 0, st->id);
+    size_t i;
+    if (v) {
+        i = (size_t)*v;
+        free(m->stacks[i].ips);
+    } else {
+        if (grow((void **)&m->stacks, &m->cap_stacks, m->nstacks,
+                 sizeof *m->stacks) ||
+            vmap_put(&m->stack_map, 0, st->id, m->nstacks))
+            return -1;
+        i = m->nstacks++;
+    }
+    int depth = st->depth < 0 ? 0 : st->depth;
+    m->stacks[i] = (vm_stack_rec){.id = st->id, .depth = 0, .ips = NULL};
+    if (depth) {
+        m->stacks[i].ips = malloc((size_t)depth * sizeof(uint64_t));
+        if (!m->stacks[i].ips)
+            return -1;
+        memcpy(m->stacks[i].ips, st->ips, (size_t)depth * sizeof(uint64_t));
+        m->stacks[i].depth = depth;
+    }
+    return 0;
+}
+
+static int take_sym(vm_model *m, const msnap_symbol *y)
+{
+    uint64_t *v = vmap_get(&m->sym_map, 0, y->ip);
+    if (v) {
+        vm_sym *d = &m->syms[*v];
+        if (d->fn[0] || !y->function || !y->function[0])
+            return 0;
+        char *fn = dupstr(y->function), *file = dupstr(y->file);
+        if (!fn || !file) {
+            free(fn);
+            free(file);
+            return -1;
+        }
+        free(d->fn);
+        free(d->file);
+        *d = (vm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
+                      .fn = fn, .file = file};
+        return 0;
+    }
+    if (grow((void **)&m->syms, &m->cap_syms, m->nsyms, sizeof *m->syms) ||
+        vmap_put(&m->sym_map, 0, y->ip, m->nsyms))
+        return -1;
+    vm_sym *d = &m->syms[m->nsyms++];
+    *d = (vm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
+                  .fn = dupstr(y->function), .file = dupstr(y->file)};
+    return d->fn && d->file ? 0 : -1;
+}
+
+static int take_module(vm_model *m, const msnap_module *md)
+{
+    if (grow((void **)&m->mods, &m->cap_mods, m->nmods, sizeof *m->mods))
+        return -1;
+    vm_module *d = &m->mods[m->nmods++];
+    *d = (vm_module){.base = md->base, .size = md->size, .path = dupstr(md->path)};
+    return d->path ? 0 : -1;
+}
+
+static int take_str(vm_model *m, const msnap_str *x)
+{
+    char *copy = dupstr(x->s);
+    if (!copy)
+        return -1;
+    uint64_t *v = vmap_get(&m->str_map, 0, x->id);
+    if (v) {
+        free(m->strs[*v]);
+        m->strs[*v] = copy;
+        return 0;
+    }
+    if (grow((void **)&m->strs, &m->cap_strs, m->nstrs, sizeof *m->strs) ||
+        vmap_put(&m->str_map, 0, x->id, m->nstrs)) {
+        free(copy);
+        return -1;
+    }
+    m->strs[m->nstrs++] = copy;
+    return 0;
+}
+
+static void take_counters(vm_model *m, const msnap_counters *c)
+{
+    if (c->device < 0)
+        return;
+    vm_dev *v = &m->dev[dev_slot(c->device)];
+    uint64_t res = c->reserved + c->async + c->managed;
+    uint64_t alloc = m->blocks_seen ? c->allocated : res;
+    if (m->pass == 1) {
+        m->counters_seen = 1;
+        if (c->t_ns > m->t_max)
+            m->t_max = c->t_ns;
+        if (res > v->cnt_peak_reserved)
+            v->cnt_peak_reserved = res;
+        if (c->allocated > v->cnt_peak_allocated)
+            v->cnt_peak_allocated = c->allocated;
+        if (res || c->allocated)
+            v->seen = 1;
+        return;
+    }
+    if (!v->cols || m->o.x_mode != VM_X_TIME)
+        return;
+    vm_col *k = &v->cols[vm_col_of(m, c->t_ns)];
+    if (res > k->cnt_res)
+        k->cnt_res = res;
+    if (alloc > k->cnt_alloc)
+        k->cnt_alloc = alloc;
+    k->has_cnt = 1;
+}
+
+static int take_live(vm_model *m, const msnap_live *l)
+{
+    if (m->pass != 1 || !m->in_state || !layer_of_kind(l->kind))
+        return 0;
+    if (grow((void **)&m->state, &m->cap_state, m->nstate, sizeof *m->state))
+        return -1;
+    m->state[m->nstate++] = (vm_live){
+        .addr = l->addr, .size = l->size, .t = l->t_ns, .aux = l->aux,
+        .site = NO_SITE, .stack = l->stack,
+        .device = (int16_t)dev_slot(l->device), .kind = (uint8_t)l->kind,
+        .layer = (uint8_t)layer_of_kind(l->kind)};
+    return 0;
+}
+
+int vm_feed(vm_model *m, const msnap_record *r)
+{
+    if (r->type != MSNAP_REC_LIVE)
+        m->in_state = 0;
+    switch (r->type) {
+    case MSNAP_REC_HEADER:
+        if (m->pass == 1 && !m->have_header) {
+            m->have_header = 1;
+            m->hdr = r->u.header;
+            m->hdr.argv = NULL;
+            m->hdr.argc = 0;
+            m->hdr.settings_json = NULL;
+            snprintf(m->mode, sizeof m->mode, "%s", r->u.header.mode);
+            m->cap_header = settings_cap(r->u.header.settings_json);
+            for (int i = 0; i < r->u.header.ndevices && i < MSNAP_MAX_DEVICES; i++)
+                take_device(m, &r->u.header.devices[i]);
+        }
+        return 0;
+    case MSNAP_REC_DEVICE:
+        take_device(m, &r->u.device);
+        return 0;
+    case MSNAP_REC_EVENT:
+        return apply_event(m, &r->u.event);
+    case MSNAP_REC_STACK:
+        return m->pass == 1 ? take_stack(m, &r->u.stack) : 0;
+    case MSNAP_REC_MODULE:
+        return m->pass == 1 ? take_module(m, &r->u.module) : 0;
+    case MSNAP_REC_SYMBOL:
+        return m->pass == 1 ? take_sym(m, &r->u.symbol) : 0;
+    case MSNAP_REC_STR:
+        return m->pass == 1 ? take_str(m, &r->u.str) : 0;
+    case MSNAP_REC_COUNTERS:
+        take_counters(m, &r->u.counters);
+        return 0;
+    case MSNAP_REC_STATE_BEGIN:
+        m->in_state = 1;
+        if (m->pass == 1)
+            m->nstate = 0;  /* the last state section describes the end */
+        return 0;
+    case MSNAP_REC_LIVE:
+        return take_live(m, &r->u.live);
+    case MSNAP_REC_TRAILER:
+        if (m->pass == 1 && r->u.trailer.t_ns > m->t_max)
+            m->t_max = r->u.trailer.t_ns;
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- end of pass 1 ------------------------------------------------------ */
+
+static const vm_model *sort_model; /* qsort has no context argument */
+
+static int cmp_site_peak(const void *a, const void *b)
+{
+    const vm_site *x = &sort_model->sites[*(const uint32_t *)a];
+    const vm_site *y = &sort_model->sites[*(const uint32_t *)b];
+    if (x->peak != y->peak)
+        return x->peak > y->peak ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+static int cmp_leak(const void *a, const void *b)
+{
+    const vm_leak *x = a, *y = b;
+    uint64_t gx = x->last - x->first, gy = y->last - y->first;
+    if (gx != gy)
+        return gx > gy ? -1 : 1;
+    return x->site < y->site ? -1 : x->site > y->site;
+}
+
+int vm_end_pass1(vm_model *m)
+{
+    /* State entries the replay does not have were live before the first
+     * recorded event (ring window, late start). */
+    for (size_t i = 0; i < m->nstate; i++) {
+        vm_live *s = &m->state[i];
+        uint64_t key = s->layer == L_PHYS ? s->aux : s->addr;
+        if (vmap_get(&m->live_map, s->layer, key))
+            continue;
+        if (grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
+            return -1;
+        m->pre[m->npre++] = (vm_pre){.e = *s, .key = key};
+    }
+    free(m->state);
+    m->state = NULL;
+    m->nstate = m->cap_state = 0;
+    /* Pre-window allocations count towards their sites' peaks (an
+     * estimate: they were live from the start of the window). */
+    for (size_t i = 0; i < m->npre; i++) {
+        vm_live *e = &m->pre[i].e;
+        int cls = cls_of(e->kind, e->device);
+        if (!cls)
+            continue;
+        e->site = site_for(m, e->stack, cls, e->kind, e->device);
+        if (e->site == NO_SITE)
+            return -1;
+        m->sites[e->site].peak += e->size;
+    }
+    /* Top sites per device. */
+    int cls = stacked_cls(m);
+    uint32_t *idx = malloc((m->nsites + 1) * sizeof *idx);
+    if (!idx)
+        return -1;
+    for (int d = 0; d < VM_NDEV; d++) {
+        size_t n = 0;
+        for (size_t i = 0; i < m->nsites; i++)
+            if (m->sites[i].device == d && m->sites[i].cls == cls &&
+                m->sites[i].peak)
+                idx[n++] = (uint32_t)i;
+        sort_model = m;
+        qsort(idx, n, sizeof *idx, cmp_site_peak);
+        vm_dev *v = &m->dev[d];
+        v->ntop = 0;
+        for (size_t i = 0; i < n && v->ntop < m->o.top; i++) {
+            m->sites[idx[i]].rank = v->ntop;
+            v->top[v->ntop++] = idx[i];
+        }
+    }
+    free(idx);
+    /* Leak suspects. */
+    m->nleaks = 0;
+    if (m->nvalleys >= 3) {
+        for (size_t i = 0; i < m->nsites; i++) {
+            vm_site *s = &m->sites[i];
+            if (s->cls != cls || !s->in_valleys)
+                continue;
+            if (s->rises >= 2 && s->falls * 3 <= s->rises && s->v_last > s->v_first) {
+                vm_leak *nl = realloc(m->leaks, (m->nleaks + 1) * sizeof *nl);
+                if (!nl)
+                    return -1;
+                m->leaks = nl;
+                m->leaks[m->nleaks++] = (vm_leak){.site = (uint32_t)i,
+                                                  .first = s->v_first,
+                                                  .last = s->v_last,
+                                                  .rises = s->rises,
+                                                  .falls = s->falls};
+            }
+        }
+        if (m->nleaks)
+            qsort(m->leaks, m->nleaks, sizeof *m->leaks, cmp_leak);
+    }
+    /* Live bytes at the end per site. */
+    for (size_t i = 0; i < m->live_map.cap; i++)
+        if (m->live_map.slots[i].used) {
+            vm_live *e = &m->live[m->live_map.slots[i].value];
+            if (e->site != NO_SITE)
+                m->sites[e->site].live_count++;
+        }
+    /* The capture moment. */
+    int at = m->o.at;
+    if (at == VM_AT_DEFAULT)
+        at = m->total_ooms ? VM_AT_OOM : m->peak_idx ? VM_AT_PEAK : VM_AT_END;
+    if (at == VM_AT_OOM && !m->total_ooms)
+        at = VM_AT_END;
+    m->capture_at = at;
+    switch (at) {
+    case VM_AT_OOM: m->capture_idx = m->first_oom_idx; break;
+    case VM_AT_PEAK: m->capture_idx = m->peak_idx ? m->peak_idx : UINT64_MAX; break;
+    case VM_AT_TIME: m->capture_idx = m->at_time_idx; break;
+    default: m->capture_idx = UINT64_MAX; break;
+    }
+    return 0;
+}
+
+int vm_begin_pass2(vm_model *m)
+{
+    /* Clean replay state; tables, sites' totals and peaks stay. */
+    vmap_clear(&m->live_map);
+    m->nlive = 0;
+    m->nlfree = 0;
+    memset(m->undo, 0, sizeof m->undo);
+    for (size_t i = 0; i < m->nsites; i++)
+        m->sites[i].live = 0;
+    m->pass = 2;
+    m->ev_idx = 0;
+    m->sum_reserved = 0;
+    int K = VM_MAX_TOP + 1;
+    for (int d = 0; d < VM_NDEV; d++) {
+        vm_dev *v = &m->dev[d];
+        v->reserved = v->stacked = v->allocated = v->mem = 0;
+        memset(v->cur, 0, sizeof v->cur);
+        v->last_col = -1;
+        if (!v->seen || !m->o.columns)
+            continue;
+        v->cols = calloc((size_t)m->o.columns, sizeof *v->cols);
+        v->colvals = calloc((size_t)m->o.columns * K, sizeof *v->colvals);
+        if (!v->cols || !v->colvals)
+            return -1;
+        /* Columns before the first event belong to the counters series. */
+        if (m->o.x_mode == VM_X_TIME && m->have_first)
+            v->last_col = vm_col_of(m, m->t_first) - 1;
+    }
+    m->cur_x = m->o.x_mode == VM_X_TIME ? m->t_first : 0;
+    m->cur_col = vm_col_of(m, m->cur_x);
+    for (size_t i = 0; i < m->npre; i++) {
+        vm_live e = m->pre[i].e;
+        e.t = m->t_first;
+        if (entry_add(m, e.layer, m->pre[i].key, e))
+            return -1;
+    }
+    if (m->capture_idx == 0) {
+        if (layout_build(m, &m->layout))
+            return -1;
+        m->layout.at = m->capture_at;
+    }
+    return 0;
+}
+
+int vm_end_pass2(vm_model *m)
+{
+    uint64_t lo, hi;
+    vm_x_range(m, &lo, &hi);
+    m->cur_x = hi;
+    m->cur_col = vm_col_of(m, hi);
+    for (int d = 0; d < VM_NDEV; d++)
+        if (m->dev[d].seen && m->dev[d].cols)
+            touch_before(m, d);
+    for (int i = 0; i < m->nthreads; i++)
+        while (m->threads[i].depth > 0)
+            range_close(m, &m->threads[i], hi);
+    if (!m->layout.valid) {
+        if (layout_build(m, &m->layout))
+            return -1;
+        m->layout.at = m->capture_at;
+        m->layout.t_ns = m->t_max;
+    }
+    return 0;
+}
+
+int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
+                 size_t errlen)
+{
+    for (int pass = 1; pass <= (pass2 ? 2 : 1); pass++) {
+        char rerr[512] = "";
+        msnap_reader *r = msnap_reader_open(path, rerr, sizeof rerr);
+        if (!r) {
+            snprintf(err, errlen, "%s: %s", path, rerr[0] ? rerr : "cannot open");
+            return 2;
+        }
+        if (pass == 2 && vm_begin_pass2(m)) {
+            msnap_reader_close(r);
+            snprintf(err, errlen, "%s: out of memory", path);
+            return 2;
+        }
+        msnap_record rec;
+        int rc;
+        while ((rc = msnap_reader_next(r, &rec)) == 1)
+            if (vm_feed(m, &rec)) {
+                msnap_reader_close(r);
+                snprintf(err, errlen, "%s: out of memory", path);
+                return 2;
+            }
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: %s", path, msnap_reader_error(r));
+            msnap_reader_close(r);
+            return 2;
+        }
+        msnap_reader_close(r);
+        if ((pass == 1 ? vm_end_pass1(m) : vm_end_pass2(m)) != 0) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+const vm_opts *vm_options(const vm_model *m) { return &m->o; }
+const vm_dev *vm_device(const vm_model *m, int slot) { return &m->dev[slot]; }
+int vm_blocks_seen(const vm_model *m) { return m->blocks_seen; }
+uint64_t vm_events(const vm_model *m) { return m->events; }
+uint64_t vm_first_event_t(const vm_model *m) { return m->t_first; }
+int vm_counters_seen(const vm_model *m) { return m->counters_seen; }
+uint64_t vm_cap(const vm_model *m) { return m->o.cap ? m->o.cap : m->cap_header; }
+int vm_ring_mode(const vm_model *m) { return !strcmp(m->mode, "ring"); }
+const vm_layout *vm_layout_at(const vm_model *m) { return &m->layout; }
+
+const msnap_header *vm_header_info(const vm_model *m, char *mode, size_t len)
+{
+    snprintf(mode, len, "%s", m->mode);
+    return &m->hdr;
+}
+
+const vm_site *vm_sites(const vm_model *m, size_t *n)
+{
+    *n = m->nsites;
+    return m->sites;
+}
+
+const vm_leak *vm_leaks(const vm_model *m, size_t *n, uint64_t *nvalleys)
+{
+    *n = m->nleaks;
+    if (nvalleys)
+        *nvalleys = m->nvalleys;
+    return m->leaks;
+}
+
+void vm_floor(const vm_model *m, uint64_t *first, uint64_t *last)
+{
+    *first = m->floor_first;
+    *last = m->floor_last;
+}
+
+const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total)
+{
+    *n = m->nooms;
+    if (total)
+        *total = m->total_ooms;
+    return m->ooms;
+}
+
+const vm_range *vm_ranges(const vm_model *m, size_t *n, uint64_t *total)
+{
+    *n = m->nranges;
+    if (total)
+        *total = m->total_ranges;
+    return m->ranges;
+}
+
+uint64_t vm_col_value(const vm_model *m, int slot, int col, int rank)
+{
+    const vm_dev *v = &m->dev[slot];
+    if (!v->colvals || col < 0 || col >= m->o.columns || rank < 0 ||
+        rank > VM_MAX_TOP)
+        return 0;
+    return v->colvals[(size_t)col * (VM_MAX_TOP + 1) + rank];
+}
+
+const char *vm_str(const vm_model *m, uint32_t id)
+{
+    uint64_t *v = vmap_get(&m->str_map, 0, id);
+    return v ? m->strs[*v] : "";
+}
+
+static const char *base_name(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+/* Module of an ip, NULL when none. */
+static const vm_module *module_of(const vm_model *m, uint64_t ip)
+{
+    for (size_t i = 0; i < m->nmods; i++)
+        if (ip >= m->mods[i].base && ip - m->mods[i].base < m->mods[i].size)
+            return &m->mods[i];
+    return NULL;
+}
+
+int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap)
+{
+    uint64_t *v = vmap_get(&m->stack_map, 0, stack);
+    if (cap)
+        buf[0] = '\0';
+    if (!v)
+        return 0;
+    const vm_stack_rec *st = &m->stacks[*v];
+    if (i < 0 || i >= st->depth)
+        return st->depth;
+    uint64_t ip = st->ips[i];
+    uint64_t *y = vmap_get(&m->sym_map, 0, ip);
+    if (y && m->syms[*y].fn[0]) {
+        const vm_sym *s = &m->syms[*y];
+        if (s->file[0] && s->line)
+            snprintf(buf, cap, "%s (%s:%d)", s->fn, base_name(s->file), s->line);
+        else if (s->file[0])
+            snprintf(buf, cap, "%s (%s)", s->fn, base_name(s->file));
+        else
+            snprintf(buf, cap, "%s+0x%" PRIx64, s->fn, s->off);
+        return st->depth;
+    }
+    const vm_module *md = module_of(m, ip);
+    if (md)
+        snprintf(buf, cap, "%s+0x%" PRIx64, base_name(md->path), ip - md->base);
+    else
+        snprintf(buf, cap, "0x%" PRIx64, ip);
+    return st->depth;
+}
+
+/* Whether a frame is inside CUDA / memsnap plumbing rather than the
+ * program (such frames name no site). */
+static int plumbing(const vm_model *m, uint32_t stack, int i)
+{
+    uint64_t *v = vmap_get(&m->stack_map, 0, stack);
+    if (!v || i >= m->stacks[*v].depth)
+        return 0;
+    const vm_module *md = module_of(m, m->stacks[*v].ips[i]);
+    if (!md)
+        return 0;
+    const char *b = base_name(md->path);
+    return !strncmp(b, "libmemsnap", 10) || !strncmp(b, "libcuda.", 8) ||
+           !strncmp(b, "libcudart", 9) || !strncmp(b, "libmsnap", 8);
+}
+
+void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap)
+{
+    if (!stack) {
+        snprintf(buf, cap, "(no stack)");
+        return;
+    }
+    int depth = vm_frame(m, stack, 0, buf, cap);
+    if (!depth) {
+        snprintf(buf, cap, "stack %" PRIu32, stack);
+        return;
+    }
+    for (int i = 0; i < depth; i++)
+        if (!plumbing(m, stack, i)) {
+            vm_frame(m, stack, i, buf, cap);
+            return;
+        }
+}
+
+int vm_parse_at(const char *s, int *at, uint64_t *t_ns)
+{
+    *t_ns = 0;
+    if (!strcmp(s, "oom")) { *at = VM_AT_OOM; return 0; }
+    if (!strcmp(s, "peak")) { *at = VM_AT_PEAK; return 0; }
+    if (!strcmp(s, "end")) { *at = VM_AT_END; return 0; }
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0) || v > 1e12)
+        return -1;
+    double mul;
+    if (!*end || !strcmp(end, "s")) mul = 1e9;
+    else if (!strcmp(end, "ms")) mul = 1e6;
+    else if (!strcmp(end, "us")) mul = 1e3;
+    else if (!strcmp(end, "ns")) mul = 1;
+    else if (!strcmp(end, "min") || !strcmp(end, "m")) mul = 60e9;
+    else if (!strcmp(end, "h")) mul = 3600e9;
+    else return -1;
+    double t = v * mul;
+    if (t > 1.8e19)
+        return -1;
+    *at = VM_AT_TIME;
+    *t_ns = (uint64_t)llround(t);
+    return 0;
+}
+
+const char *vm_fmt_size(uint64_t bytes, char *buf, size_t cap)
+{
+    static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%" PRIu64 " B", bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024.0;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, cap, "%.2f %s", v, unit[u]);
+    return buf;
+}
+
+const char *vm_fmt_time(uint64_t ns, char *buf, size_t cap)
+{
+    if (ns < 1000)
+        snprintf(buf, cap, "%" PRIu64 " ns", ns);
+    else if (ns < 1000000)
+        snprintf(buf, cap, "%.3f us", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
+    else if (ns < 120000000000ull)
+        snprintf(buf, cap, "%.3f s", (double)ns / 1e9);
+    else if (ns < 7200000000000ull)
+        snprintf(buf, cap, "%.2f min", (double)ns / 60e9);
+    else
+        snprintf(buf, cap, "%.2f h", (double)ns / 3600e9);
+    return buf;
+}

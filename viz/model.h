@@ -1,0 +1,241 @@
+/* The renderer's model of a snapshot: a streaming replay of its events into
+ * per-allocation live state, per-site aggregates, per-pixel-column timeline
+ * buckets and, at one chosen moment, the layout of every segment with its
+ * blocks.  The PNG painters (timeline.c, segmap.c) and the findings of
+ * `memsnap summary` (leak suspects, fragmentation, the OOM story) read it.
+ *
+ * Two passes over the file (the reader is simply opened twice):
+ *
+ *   pass 1  vm_feed() every record, then vm_end_pass1().  Learns what only
+ *           the end can tell: each site's peak (so the top N sites per
+ *           device), the time range, the event count, the moment of the peak,
+ *           whether allocator blocks exist, the OOMs with their story (the
+ *           layout is measured on the spot), leak suspects, and the
+ *           allocations that were already live before the first recorded
+ *           event (ring mode: state/live lines, frees of unseen addresses).
+ *   pass 2  vm_begin_pass2(), vm_feed() every record again, vm_end_pass2().
+ *           Replays the same events from a clean live set (seeded with the
+ *           pre-window allocations) into per-column buckets, keeps the NVTX
+ *           ranges wide enough to see, and captures the segment layout at the
+ *           chosen moment.
+ *
+ * Why two passes and not one: the stacked area needs a value per top site
+ * per pixel column, and the top sites (by peak) and the time range are known
+ * only at the end.  A second read costs one more parse but keeps memory at
+ * the live set plus per-site aggregates plus W columns x (N+1) values per
+ * device, whatever the number of events.  `memsnap summary` needs only
+ * pass 1 (it feeds the same records it already reads), plus pass 2 when the
+ * fragmentation moment is the peak.
+ *
+ * The stacked layer: allocator blocks (block_alloc/block_free) when the file
+ * has any; otherwise the driver-level allocations (alloc, async_alloc,
+ * managed_alloc, vmm_create), "reserved only".  The "reserved" line is the
+ * driver memory of a device: cuMemAlloc/Pitch + cuMemCreate (device-located)
+ * + stream-ordered + managed bytes live.
+ *
+ * A free_error event undoes the free just before it of the same address:
+ * the freed entry is put back (the model keeps the last VM_UNDO frees).
+ */
+#ifndef MEMSNAP_VIZ_MODEL_H
+#define MEMSNAP_VIZ_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memsnap/format.h"
+
+#define VM_NDEV (MSNAP_MAX_DEVICES + 1) /* last slot: device -1 / unknown */
+#define VM_DEV_UNKNOWN MSNAP_MAX_DEVICES
+#define VM_MAX_TOP 24                   /* most sites with their own colour */
+#define VM_MAX_OOMS 16                  /* OOMs with a full story */
+#define VM_MAX_RANGES 4096              /* NVTX ranges kept for drawing */
+#define VM_RANGE_DEPTHS 3               /* NVTX nesting depths drawn */
+#define VM_UNDO 16                      /* frees a free_error can undo */
+
+enum vm_cls { VM_CLS_NONE = 0, VM_CLS_MEM = 1, VM_CLS_BLOCK = 2 };
+enum vm_at { VM_AT_DEFAULT = 0, VM_AT_OOM, VM_AT_PEAK, VM_AT_END, VM_AT_TIME };
+enum vm_x { VM_X_TIME = 0, VM_X_EVENTS };
+
+/* What the caller wants. */
+typedef struct vm_opts {
+    int top;             /* top sites per device with their own colour (<= VM_MAX_TOP) */
+    int columns;         /* timeline columns (plot width in pixels); 0 = no timeline */
+    int x_mode;          /* VM_X_TIME or VM_X_EVENTS */
+    int at;              /* enum vm_at: moment of the segment layout */
+    uint64_t at_t_ns;    /* for VM_AT_TIME */
+    uint64_t cap;        /* configured cap in bytes (--cap); 0 = header's or none */
+} vm_opts;
+
+/* One allocation site: a stack id in one class on one device. */
+typedef struct vm_site {
+    uint32_t stack;
+    uint8_t cls;         /* enum vm_cls */
+    uint8_t kind;        /* msnap_action of its first allocation */
+    int16_t device;      /* slot */
+    int rank;            /* 0..top-1 on its device, -1 = "other" */
+    uint64_t live, peak, peak_t, count, bytes, live_count;
+    /* leak tracking (pass 1): live bytes at successive valleys */
+    uint64_t snap, snap_ver;   /* live at the candidate valley, when touched since */
+    uint64_t dirty;            /* valley serial when last put on the dirty list */
+    uint64_t v_first, v_last;  /* live at the first / latest valley */
+    uint32_t rises, falls;
+    int in_valleys;            /* has a value for the first valley */
+} vm_site;
+
+/* One live allocation / segment / handle / mapping. */
+typedef struct vm_live {
+    uint64_t addr, size, t, aux; /* aux: VMM handle for vmm_create / vmm_map */
+    uint32_t site;               /* index into sites, UINT32_MAX: none */
+    uint32_t stack;
+    int16_t device;              /* slot */
+    uint8_t kind;                /* msnap_action */
+    uint8_t layer;
+} vm_live;
+
+/* Layout at one moment: segments (rows of the map) and what fills them. */
+typedef struct vm_span {
+    uint64_t addr, size;
+    uint32_t site;               /* index into sites, UINT32_MAX: no site */
+    uint8_t what;                /* VM_SPAN_BLOCK, _USED, _FREE, _UNMAPPED */
+} vm_span;
+enum { VM_SPAN_BLOCK = 1, VM_SPAN_USED, VM_SPAN_FREE, VM_SPAN_UNMAPPED };
+
+typedef struct vm_segment {
+    uint64_t addr, size;
+    uint8_t kind;                /* alloc, async_alloc, managed_alloc, vmm_reserve; 0: blocks outside any segment */
+    int16_t device;
+    uint32_t site;
+    size_t first_span, nspans;   /* spans cover [addr, addr+size) in address order */
+    uint64_t largest_free;
+} vm_segment;
+
+typedef struct vm_dev_layout {
+    uint64_t segments, segment_bytes, mapped_bytes, block_bytes;
+    uint64_t total_free, largest_free;   /* free = mapped but in no block */
+} vm_dev_layout;
+
+typedef struct vm_layout {
+    int valid;
+    uint64_t t_ns, event_index;  /* the moment: after event #event_index (1-based; 0 = before any) */
+    int at;                      /* enum vm_at it was taken for */
+    vm_segment *segs;            /* by device, then address */
+    size_t nsegs;
+    vm_span *spans;
+    size_t nspans;
+    vm_dev_layout dev[VM_NDEV];
+} vm_layout;
+
+/* An OOM (or failed allocation) and the state when it happened. */
+typedef struct vm_oom {
+    uint64_t t_ns, event_index, requested, dev_free, dev_total;
+    int device, action, api, result;
+    uint32_t stack;
+    uint64_t allocated, reserved;       /* stacked layer / driver memory on the device */
+    uint64_t total_free, largest_free;  /* inside reserved (allocator cache) */
+    int blocks_seen;                    /* whether free inside reserved is known */
+} vm_oom;
+
+/* A leak suspect: a site whose live bytes at successive valleys of the
+ * stacked total keep rising. */
+typedef struct vm_leak {
+    uint32_t site;
+    uint64_t first, last;        /* live bytes at the first / last valley */
+    uint32_t rises, falls;
+} vm_leak;
+
+/* Per-column timeline buckets of one device. */
+typedef struct vm_col {
+    uint64_t total_max, total_min;   /* stacked total */
+    uint64_t res_max, res_min;       /* reserved line */
+    uint64_t cnt_res, cnt_alloc;     /* counters series (max in column) */
+    uint8_t has, has_cnt;
+} vm_col;
+
+typedef struct vm_range {
+    uint64_t t0, t1;                 /* x units (ns or event index) */
+    uint32_t str;
+    uint8_t lane;                    /* 0..VM_RANGE_DEPTHS-1 */
+} vm_range;
+
+typedef struct vm_dev {
+    int seen;                        /* any stacked / reserved activity */
+    uint64_t reserved, stacked, allocated, mem;   /* current levels */
+    uint64_t peak_reserved, peak_reserved_t, peak_stacked, peak_stacked_t;
+    uint64_t peak_allocated;         /* blocks only (0 without blocks) */
+    uint64_t cnt_peak_reserved, cnt_peak_allocated; /* from counters lines */
+    uint64_t total;                  /* device capacity (0 unknown) */
+    char name[128];
+    int ntop;                        /* top sites on this device */
+    uint32_t top[VM_MAX_TOP];        /* site indexes by rank */
+    uint64_t cur[VM_MAX_TOP + 1];    /* pass 2: live per rank, [ntop] = other */
+    vm_col *cols;                    /* pass 2: opts.columns buckets */
+    uint64_t *colvals;               /* columns x (VM_MAX_TOP+1): breakdown at total_max */
+    int last_col;
+} vm_dev;
+
+typedef struct vm_model vm_model;
+
+/* A new model; NULL when out of memory. */
+vm_model *vm_new(const vm_opts *o);
+void vm_free(vm_model *m);
+
+/* Feeds one record (in file order).  0 ok, -1 out of memory. */
+int vm_feed(vm_model *m, const msnap_record *r);
+/* Ends pass 1 (computes top sites, leak suspects, the capture moment).
+ * 0 ok, -1 out of memory. */
+int vm_end_pass1(vm_model *m);
+/* Starts pass 2 (clean live set seeded with pre-window allocations).
+ * 0 ok, -1 out of memory. */
+int vm_begin_pass2(vm_model *m);
+/* Ends pass 2 (fills the columns up to the end, captures "end").  0 ok. */
+int vm_end_pass2(vm_model *m);
+
+/* Reads the whole file through pass 1 (and pass 2 when pass2 is set).
+ * 0 ok; 2 unreadable input or out of memory, with a one-line message
+ * "PATH: why" in err (the reader's "line N: ..." messages included). */
+int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
+                 size_t errlen);
+
+/* ---- results ---------------------------------------------------------- */
+
+const vm_opts *vm_options(const vm_model *m);
+const vm_dev *vm_device(const vm_model *m, int slot);
+int vm_blocks_seen(const vm_model *m);      /* stacked layer = allocator blocks */
+const vm_site *vm_sites(const vm_model *m, size_t *n);
+/* Leak suspects, largest growth first; nvalleys: valleys found. */
+const vm_leak *vm_leaks(const vm_model *m, size_t *n, uint64_t *nvalleys);
+/* Stacked total at the first and the last valley (the floor). */
+void vm_floor(const vm_model *m, uint64_t *first, uint64_t *last);
+const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total);
+const vm_layout *vm_layout_at(const vm_model *m);
+const vm_range *vm_ranges(const vm_model *m, size_t *n, uint64_t *total);
+/* x range of the timeline: [x_lo, x_hi] in ns or event index. */
+void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi);
+/* Column of an x value (clamped to the columns). */
+int vm_col_of(const vm_model *m, uint64_t x);
+uint64_t vm_events(const vm_model *m);
+uint64_t vm_first_event_t(const vm_model *m);   /* t of the first event */
+int vm_counters_seen(const vm_model *m);
+uint64_t vm_cap(const vm_model *m);             /* --cap or header settings */
+const char *vm_str(const vm_model *m, uint32_t id);
+const msnap_header *vm_header_info(const vm_model *m, char *mode, size_t modelen);
+int vm_ring_mode(const vm_model *m);
+/* Frame i of a stack as "fn (file:line)", "module+0xoff" or "0xip"; returns
+ * the stack's depth (0 unknown).  vm_site_label: the frame that best names
+ * the site (the innermost one outside the CUDA/memsnap libraries). */
+int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap);
+void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap);
+
+/* Live bytes of a top site (rank, or ntop for "other") of device slot at
+ * column col, for tests and the painter. */
+uint64_t vm_col_value(const vm_model *m, int slot, int col, int rank);
+
+/* Parses "oom", "peak", "end", or a time ("12.5", "12.5s", "800ms",
+ * "3min", "1.5h", "250us", "1000ns") into *at and *t.  0 ok, -1 bad. */
+int vm_parse_at(const char *s, int *at, uint64_t *t_ns);
+
+/* Human sizes and times for labels. */
+const char *vm_fmt_size(uint64_t bytes, char *buf, size_t cap);
+const char *vm_fmt_time(uint64_t ns, char *buf, size_t cap);
+
+#endif

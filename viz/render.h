@@ -1,0 +1,90 @@
+/* The two pictures of `memsnap render`, painted from a vm_model (model.h):
+ *
+ *   timeline  one panel per device: allocated bytes over time as a stacked
+ *             area by allocation site (top N by peak, each its own colour,
+ *             the rest "other"), the reserved line above it, the device
+ *             capacity and a configured cap as dashed lines, OOMs in red
+ *             with the requested size, NVTX ranges as labelled lanes and
+ *             shading, the counters series where the events do not reach.
+ *   segments  the segment map at one moment: each segment (cuMemAlloc
+ *             allocation, stream-ordered/managed allocation, VMM
+ *             reservation with its mappings) a row laid out by address, at
+ *             one scale (bytes per pixel) for all rows, long segments
+ *             wrapping onto more lines; blocks coloured by site, free space,
+ *             unmapped space; the fragmentation numbers written on it.
+ *
+ * The geometry is exposed (viz_geom, viz_y_of) so tests can check what a
+ * pixel means: the top of the stacked area in column c is at
+ * viz_y_of(g, total at c).
+ */
+#ifndef MEMSNAP_VIZ_RENDER_H
+#define MEMSNAP_VIZ_RENDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "canvas.h"
+#include "model.h"
+
+#define VIZ_BG 0xffffffu
+#define VIZ_OTHER 0xb4b4b4u      /* "other" sites */
+#define VIZ_FREE 0xffffffu       /* free inside a segment */
+#define VIZ_UNMAPPED 0xd2d2d2u   /* reserved address space, not mapped */
+#define VIZ_RESERVED 0x1f1f1fu   /* reserved line */
+#define VIZ_OOM 0xd62728u
+
+/* Colour of site rank r (0-based); r < 0 is "other". */
+uint32_t viz_site_colour(int rank);
+
+/* Text scale for a picture width: 1 below 1000 pixels, 2 from there. */
+int viz_text_scale(int width);
+
+/* Plot columns (pixels of the x axis) of a timeline of this width: what
+ * vm_opts.columns must be for viz_timeline. */
+int viz_timeline_columns(int width);
+
+/* One timeline panel's plot rectangle and y scale. */
+typedef struct viz_geom {
+    int x0, y0, x1, y1;  /* plot interior: columns x0..x1-1, rows y0..y1-1; value 0 at y1 */
+    uint64_t ymax;       /* value at y0 */
+    int slot;            /* device slot of the panel */
+} viz_geom;
+
+/* Row of value v: y1 - round(v * (y1 - y0) / ymax), clamped to y0..y1. */
+int viz_y_of(const viz_geom *g, uint64_t v);
+
+/* Paints the timeline into *c (which it allocates: width x height, height
+ * 0 = automatic).  geoms (may be NULL) receives up to max_geoms panels and
+ * *ngeoms their count.  0 ok, -1 out of memory. */
+int viz_timeline(const vm_model *m, canvas *c, int width, int height,
+                 const char *title, viz_geom *geoms, int max_geoms,
+                 int *ngeoms);
+
+/* Segment-map geometry for tests: where the bytes of segment i start. */
+typedef struct viz_segrow {
+    size_t seg;          /* index into the layout's segments */
+    int x0, y0, h;       /* first line: bar starts at x0, row top y0, height h */
+    int bar_w, line_h;   /* bar width per line, distance between lines */
+    int lines;
+} viz_segrow;
+
+typedef struct viz_segmap_geom {
+    double bytes_per_px;
+    viz_segrow *rows;    /* owned by the caller after viz_segmap: free() */
+    size_t nrows;
+    size_t hidden;       /* segments not drawn (too many for the height) */
+} viz_segmap_geom;
+
+/* Pixel (x, y) of address a in a drawn segment row; -1 when not drawn. */
+int viz_segmap_pixel(const viz_segmap_geom *g, const vm_layout *l,
+                     size_t seg, uint64_t a, int *x, int *y);
+
+/* Paints the segment map of the model's captured layout.  height 0 =
+ * automatic.  geom may be NULL.  0 ok, -1 out of memory. */
+int viz_segmap(const vm_model *m, canvas *c, int width, int height,
+               const char *title, viz_segmap_geom *geom);
+
+/* "1.5 GiB", "512 MiB", "0 B": a short size for tick labels. */
+const char *viz_fmt_size_short(uint64_t v, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,476 @@
+/* The segment-map PNG (render.h).  Top to bottom:
+ *
+ *   title     "Memory segments at the OOM / peak / end / t = ..."
+ *   numbers   per device: reserved, blocks, free inside reserved (total and
+ *             largest block), fragmentation = 1 - largest_free/total_free
+ *             and 1 - peak_allocated/peak_reserved
+ *   rows      one per segment in address order, grouped by device; a label
+ *             (address, size, kind) on the left, the bar on the right.  All
+ *             bars share one scale (bytes per pixel, chosen so every row
+ *             fits the height), so a wider bar is a bigger segment; a
+ *             segment longer than the bar width wraps onto more lines.
+ *             Each pixel takes the colour of whatever covers most of its
+ *             bytes: a block (its site's colour, as in the timeline), free
+ *             space (white), unmapped address space (grey, hatched) or,
+ *             without allocator blocks, the segment's own site colour.
+ *             The largest free block is framed in red.
+ *   legend    sites present at that moment, then free / unmapped.
+ */
+#include "render.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "font.h"
+
+#define TEXT 0x111111u
+#define MUTED 0x555555u
+#define OUTLINE 0x777777u
+#define LARGEST 0xd62728u
+
+static const char *kind_name(int kind)
+{
+    switch (kind) {
+    case MSNAP_A_ALLOC: return "cuMemAlloc";
+    case MSNAP_A_ASYNC_ALLOC: return "async";
+    case MSNAP_A_MANAGED_ALLOC: return "managed";
+    case MSNAP_A_VMM_RESERVE: return "VMM";
+    default: return "blocks";
+    }
+}
+
+/* Colour of a span. */
+static uint32_t span_colour(const vm_model *m, const vm_span *s)
+{
+    size_t ns;
+    const vm_site *sites = vm_sites(m, &ns);
+    switch (s->what) {
+    case VM_SPAN_FREE: return VIZ_FREE;
+    case VM_SPAN_UNMAPPED: return VIZ_UNMAPPED;
+    default:
+        if (s->site == UINT32_MAX || s->site >= ns)
+            return VIZ_OTHER;
+        return viz_site_colour(sites[s->site].rank);
+    }
+}
+
+/* Lines a segment takes at bpp bytes per pixel over bar_w pixels. */
+static uint64_t seg_lines(uint64_t size, double bpp, int bar_w)
+{
+    double per_line = bpp * bar_w;
+    uint64_t n = (uint64_t)ceil((double)size / per_line);
+    return n ? n : 1;
+}
+
+int viz_segmap_pixel(const viz_segmap_geom *g, const vm_layout *l,
+                     size_t seg, uint64_t a, int *x, int *y)
+{
+    for (size_t i = 0; i < g->nrows; i++) {
+        const viz_segrow *r = &g->rows[i];
+        if (r->seg != seg)
+            continue;
+        const vm_segment *s = &l->segs[seg];
+        if (a < s->addr || a >= s->addr + s->size)
+            return -1;
+        uint64_t px = (uint64_t)((double)(a - s->addr) / g->bytes_per_px);
+        int line = (int)(px / (uint64_t)r->bar_w);
+        if (line >= r->lines)
+            line = r->lines - 1;
+        *x = r->x0 + (int)(px - (uint64_t)line * (uint64_t)r->bar_w);
+        *y = r->y0 + line * r->line_h + r->h / 2;
+        return 0;
+    }
+    return -1;
+}
+
+typedef struct item {
+    char text[160];
+    uint32_t colour;
+    int hatch;
+} item;
+
+/* Flows legend items; draws when c != NULL; returns the height. */
+static int flow(canvas *c, const item *it, int n, int x0, int x1, int y, int ts)
+{
+    int lh = (FONT_CELL_H + 4) * ts, x = x0, rows = n ? 1 : 0;
+    for (int i = 0; i < n; i++) {
+        int w = 14 * ts + 6 + canvas_text_w(it[i].text, ts) + 14 * ts;
+        if (x > x0 && x + w > x1) {
+            x = x0;
+            y += lh;
+            rows++;
+        }
+        if (c) {
+            int sy = y + ts, sh = FONT_CAP_H * ts;
+            canvas_rect(c, x, sy, x + 12 * ts, sy + sh, it[i].colour);
+            if (it[i].hatch)
+                for (int py = sy; py < sy + sh; py++)
+                    for (int px = x; px < x + 12 * ts; px++)
+                        if ((px + py) % 6 == 0)
+                            canvas_set(c, px, py, 0x9a9a9a);
+            canvas_frame(c, x, sy, x + 12 * ts, sy + sh, OUTLINE);
+            canvas_text(c, x + 14 * ts + 4, y, it[i].text, TEXT, ts);
+        }
+        x += w;
+    }
+    return rows * lh;
+}
+
+int viz_segmap(const vm_model *m, canvas *c, int width, int height,
+               const char *title, viz_segmap_geom *geom)
+{
+    const vm_layout *l = vm_layout_at(m);
+    int ts = viz_text_scale(width);
+    char buf[512], a[32], b[32], d1[32];
+    size_t nsites;
+    const vm_site *sites = vm_sites(m, &nsites);
+
+    /* Which devices have rows, and the stats lines. */
+    int ndev_rows = 0;
+    for (int d = 0; d < VM_NDEV; d++)
+        if (l->dev[d].segments || l->dev[d].block_bytes)
+            ndev_rows++;
+
+    /* Legend: sites present in the layout, by rank. */
+    item *it = calloc(VM_MAX_TOP * VM_NDEV + 4, sizeof *it);
+    if (!it)
+        return -1;
+    int nit = 0, other = 0;
+    for (int d = 0; d < VM_NDEV && nit < VM_MAX_TOP * 2; d++) {
+        const vm_dev *v = vm_device(m, d);
+        if (!l->dev[d].segments)
+            continue;
+        for (int r = 0; r < v->ntop; r++) {
+            uint64_t bytes = 0;
+            for (size_t i = 0; i < l->nspans; i++)
+                if ((l->spans[i].what == VM_SPAN_BLOCK || l->spans[i].what == VM_SPAN_USED) &&
+                    l->spans[i].site == v->top[r])
+                    bytes += l->spans[i].size;
+            if (!bytes)
+                continue;
+            char lab[128];
+            vm_site_label(m, sites[v->top[r]].stack, lab, sizeof lab);
+            if (strlen(lab) > 48)
+                strcpy(lab + 45, "..");
+            snprintf(it[nit].text, sizeof it[nit].text, "%s%s  %s here",
+                     ndev_rows > 1 ? "" : "", lab, viz_fmt_size_short(bytes, a, sizeof a));
+            it[nit++].colour = viz_site_colour(r);
+        }
+    }
+    for (size_t i = 0; i < l->nspans; i++)
+        if ((l->spans[i].what == VM_SPAN_BLOCK || l->spans[i].what == VM_SPAN_USED) &&
+            (l->spans[i].site >= nsites || sites[l->spans[i].site].rank < 0))
+            other = 1;
+    if (other) {
+        snprintf(it[nit].text, sizeof it[nit].text, "other sites");
+        it[nit++].colour = VIZ_OTHER;
+    }
+    if (vm_blocks_seen(m)) {
+        snprintf(it[nit].text, sizeof it[nit].text,
+                 "free inside reserved (cached by the allocator)");
+        it[nit++].colour = VIZ_FREE;
+    }
+    snprintf(it[nit].text, sizeof it[nit].text, "reserved address space, not mapped");
+    it[nit].colour = VIZ_UNMAPPED;
+    it[nit++].hatch = 1;
+
+    /* Geometry. */
+    int margin = 10;
+    int title_h = 8 + FONT_CELL_H * (ts + 1) + 8;
+    int stat_lines = 1 + 3 * (ndev_rows ? ndev_rows : 1);
+    int stats_h = stat_lines * (FONT_CELL_H + 3) * ts + 8;
+    int legend_h = flow(NULL, it, nit, margin, width - margin, 0, ts) + 10;
+    int label_w = canvas_text_w("0x000000000000 000.00 MiB cuMemAlloc", ts) + 12;
+    if (label_w > width / 2)
+        label_w = width / 2;
+    int bar_x = margin + label_w, bar_w = width - bar_x - margin;
+    if (bar_w < 16)
+        bar_w = 16;
+    int row_h = 10 * ts + 4, line_h = row_h + 2 * ts, dev_h = (FONT_CELL_H + 6) * ts;
+    int rows_top = title_h + stats_h;
+    int avail;
+    if (height > 0)
+        avail = height - rows_top - legend_h - 10 - ndev_rows * dev_h;
+    else
+        avail = 2400;
+    int max_lines = avail / line_h;
+    if (max_lines < 1)
+        max_lines = 1;
+    /* Automatic height: a little wrapping (up to half again as many lines
+     * as segments) keeps big segments wide without a very tall picture. */
+    if (height <= 0) {
+        size_t want = l->nsegs + (l->nsegs / 2 > 8 ? l->nsegs / 2 : 8);
+        if ((size_t)max_lines > want)
+            max_lines = (int)want;
+    }
+
+    /* Bytes per pixel: the smallest that fits every row into max_lines
+     * (each segment at least one line). */
+    uint64_t biggest = 1, total = 0;
+    for (size_t i = 0; i < l->nsegs; i++) {
+        if (l->segs[i].size > biggest)
+            biggest = l->segs[i].size;
+        total += l->segs[i].size;
+    }
+    double lo = 1e-3, hi = (double)biggest / bar_w + 1;
+    uint64_t nlines_hi = 0;
+    for (size_t i = 0; i < l->nsegs; i++)
+        nlines_hi += seg_lines(l->segs[i].size, hi, bar_w);
+    size_t shown = l->nsegs, hidden = 0;
+    if (nlines_hi > (uint64_t)max_lines) {
+        shown = (size_t)max_lines > 1 ? (size_t)max_lines - 1 : 1;
+        if (shown > l->nsegs)
+            shown = l->nsegs;
+        hidden = l->nsegs - shown;
+    } else {
+        for (int it2 = 0; it2 < 60; it2++) {
+            double mid = (lo + hi) / 2;
+            uint64_t nl = 0;
+            for (size_t i = 0; i < l->nsegs && nl <= (uint64_t)max_lines; i++)
+                nl += seg_lines(l->segs[i].size, mid, bar_w);
+            if (nl <= (uint64_t)max_lines)
+                hi = mid;
+            else
+                lo = mid;
+        }
+        /* Never finer than one byte per pixel when segments are tiny. */
+        if (hi < 1.0 && (double)biggest / bar_w < 1.0)
+            hi = (double)biggest / bar_w;
+    }
+    double bpp = hi > 0 ? hi : 1;
+    uint64_t total_lines = 0;
+    for (size_t i = 0; i < shown; i++)
+        total_lines += seg_lines(l->segs[i].size, bpp, bar_w);
+    int rows_h = (int)total_lines * line_h + ndev_rows * dev_h + (hidden ? line_h : 0);
+    int H = height > 0 ? height : rows_top + rows_h + legend_h + 20;
+    if (H > 16000)
+        H = 16000;
+    if (canvas_init(c, width, H, VIZ_BG)) {
+        free(it);
+        return -1;
+    }
+    if (geom) {
+        memset(geom, 0, sizeof *geom);
+        geom->bytes_per_px = bpp;
+        geom->rows = calloc(shown + 1, sizeof *geom->rows);
+        geom->hidden = hidden;
+        if (!geom->rows) {
+            free(it);
+            return -1;
+        }
+    }
+
+    /* Title. */
+    const char *when = l->at == VM_AT_OOM ? "at the first OOM"
+                     : l->at == VM_AT_PEAK ? "at the peak of reserved memory"
+                     : l->at == VM_AT_TIME ? "at the chosen time"
+                                           : "at the end";
+    snprintf(buf, sizeof buf, "%s %s (t = %s, after event %" PRIu64 ")", title,
+             when, vm_fmt_time(l->t_ns, a, sizeof a), l->event_index);
+    canvas_text(c, margin, 8, buf, TEXT, ts + 1);
+
+    /* Numbers. */
+    int y = title_h;
+    snprintf(buf, sizeof buf,
+             "One row per segment, laid out by address; every pixel is %s%s. %s",
+             bpp >= 1 ? "" : "less than 1 B",
+             bpp >= 1 ? viz_fmt_size_short((uint64_t)llround(bpp), a, sizeof a) : "",
+             vm_blocks_seen(m) ? "Colour = allocation site of the block."
+                               : "No allocator blocks: segments show their own allocation site.");
+    canvas_text(c, margin, y, buf, MUTED, ts);
+    y += (FONT_CELL_H + 3) * ts;
+    for (int d = 0; d < VM_NDEV; d++) {
+        const vm_dev_layout *dl = &l->dev[d];
+        if (!dl->segments && !dl->block_bytes)
+            continue;
+        const vm_dev *v = vm_device(m, d);
+        if (vm_blocks_seen(m))
+            snprintf(buf, sizeof buf,
+                     "device %d: %" PRIu64 " segments with %s of memory, %s of it in blocks",
+                     d == VM_DEV_UNKNOWN ? -1 : d, dl->segments,
+                     vm_fmt_size(dl->mapped_bytes, a, sizeof a),
+                     vm_fmt_size(dl->block_bytes, b, sizeof b));
+        else
+            snprintf(buf, sizeof buf,
+                     "device %d: %" PRIu64 " segments with %s of memory",
+                     d == VM_DEV_UNKNOWN ? -1 : d, dl->segments,
+                     vm_fmt_size(dl->mapped_bytes, a, sizeof a));
+        if (dl->segment_bytes > dl->mapped_bytes) {
+            size_t n = strlen(buf);
+            snprintf(buf + n, sizeof buf - n, " (+%s of address space not mapped)",
+                     vm_fmt_size(dl->segment_bytes - dl->mapped_bytes, d1, sizeof d1));
+        }
+        canvas_text(c, margin, y, buf, TEXT, ts);
+        y += (FONT_CELL_H + 3) * ts;
+        if (vm_blocks_seen(m)) {
+            char f1[64];
+            if (dl->total_free)
+                snprintf(f1, sizeof f1, "%.3f", 1.0 - (double)dl->largest_free /
+                                                          (double)dl->total_free);
+            else
+                snprintf(f1, sizeof f1, "0 (nothing free)");
+            snprintf(buf, sizeof buf,
+                     "  free inside reserved %s, largest free block %s; "
+                     "fragmentation 1 - largest_free/total_free = %s",
+                     vm_fmt_size(dl->total_free, a, sizeof a),
+                     vm_fmt_size(dl->largest_free, b, sizeof b), f1);
+        } else {
+            snprintf(buf, sizeof buf,
+                     "  free inside reserved: unknown (no allocator blocks); "
+                     "1 - largest_free/total_free: n/a");
+        }
+        canvas_text(c, margin, y, buf, TEXT, ts);
+        y += (FONT_CELL_H + 3) * ts;
+        if (vm_blocks_seen(m) && v->peak_reserved)
+            snprintf(buf, sizeof buf,
+                     "  whole run: peak allocated %s, peak reserved %s; "
+                     "1 - peak_allocated/peak_reserved = %.3f",
+                     vm_fmt_size(v->peak_allocated, a, sizeof a),
+                     vm_fmt_size(v->peak_reserved, b, sizeof b),
+                     1.0 - (double)v->peak_allocated / (double)v->peak_reserved);
+        else
+            snprintf(buf, sizeof buf,
+                     "  whole run: peak reserved %s; 1 - peak_allocated/peak_reserved: "
+                     "n/a (no allocator blocks)",
+                     vm_fmt_size(v->peak_reserved, a, sizeof a));
+        canvas_text(c, margin, y, buf, TEXT, ts);
+        y += (FONT_CELL_H + 3) * ts;
+    }
+    if (!l->nsegs)
+        canvas_text(c, margin, y + 10, "No segments were live at this moment.",
+                    MUTED, ts);
+    y = rows_top;
+
+    /* Rows. */
+    int *best_w = calloc((size_t)bar_w, sizeof *best_w);
+    uint32_t *best_c = calloc((size_t)bar_w, sizeof *best_c);
+    uint64_t *best_b = calloc((size_t)bar_w, sizeof *best_b);
+    if (!best_w || !best_c || !best_b) {
+        free(best_w);
+        free(best_c);
+        free(best_b);
+        free(it);
+        return -1;
+    }
+    int cur_dev = -2;
+    for (size_t si = 0; si < shown && y < H; si++) {
+        const vm_segment *s = &l->segs[si];
+        if (s->device != cur_dev) {
+            cur_dev = s->device;
+            snprintf(buf, sizeof buf, "device %d", cur_dev == VM_DEV_UNKNOWN ? -1 : cur_dev);
+            canvas_text(c, margin, y + 3 * ts, buf, TEXT, ts);
+            canvas_hline(c, margin + canvas_text_w(buf, ts) + 8, width - margin,
+                         y + 3 * ts + FONT_CAP_H * ts / 2, 1, 0xbbbbbb, 0);
+            y += dev_h;
+        }
+        int lines = (int)seg_lines(s->size, bpp, bar_w);
+        snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
+                 viz_fmt_size_short(s->size, a, sizeof a), kind_name(s->kind));
+        canvas_text(c, margin, y + 2, buf, TEXT, ts);
+        if (geom) {
+            geom->rows[geom->nrows++] = (viz_segrow){
+                .seg = si, .x0 = bar_x, .y0 = y, .h = row_h, .bar_w = bar_w,
+                .line_h = line_h, .lines = lines};
+        }
+        size_t sp = s->first_span, spe = s->first_span + s->nspans;
+        for (int ln = 0; ln < lines; ln++) {
+            uint64_t la = s->addr + (uint64_t)((double)ln * bar_w * bpp);
+            uint64_t lb = s->addr + (uint64_t)((double)(ln + 1) * bar_w * bpp);
+            if (lb > s->addr + s->size || ln == lines - 1)
+                lb = s->addr + s->size;
+            int npx = (int)ceil((double)(lb - la) / bpp);
+            if (npx > bar_w)
+                npx = bar_w;
+            if (npx < 1)
+                npx = 1;
+            memset(best_b, 0, (size_t)bar_w * sizeof *best_b);
+            memset(best_w, 0, (size_t)bar_w * sizeof *best_w);
+            while (sp < spe && l->spans[sp].addr + l->spans[sp].size <= la)
+                sp++;
+            for (size_t k = sp; k < spe && l->spans[k].addr < lb; k++) {
+                const vm_span *spn = &l->spans[k];
+                uint64_t sa = spn->addr > la ? spn->addr : la;
+                uint64_t se = spn->addr + spn->size < lb ? spn->addr + spn->size : lb;
+                int p0 = (int)((double)(sa - la) / bpp), p1 = (int)((double)(se - 1 - la) / bpp);
+                if (p1 >= npx)
+                    p1 = npx - 1;
+                uint32_t col = span_colour(m, spn);
+                for (int p = p0; p <= p1; p++) {
+                    double pa = la + p * bpp, pb = la + (p + 1) * bpp;
+                    double ov = (se < pb ? se : pb) - (sa > pa ? sa : pa);
+                    uint64_t ob = ov > 0 ? (uint64_t)ceil(ov) : 0;
+                    if (ob > best_b[p]) {
+                        best_b[p] = ob;
+                        best_c[p] = col;
+                        best_w[p] = spn->what;
+                    }
+                }
+                /* block boundary tick when the block is at least 3 px wide */
+                if ((spn->what == VM_SPAN_BLOCK || spn->what == VM_SPAN_USED) &&
+                    p1 - p0 >= 3 && spn->addr >= la)
+                    best_w[p0] = -spn->what;
+            }
+            int ry = y + ln * line_h;
+            for (int p = 0; p < npx; p++) {
+                uint32_t col = best_b[p] ? best_c[p] : VIZ_FREE;
+                int what = best_w[p] < 0 ? -best_w[p] : best_w[p];
+                canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h, col);
+                if (what == VM_SPAN_UNMAPPED)
+                    for (int k = 0; k < row_h; k++)
+                        if ((bar_x + p + ry + k) % 6 == 0)
+                            canvas_set(c, bar_x + p, ry + k, 0x9a9a9a);
+                if (best_w[p] < 0)
+                    canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
+                                rgb_darken(col, 90));
+            }
+            canvas_frame(c, bar_x - 1, ry - 1, bar_x + npx + 1, ry + row_h + 1, OUTLINE);
+        }
+        /* Frame the largest free block of its device. */
+        const vm_dev_layout *dl = &l->dev[s->device];
+        if (vm_blocks_seen(m) && dl->largest_free && s->largest_free == dl->largest_free) {
+            for (size_t k = s->first_span; k < spe; k++) {
+                const vm_span *spn = &l->spans[k];
+                if (spn->what != VM_SPAN_FREE || spn->size != dl->largest_free)
+                    continue;
+                uint64_t off0 = spn->addr - s->addr, off1 = off0 + spn->size;
+                uint64_t p0 = (uint64_t)((double)off0 / bpp), p1 = (uint64_t)((double)off1 / bpp);
+                for (uint64_t p = p0; p < p1 || p == p0; p += (uint64_t)bar_w - p % (uint64_t)bar_w) {
+                    int ln = (int)(p / (uint64_t)bar_w);
+                    uint64_t e = ((uint64_t)ln + 1) * (uint64_t)bar_w;
+                    if (e > p1) e = p1 > p ? p1 : p + 1;
+                    int x0 = bar_x + (int)(p % (uint64_t)bar_w), x1 = bar_x + (int)(e - (uint64_t)ln * bar_w);
+                    int ry = y + ln * line_h;
+                    canvas_frame(c, x0, ry, x1, ry + row_h, LARGEST);
+                    canvas_frame(c, x0 + 1, ry + 1, x1 - 1, ry + row_h - 1, LARGEST);
+                    if (e >= p1)
+                        break;
+                }
+                break;
+            }
+        }
+        y += lines * line_h;
+    }
+    if (hidden) {
+        snprintf(buf, sizeof buf, "... %zu more segments not drawn (too many for the height)",
+                 hidden);
+        canvas_text(c, margin, y + 2, buf, MUTED, ts);
+        y += line_h;
+    }
+    free(best_w);
+    free(best_c);
+    free(best_b);
+
+    /* Legend, plus a note for the red frame. */
+    int ly = H - legend_h;
+    if (vm_blocks_seen(m)) {
+        canvas_frame(c, margin, ly - 2 - row_h, margin + 12 * ts, ly - 2 - row_h + FONT_CAP_H * ts, LARGEST);
+        canvas_text(c, margin + 14 * ts + 4, ly - 2 - row_h - ts, "largest free block (red frame)", TEXT, ts);
+    }
+    flow(c, it, nit, margin, width - margin, ly, ts);
+    free(it);
+    (void)total;
+    return 0;
+}

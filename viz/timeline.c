@@ -1,0 +1,696 @@
+/* The timeline PNG (render.h).  A panel per device, top to bottom:
+ *
+ *   title            "GPU memory over time - device N (name, capacity)"
+ *   subtitle         what the stacked area is (allocator blocks, or
+ *                    "reserved only: ..."), what the lines are
+ *   NVTX lanes       one lane per nesting depth of the first thread that
+ *                    pushed a range; a box per range, labelled when it fits
+ *   plot             grid, shading of depth-0 NVTX ranges, the stacked area
+ *                    (per column: the breakdown at the moment of the
+ *                    column's highest total, so the top of the area is the
+ *                    column's maximum), the reserved line (min..max per
+ *                    column), capacity / cap lines, counters series before
+ *                    the first event, OOM markers
+ *   x axis           time (ns / us / ms / s / min / h ticks) or event index
+ *   legend           the sites by colour with their peaks, then the lines
+ */
+#include "render.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "font.h"
+
+#define GRID 0xe6e6e6u
+#define AXIS 0x444444u
+#define TEXT 0x111111u
+#define MUTED 0x555555u
+#define CAPACITY 0x000000u
+#define CAP 0x7b2d8bu
+#define COUNTERS 0x8a8a8au
+#define NVTX_A 0xdce8f5u
+#define NVTX_B 0xc3d6ec
+#define NVTX_SHADE 0x5b84b1u
+
+static const uint32_t palette[] = {
+    0x3b75afu, 0xef8a17u, 0x4f9d4au, 0x8e6bb8u, 0x2aa5a0u, 0x9c6b4eu,
+    0xd46fa8u, 0xa3a13au, 0x7fb8e6u, 0xe9c46au, 0x6b7a8fu, 0x9fd36bu};
+#define NPAL (int)(sizeof palette / sizeof palette[0])
+
+uint32_t viz_site_colour(int rank)
+{
+    if (rank < 0)
+        return VIZ_OTHER;
+    uint32_t c = palette[rank % NPAL];
+    return rank >= NPAL ? rgb_lighten(c, 110) : c;
+}
+
+int viz_text_scale(int width)
+{
+    return width >= 1000 ? 2 : 1;
+}
+
+/* Left margin: room for "1023.5 MiB" at the text scale. */
+static int left_margin(int ts)
+{
+    return 12 * FONT_CELL_W * ts + 14;
+}
+
+static int right_margin(int ts)
+{
+    return 4 * FONT_CELL_W * ts + 10;
+}
+
+int viz_timeline_columns(int width)
+{
+    int ts = viz_text_scale(width);
+    int n = width - left_margin(ts) - right_margin(ts);
+    return n > 16 ? n : 16;
+}
+
+int viz_y_of(const viz_geom *g, uint64_t v)
+{
+    if (!g->ymax)
+        return g->y1;
+    double h = (double)(g->y1 - g->y0);
+    long y = g->y1 - lround((double)v * h / (double)g->ymax);
+    if (y < g->y0)
+        y = g->y0;
+    if (y > g->y1)
+        y = g->y1;
+    return (int)y;
+}
+
+const char *viz_fmt_size_short(uint64_t v, char *buf, size_t cap)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int u = 0;
+    double d = (double)v;
+    while (d >= 1024.0 && u < 6) {
+        d /= 1024.0;
+        u++;
+    }
+    if (fabs(d - round(d)) < 0.005)
+        snprintf(buf, cap, "%.0f %s", d, unit[u]);
+    else if (fabs(d * 10 - round(d * 10)) < 0.05)
+        snprintf(buf, cap, "%.1f %s", d, unit[u]);
+    else
+        snprintf(buf, cap, "%.2f %s", d, unit[u]);
+    return buf;
+}
+
+/* A power-of-two step giving 4..8 ticks up to ymax. */
+static uint64_t size_step(uint64_t ymax)
+{
+    uint64_t s = 1;
+    while (s < ymax / 8)
+        s <<= 1;
+    return s ? s : 1;
+}
+
+/* A time tick step (ns) so that about n ticks fit in span ns. */
+static uint64_t time_step(uint64_t span, int n)
+{
+    static const uint64_t steps[] = {
+        1, 2, 5, 10, 20, 50, 100, 200, 500,
+        1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000,
+        1000000ull, 2000000ull, 5000000ull, 10000000ull, 20000000ull,
+        50000000ull, 100000000ull, 200000000ull, 500000000ull,
+        1000000000ull, 2000000000ull, 5000000000ull, 10000000000ull,
+        15000000000ull, 30000000000ull, 60000000000ull, 120000000000ull,
+        300000000000ull, 600000000000ull, 900000000000ull, 1800000000000ull,
+        3600000000000ull, 7200000000000ull, 10800000000000ull,
+        21600000000000ull, 43200000000000ull, 86400000000000ull};
+    if (n < 1)
+        n = 1;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        if (span / steps[i] <= (uint64_t)n)
+            return steps[i];
+    return 86400000000000ull * (span / 86400000000000ull / (uint64_t)n + 1);
+}
+
+/* Tick label of a time t for a step: unit chosen by the step. */
+static void time_label(uint64_t t, uint64_t step, char *buf, size_t cap)
+{
+    if (step >= 3600000000000ull)
+        snprintf(buf, cap, "%g h", (double)t / 3600e9);
+    else if (step >= 60000000000ull)
+        snprintf(buf, cap, "%g min", (double)t / 60e9);
+    else if (step >= 1000000000ull)
+        snprintf(buf, cap, "%g s", (double)t / 1e9);
+    else if (step >= 1000000ull)
+        snprintf(buf, cap, "%g ms", (double)t / 1e6);
+    else if (step >= 1000)
+        snprintf(buf, cap, "%g us", (double)t / 1e3);
+    else
+        snprintf(buf, cap, "%" PRIu64 " ns", t);
+}
+
+static uint64_t count_step(uint64_t span, int n)
+{
+    uint64_t s = 1;
+    if (n < 1)
+        n = 1;
+    for (;;) {
+        if (span / s <= (uint64_t)n) return s;
+        if (span / (2 * s) <= (uint64_t)n) return 2 * s;
+        if (span / (5 * s) <= (uint64_t)n) return 5 * s;
+        s *= 10;
+    }
+}
+
+static void count_label(uint64_t v, char *buf, size_t cap)
+{
+    if (v >= 1000000 && v % 100000 == 0)
+        snprintf(buf, cap, "%gM", (double)v / 1e6);
+    else if (v >= 1000 && v % 100 == 0)
+        snprintf(buf, cap, "%gk", (double)v / 1e3);
+    else
+        snprintf(buf, cap, "%" PRIu64, v);
+}
+
+/* Cuts s to at most n characters, ending in ".." when cut. */
+static void fit_text(char *s, int n)
+{
+    if (n < 0)
+        n = 0;
+    if ((int)strlen(s) <= n)
+        return;
+    if (n >= 3) {
+        s[n - 2] = '.';
+        s[n - 1] = '.';
+    }
+    s[n] = '\0';
+}
+
+/* ---- legend ----------------------------------------------------------- */
+
+typedef struct legend_item {
+    char text[160];
+    uint32_t colour;
+    int style;           /* 0 swatch, 1 solid line, 2 dashed line, 3 shade */
+} legend_item;
+
+#define MAX_ITEMS (VM_MAX_TOP + 12)
+
+/* Lays the items out in rows from x0 to x1; draws them when c != NULL.
+ * Returns the height used. */
+static int legend_flow(canvas *c, const legend_item *it, int n, int x0,
+                       int x1, int y, int ts)
+{
+    int lh = (FONT_CELL_H + 4) * ts, x = x0, rows = n ? 1 : 0;
+    for (int i = 0; i < n; i++) {
+        int w = 14 * ts + 6 + canvas_text_w(it[i].text, ts) + 14 * ts;
+        if (x > x0 && x + w > x1) {
+            x = x0;
+            y += lh;
+            rows++;
+        }
+        if (c) {
+            int sy = y + 1 * ts, sh = FONT_CAP_H * ts;
+            switch (it[i].style) {
+            case 0: canvas_rect(c, x, sy, x + 12 * ts, sy + sh, it[i].colour);
+                    canvas_frame(c, x, sy, x + 12 * ts, sy + sh, rgb_darken(it[i].colour, 60));
+                    break;
+            case 1: canvas_rect(c, x, sy + sh / 2 - ts, x + 12 * ts, sy + sh / 2 + ts, it[i].colour); break;
+            case 2: canvas_hline(c, x, x + 12 * ts, sy + sh / 2 - ts / 2, ts, it[i].colour, 3); break;
+            default: canvas_blend_rect(c, x, sy - ts, x + 12 * ts, sy + sh + ts, it[i].colour, 60); break;
+            }
+            canvas_text(c, x + 14 * ts + 4, y, it[i].text, TEXT, ts);
+        }
+        x += w;
+    }
+    return rows * lh;
+}
+
+/* The legend items of a panel. */
+static int legend_items(const vm_model *m, int slot, legend_item *it,
+                        int has_cap, int has_capacity, int has_oom,
+                        int has_nvtx, int has_counters)
+{
+    const vm_dev *v = vm_device(m, slot);
+    size_t nsites;
+    const vm_site *sites = vm_sites(m, &nsites);
+    int n = 0;
+    char lab[128], sz[32];
+    for (int r = 0; r < v->ntop; r++) {
+        const vm_site *s = &sites[v->top[r]];
+        vm_site_label(m, s->stack, lab, sizeof lab);
+        fit_text(lab, 48);
+        snprintf(it[n].text, sizeof it[n].text, "%s  peak %s", lab,
+                 viz_fmt_size_short(s->peak, sz, sizeof sz));
+        it[n].colour = viz_site_colour(r);
+        it[n++].style = 0;
+    }
+    size_t others = 0;
+    int cls = vm_blocks_seen(m) ? VM_CLS_BLOCK : VM_CLS_MEM;
+    for (size_t i = 0; i < nsites; i++)
+        if (sites[i].device == slot && sites[i].cls == cls && sites[i].rank < 0 &&
+            sites[i].peak)
+            others++;
+    if (others) {
+        snprintf(it[n].text, sizeof it[n].text, "other (%zu site%s)", others,
+                 others == 1 ? "" : "s");
+        it[n].colour = VIZ_OTHER;
+        it[n++].style = 0;
+    }
+    snprintf(it[n].text, sizeof it[n].text,
+             "reserved (driver memory)");
+    it[n].colour = VIZ_RESERVED;
+    it[n++].style = 1;
+    if (has_capacity) {
+        snprintf(it[n].text, sizeof it[n].text, "device capacity");
+        it[n].colour = CAPACITY;
+        it[n++].style = 2;
+    }
+    if (has_cap) {
+        snprintf(it[n].text, sizeof it[n].text, "configured cap");
+        it[n].colour = CAP;
+        it[n++].style = 2;
+    }
+    if (has_oom) {
+        snprintf(it[n].text, sizeof it[n].text, "OOM (bar = requested size)");
+        it[n].colour = VIZ_OOM;
+        it[n++].style = 1;
+    }
+    if (has_nvtx) {
+        snprintf(it[n].text, sizeof it[n].text, "NVTX range");
+        it[n].colour = NVTX_SHADE;
+        it[n++].style = 3;
+    }
+    if (has_counters) {
+        snprintf(it[n].text, sizeof it[n].text,
+                 "counters series (before the first recorded event)");
+        it[n].colour = COUNTERS;
+        it[n++].style = 2;
+    }
+    return n;
+}
+
+/* ---- panel -------------------------------------------------------------- */
+
+typedef struct panel_info {
+    int slot;
+    int lanes;
+    int nitems;
+    legend_item items[MAX_ITEMS];
+    uint64_t ymax, capacity, cap;
+    int show_capacity, show_cap, has_oom, has_counters;
+} panel_info;
+
+static int oom_on(const vm_model *m, int slot)
+{
+    size_t n;
+    const vm_oom *o = vm_ooms(m, &n, NULL);
+    for (size_t i = 0; i < n; i++)
+        if ((o[i].device < 0 ? VM_DEV_UNKNOWN : o[i].device) == slot ||
+            (slot == 0 && o[i].device < 0))
+            return 1;
+    return 0;
+}
+
+static void panel_prepare(const vm_model *m, int slot, panel_info *p,
+                          int lanes)
+{
+    const vm_dev *v = vm_device(m, slot);
+    memset(p, 0, sizeof *p);
+    p->slot = slot;
+    p->lanes = lanes;
+    uint64_t top = v->peak_reserved > v->peak_stacked ? v->peak_reserved
+                                                       : v->peak_stacked;
+    if (v->cnt_peak_reserved > top)
+        top = v->cnt_peak_reserved;
+    size_t no;
+    const vm_oom *o = vm_ooms(m, &no, NULL);
+    for (size_t i = 0; i < no; i++)
+        if (o[i].device == slot || (slot == 0 && o[i].device < 0)) {
+            uint64_t want = o[i].allocated + o[i].requested;
+            if (want > top && want < top * 4 + 1)
+                top = want;
+        }
+    p->capacity = v->total;
+    p->cap = vm_cap(m);
+    /* Capacity and cap are drawn when they do not squash the data below a
+     * quarter of the height; otherwise they are written as text. */
+    if (p->capacity && p->capacity <= top * 4 + 1024) {
+        p->show_capacity = 1;
+        if (p->capacity > top)
+            top = p->capacity;
+    }
+    if (p->cap && p->cap <= top * 4 + 1024) {
+        p->show_cap = 1;
+        if (p->cap > top)
+            top = p->cap;
+    }
+    if (!top)
+        top = 1024;
+    top += top / 20;
+    uint64_t step = size_step(top);
+    p->ymax = (top + step - 1) / step * step;
+    p->has_oom = oom_on(m, slot);
+    /* The counters series is drawn where the events do not reach: the
+     * columns before the first event, when counters lines fall there. */
+    p->has_counters = 0;
+    if (vm_counters_seen(m) && vm_options(m)->x_mode == VM_X_TIME && v->cols) {
+        int first_col = vm_col_of(m, vm_first_event_t(m));
+        for (int col = 0; col + 1 < first_col; col++)
+            if (v->cols[col].has_cnt)
+                p->has_counters = 1;
+    }
+}
+
+/* Height of the fixed parts of a panel (everything but the plot). */
+static int panel_chrome_h(const panel_info *p, int width, int ts)
+{
+    int h = 8 + (FONT_CELL_H) * (ts + 1) + 6      /* title */
+            + (FONT_CELL_H + 3) * ts * 2 + 4      /* subtitle: two lines */
+            + p->lanes * (FONT_CELL_H + 4) * ts   /* NVTX lanes */
+            + 6 + (FONT_CELL_H + 6) * ts          /* x tick labels */
+            + (FONT_CELL_H + 4) * ts + 6;         /* x axis title */
+    h += legend_flow(NULL, p->items, p->nitems, left_margin(ts),
+                     width - right_margin(ts), 0, ts) + 12;
+    return h;
+}
+
+/* Draws one panel into the band [top, top + h). */
+static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
+                       int top, int h, const char *title, viz_geom *geom)
+{
+    int W = c->w, ts = viz_text_scale(W), slot = p->slot;
+    const vm_dev *v = vm_device(m, slot);
+    const vm_opts *o = vm_options(m);
+    char buf[512], a[32], b[32];
+    int y = top + 8;
+
+    /* title */
+    if (slot == VM_DEV_UNKNOWN)
+        snprintf(buf, sizeof buf, "%s - device ? (unknown ordinal)", title);
+    else if (v->name[0] || v->total)
+        snprintf(buf, sizeof buf, "%s - device %d (%s, %s)", title, slot,
+                 v->name[0] ? v->name : "?", vm_fmt_size(v->total, a, sizeof a));
+    else
+        snprintf(buf, sizeof buf, "%s - device %d", title, slot);
+    fit_text(buf, (W - 20) / (FONT_CELL_W * (ts + 1)));
+    canvas_text(c, 10, y, buf, TEXT, ts + 1);
+    y += FONT_CELL_H * (ts + 1) + 6;
+
+    /* subtitle */
+    if (vm_blocks_seen(m))
+        snprintf(buf, sizeof buf,
+                 "Coloured area: allocated bytes (allocator blocks) stacked by "
+                 "allocation site; line: reserved. Peak allocated %s, reserved %s.",
+                 vm_fmt_size(v->peak_stacked, a, sizeof a),
+                 vm_fmt_size(v->peak_reserved, b, sizeof b));
+    else
+        snprintf(buf, sizeof buf,
+                 "Reserved only: the process's allocator does not report blocks. "
+                 "Coloured area: driver allocations by site. Peak %s.",
+                 vm_fmt_size(v->peak_reserved > v->cnt_peak_reserved
+                                 ? v->peak_reserved : v->cnt_peak_reserved,
+                             a, sizeof a));
+    fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
+    canvas_text(c, 10, y, buf, MUTED, ts);
+    y += (FONT_CELL_H + 3) * ts;
+    buf[0] = '\0';
+    size_t n = 0;
+    if (p->capacity && !p->show_capacity)
+        n += (size_t)snprintf(buf + n, sizeof buf - n,
+                              "Device capacity %s is far above (not drawn). ",
+                              vm_fmt_size(p->capacity, a, sizeof a));
+    if (p->cap && !p->show_cap && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n,
+                              "Configured cap %s is far above (not drawn). ",
+                              vm_fmt_size(p->cap, a, sizeof a));
+    if (vm_ring_mode(m) && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n,
+                              "Ring snapshot: events cover the last window only. ");
+    if (n < sizeof buf)
+        snprintf(buf + n, sizeof buf - n, "%" PRIu64 " events.", vm_events(m));
+    fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
+    canvas_text(c, 10, y, buf, MUTED, ts);
+    y += (FONT_CELL_H + 3) * ts + 4;
+
+    /* geometry */
+    int lane_h = (FONT_CELL_H + 4) * ts;
+    int lanes_y = y;
+    y += p->lanes * lane_h;
+    int legend_h = legend_flow(NULL, p->items, p->nitems, left_margin(ts),
+                               W - right_margin(ts), 0, ts);
+    viz_geom g;
+    g.x0 = left_margin(ts);
+    g.x1 = g.x0 + o->columns;
+    g.y0 = y + 4;
+    g.y1 = top + h - legend_h - 12 - (FONT_CELL_H + 4) * ts - 6 -
+           (FONT_CELL_H + 6) * ts - 6;
+    if (g.y1 < g.y0 + 20)
+        g.y1 = g.y0 + 20;
+    g.ymax = p->ymax;
+    g.slot = slot;
+    if (geom)
+        *geom = g;
+
+    uint64_t xlo, xhi;
+    vm_x_range(m, &xlo, &xhi);
+    size_t nr;
+    const vm_range *rg = vm_ranges(m, &nr, NULL);
+
+    /* NVTX lanes and shading (depth 0) */
+    for (size_t i = 0; i < nr; i++) {
+        int x0 = g.x0 + vm_col_of(m, rg[i].t0), x1 = g.x0 + vm_col_of(m, rg[i].t1) + 1;
+        if (rg[i].lane >= p->lanes)
+            continue;
+        int ly = lanes_y + rg[i].lane * lane_h;
+        uint32_t col = (i % 2) ? NVTX_A : NVTX_B;
+        canvas_rect(c, x0, ly, x1, ly + lane_h - 2, col);
+        canvas_vline(c, x0, ly, ly + lane_h - 3, 1, NVTX_SHADE, 0);
+        snprintf(buf, sizeof buf, "%s", vm_str(m, rg[i].str));
+        /* The label at the text scale, else smaller, else cut. */
+        int room = (x1 - x0 - 4) / (FONT_CELL_W * ts);
+        int room1 = (x1 - x0 - 4) / FONT_CELL_W;
+        if ((int)strlen(buf) <= room || (room >= 6 && ts == 1)) {
+            fit_text(buf, room);
+            canvas_text(c, x0 + 3, ly + 2 * ts, buf, TEXT, ts);
+        } else if (ts > 1 && room1 >= 3) {
+            fit_text(buf, room1);
+            canvas_text(c, x0 + 2, ly + (lane_h - FONT_CELL_H) / 2 + 1, buf, TEXT, 1);
+        }
+        if (rg[i].lane == 0 && (i % 2) == 0)
+            canvas_blend_rect(c, x0, g.y0, x1, g.y1, NVTX_SHADE, 28);
+    }
+    if (p->lanes) {
+        canvas_text(c, 10, lanes_y + 2 * ts, "NVTX", MUTED, ts);
+    }
+
+    /* grid and y ticks */
+    uint64_t ystep = size_step(g.ymax);
+    for (uint64_t val = 0; val <= g.ymax; val += ystep) {
+        int yy = viz_y_of(&g, val);
+        if (val)
+            canvas_hline(c, g.x0, g.x1 - 1, yy, 1, GRID, 0);
+        viz_fmt_size_short(val, buf, sizeof buf);
+        canvas_text(c, g.x0 - 8 - canvas_text_w(buf, ts),
+                    yy - FONT_CAP_H * ts / 2, buf, TEXT, ts);
+        canvas_hline(c, g.x0 - 5, g.x0 - 1, yy, 1, AXIS, 0);
+        if (g.ymax - val < ystep)
+            break;
+    }
+    /* x ticks */
+    int label_w = canvas_text_w("00.00 min", ts) + 16;
+    int nt = o->columns / label_w;
+    uint64_t xstep = o->x_mode == VM_X_EVENTS ? count_step(xhi - xlo, nt)
+                                              : time_step(xhi - xlo, nt);
+    for (uint64_t xv = xlo; xv <= xhi; xv += xstep) {
+        int xx = g.x0 + vm_col_of(m, xv);
+        canvas_vline(c, xx, g.y0, g.y1 - 1, 1, GRID, 0);
+        canvas_vline(c, xx, g.y1, g.y1 + 5, 1, AXIS, 0);
+        if (o->x_mode == VM_X_EVENTS)
+            count_label(xv, buf, sizeof buf);
+        else
+            time_label(xv, xstep, buf, sizeof buf);
+        int tw = canvas_text_w(buf, ts);
+        int tx = xx - tw / 2;
+        if (tx < g.x0 - 10)
+            tx = g.x0 - 10;
+        canvas_text(c, tx, g.y1 + 8, buf, TEXT, ts);
+        if (xhi - xv < xstep)
+            break;
+    }
+    const char *xt = o->x_mode == VM_X_EVENTS
+                         ? "event index (events in file order)"
+                         : "time since the recorder started";
+    canvas_text(c, g.x0 + (o->columns - canvas_text_w(xt, ts)) / 2,
+                g.y1 + 8 + (FONT_CELL_H + 6) * ts, xt, MUTED, ts);
+
+    /* stacked area */
+    int K = v->ntop;
+    for (int col = 0; col < o->columns && v->cols; col++) {
+        const vm_col *k = &v->cols[col];
+        if (!k->has)
+            continue;
+        uint64_t cum = 0;
+        int x = g.x0 + col;
+        for (int r = 0; r <= K; r++) {
+            uint64_t val = vm_col_value(m, slot, col, r);
+            if (!val)
+                continue;
+            int ya = viz_y_of(&g, cum + val), yb = viz_y_of(&g, cum);
+            canvas_rect(c, x, ya, x + 1, yb, r < K ? viz_site_colour(r) : VIZ_OTHER);
+            cum += val;
+        }
+    }
+    /* counters series where events do not reach */
+    if (p->has_counters && v->cols) {
+        int first_col = vm_col_of(m, vm_first_event_t(m));
+        int prev_y = -1, prev_ya = -1;
+        for (int col = 0; col < first_col; col++) {
+            const vm_col *k = &v->cols[col];
+            if (!k->has_cnt)
+                continue;
+            int yr = viz_y_of(&g, k->cnt_res), ya = viz_y_of(&g, k->cnt_alloc);
+            if (prev_y >= 0 && (col % 6) < 4)
+                canvas_vline(c, g.x0 + col, prev_y, yr, 2, COUNTERS, 0);
+            else if ((col % 6) < 4)
+                canvas_rect(c, g.x0 + col, yr, g.x0 + col + 1, yr + 2, COUNTERS);
+            if (vm_blocks_seen(m) && (col % 4) < 2)
+                canvas_rect(c, g.x0 + col, ya, g.x0 + col + 1, ya + 2,
+                            rgb_lighten(COUNTERS, 80));
+            prev_y = yr;
+            prev_ya = ya;
+        }
+        (void)prev_ya;
+        if (first_col > 0) {
+            canvas_vline(c, g.x0 + first_col, g.y0, g.y1 - 1, 1, MUTED, 4);
+            snprintf(buf, sizeof buf, "first recorded event");
+            canvas_text(c, g.x0 + first_col + 4, g.y0 + 4, buf, MUTED, ts);
+        }
+    }
+    /* reserved line: the highest value of each column, joined */
+    int prev = -1;
+    for (int col = 0; col < o->columns && v->cols; col++) {
+        const vm_col *k = &v->cols[col];
+        if (!k->has) {
+            prev = -1;
+            continue;
+        }
+        int yr = viz_y_of(&g, k->res_max);
+        int ya = yr, yb = yr;
+        if (prev >= 0) {
+            if (prev < ya) ya = prev;
+            if (prev > yb) yb = prev;
+        }
+        canvas_rect(c, g.x0 + col, ya - 1, g.x0 + col + 1, yb + 1, VIZ_RESERVED);
+        prev = yr;
+    }
+    /* capacity and cap */
+    if (p->show_capacity) {
+        int yy = viz_y_of(&g, p->capacity);
+        canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAPACITY, 6);
+        snprintf(buf, sizeof buf, "device capacity %s",
+                 vm_fmt_size(p->capacity, a, sizeof a));
+        canvas_text(c, g.x1 - canvas_text_w(buf, ts) - 4,
+                    yy - (FONT_CELL_H + 1) * ts, buf, CAPACITY, ts);
+    }
+    if (p->show_cap) {
+        int yy = viz_y_of(&g, p->cap);
+        canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAP, 6);
+        snprintf(buf, sizeof buf, "cap %s", vm_fmt_size(p->cap, a, sizeof a));
+        canvas_text(c, g.x0 + 6, yy - (FONT_CELL_H + 1) * ts, buf, CAP, ts);
+    }
+    /* OOMs */
+    size_t no;
+    const vm_oom *oo = vm_ooms(m, &no, NULL);
+    int last_label_x = -100000;
+    for (size_t i = 0; i < no; i++) {
+        int od = oo[i].device < 0 ? 0 : oo[i].device;
+        if (od != slot)
+            continue;
+        uint64_t xv = o->x_mode == VM_X_EVENTS ? oo[i].event_index - 1 : oo[i].t_ns;
+        int xx = g.x0 + vm_col_of(m, xv);
+        canvas_vline(c, xx, g.y0, g.y1 - 1, ts, VIZ_OOM, 0);
+        int yb = viz_y_of(&g, oo[i].allocated);
+        int ya = viz_y_of(&g, oo[i].allocated + oo[i].requested);
+        canvas_rect(c, xx + ts + 1, ya, xx + ts + 1 + 5 * ts, yb, VIZ_OOM);
+        snprintf(buf, sizeof buf, "%s: requested %s",
+                 oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error",
+                 vm_fmt_size(oo[i].requested, a, sizeof a));
+        int tw = canvas_text_w(buf, ts);
+        if (xx - last_label_x > tw + 10) {
+            int tx = xx + 8 * ts;
+            if (tx + tw > g.x1)
+                tx = xx - tw - 4 * ts;
+            canvas_rect(c, tx - 2, g.y0 + 2, tx + tw + 2, g.y0 + 4 + FONT_CELL_H * ts, 0xffffff);
+            canvas_text(c, tx, g.y0 + 4, buf, VIZ_OOM, ts);
+            last_label_x = xx;
+        }
+    }
+    /* axes */
+    canvas_vline(c, g.x0 - 1, g.y0, g.y1, 1, AXIS, 0);
+    canvas_hline(c, g.x0 - 1, g.x1 - 1, g.y1, 1, AXIS, 0);
+
+    /* legend */
+    legend_flow(c, p->items, p->nitems, left_margin(ts), W - right_margin(ts),
+                top + h - legend_h - 8, ts);
+}
+
+int viz_timeline(const vm_model *m, canvas *c, int width, int height,
+                 const char *title, viz_geom *geoms, int max_geoms,
+                 int *ngeoms)
+{
+    int ts = viz_text_scale(width);
+    int slots[VM_NDEV], np = 0;
+    for (int d = 0; d < VM_NDEV; d++) {
+        const vm_dev *v = vm_device(m, d);
+        if (v->seen && (v->peak_reserved || v->peak_stacked ||
+                        v->cnt_peak_reserved || d != VM_DEV_UNKNOWN))
+            slots[np++] = d;
+    }
+    if (!np)
+        slots[np++] = 0;
+    size_t nr;
+    const vm_range *rg = vm_ranges(m, &nr, NULL);
+    int lanes = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (rg[i].lane + 1 > lanes)
+            lanes = rg[i].lane + 1;
+    panel_info *p = calloc((size_t)np, sizeof *p);
+    if (!p)
+        return -1;
+    int chrome = 0;
+    for (int i = 0; i < np; i++) {
+        panel_prepare(m, slots[i], &p[i], lanes);
+        size_t nranges;
+        vm_ranges(m, &nranges, NULL);
+        p[i].nitems = legend_items(m, slots[i], p[i].items, p[i].show_cap,
+                                   p[i].show_capacity, p[i].has_oom,
+                                   nranges > 0, p[i].has_counters);
+        int ch = panel_chrome_h(&p[i], width, ts);
+        if (ch > chrome)
+            chrome = ch;
+    }
+    int plot_h = width * 2 / 5;
+    int panel_h = chrome + plot_h;
+    if (height > 0) {
+        panel_h = height / np;
+        if (panel_h < chrome + 40)
+            panel_h = chrome + 40;
+    }
+    if (canvas_init(c, width, panel_h * np, VIZ_BG)) {
+        free(p);
+        return -1;
+    }
+    for (int i = 0; i < np; i++) {
+        viz_geom g;
+        panel_draw(m, c, &p[i], i * panel_h, panel_h, title, &g);
+        if (geoms && i < max_geoms)
+            geoms[i] = g;
+        if (i)
+            canvas_hline(c, 0, width - 1, i * panel_h, 1, 0x999999, 0);
+    }
+    if (ngeoms)
+        *ngeoms = np;
+    free(p);
+    return 0;
+}
