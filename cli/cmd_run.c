@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../recorder/pathpat.h"
 
 static const char run_usage[] =
     "usage: memsnap run [options] -- COMMAND [ARGS...]\n"
@@ -144,58 +145,6 @@ static void forward(int sig)
 {
     if (child > 0)
         kill(child, sig);
-}
-
-/* Expands the output pattern for the child's pid, to find its file. */
-static void expand_for(const char *pat, pid_t pid, char *dst, size_t cap)
-{
-    size_t o = 0;
-    char tmp[256];
-    for (const char *p = pat; *p && o + 1 < cap;) {
-        const char *add;
-        if (*p != '%' || !p[1]) {
-            dst[o++] = *p++;
-            continue;
-        }
-        char c = p[1];
-        p += 2;
-        if (c == 'p') {
-            snprintf(tmp, sizeof tmp, "%d", (int)pid);
-            add = tmp;
-        } else if (c == 'h') {
-            if (gethostname(tmp, sizeof tmp) != 0)
-                snprintf(tmp, sizeof tmp, "host");
-            add = tmp;
-        } else if (c == 'n') {
-            add = "0";
-        } else if (c == '%') {
-            add = "%";
-        } else if (c == 'q' && *p == '{' && strchr(p, '}')) {
-            const char *end = strchr(p, '}');
-            char var[256];
-            size_t n = (size_t)(end - p - 1) < sizeof var - 1 ? (size_t)(end - p - 1) : sizeof var - 1;
-            memcpy(var, p + 1, n);
-            var[n] = 0;
-            const char *v = getenv(var);
-            snprintf(tmp, sizeof tmp, "%s", v && *v ? v : "unset");
-            for (char *q = tmp; *q; q++)
-                if (*q == '/')
-                    *q = '_';
-            add = tmp;
-            p = end + 1;
-        } else {
-            tmp[0] = '%';
-            tmp[1] = c;
-            tmp[2] = 0;
-            add = tmp;
-        }
-        size_t n = strlen(add);
-        if (o + n + 1 > cap)
-            break;
-        memcpy(dst + o, add, n);
-        o += n;
-    }
-    dst[o] = 0;
 }
 
 int cmd_run(int argc, char **argv)
@@ -372,7 +321,8 @@ int cmd_run(int argc, char **argv)
     if (summary) {
         const char *pat = getenv("MEMSNAP_OUTPUT");
         char path[PATH_MAX];
-        expand_for(pat && *pat ? pat : "memsnap-%p.msnap", child, path, sizeof path);
+        pathpat_expand(pat && *pat ? pat : "memsnap-%p.msnap", (long)child, 0, 0, path,
+                       sizeof path);
         if (!file_exists(path)) {
             fprintf(stderr, "memsnap run: no snapshot at %s (did the program use CUDA memory?)\n",
                     path);

@@ -8,24 +8,9 @@
 #include "memsnap/memsnap.h"
 #include "recorder.h"
 
-static int api_on(void)
-{
-    if (t_in_hook)
-        return 0;
-    int st = atomic_load_explicit(&g_state, memory_order_acquire);
-    if (st == 1)
-        return 1;
-    if (st < 0)
-        return 0;
-    t_in_hook++;
-    int on = core_ensure_started();
-    t_in_hook--;
-    return on;
-}
-
 MSNAP_EXPORT int memsnap_dump(const char *reason)
 {
-    if (!api_on())
+    if (!core_recording())
         return MEMSNAP_ERR_OFF;
     return writer_dump_sync(reason && *reason ? reason : "api") == 0 ? MEMSNAP_OK
                                                                      : MEMSNAP_ERR_IO;
@@ -33,7 +18,7 @@ MSNAP_EXPORT int memsnap_dump(const char *reason)
 
 MSNAP_EXPORT int memsnap_annotate(const char *message)
 {
-    if (!api_on())
+    if (!core_recording())
         return MEMSNAP_ERR_OFF;
     t_in_hook++;
     msnap_event e;
@@ -52,7 +37,7 @@ MSNAP_EXPORT int memsnap_totals_get(int device, memsnap_totals *out)
     if (!out)
         return MEMSNAP_ERR_OFF;
     memset(out, 0, sizeof *out);
-    if (!api_on())
+    if (!core_recording())
         return MEMSNAP_ERR_OFF;
     writer_sync(atomic_load(&g_queue_head));
     uint64_t v[6];
@@ -72,7 +57,7 @@ MSNAP_EXPORT void memsnap_trace_block(int action, int device, uint64_t addr, uin
 {
     if (action != MEMSNAP_TRACE_BLOCK_ALLOC && action != MEMSNAP_TRACE_BLOCK_FREE)
         return;
-    if (!api_on())
+    if (!core_recording())
         return;
     t_in_hook++;
     msnap_event e;

@@ -359,22 +359,6 @@ void hooks_note_device(int dev)
 
 /* ---- recording helpers ----------------------------------------------------------- */
 
-/* 1 when this call should be recorded: recording on and not nested. */
-static inline int rec_on(void)
-{
-    if (t_in_hook)
-        return 0;
-    int st = atomic_load_explicit(&g_state, memory_order_acquire);
-    if (st == 1)
-        return 1;
-    if (st < 0)
-        return 0;
-    t_in_hook++;
-    int on = core_ensure_started();
-    t_in_hook--;
-    return on;
-}
-
 static void rec(int action, int api, int dev, uint64_t addr, uint64_t size, uint64_t stream,
                 uint64_t aux, uint64_t aux2, int urgent)
 {
@@ -442,7 +426,7 @@ static void rec_free_error(int api, uint64_t addr, uint64_t aux, CUresult r)
 /* ---- the hooks --------------------------------------------------------------------- */
 
 #define ENTER(call)              \
-    if (!rec_on())               \
+    if (!core_recording())               \
         return call;             \
     t_in_hook++;
 #define LEAVE(r)                 \

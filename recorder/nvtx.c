@@ -17,13 +17,10 @@ static MSNAP_TLS int t_depth;
 
 static void nvtx_event(int action, const char *msg)
 {
-    if (t_in_hook)
-        return;
-    int st = atomic_load_explicit(&g_state, memory_order_acquire);
-    if (st < 0)
+    if (!core_recording())
         return;
     t_in_hook++;
-    if (st == 1 || core_ensure_started()) {
+    {
         msnap_event e;
         memset(&e, 0, sizeof e);
         e.action = (uint16_t)action;

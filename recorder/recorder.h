@@ -82,6 +82,24 @@ uint64_t core_t0_mono_ns(void);
 /* Per-thread recursion guard: hooks record only at depth 0. */
 extern MSNAP_TLS int t_in_hook;
 
+/* 1 when a hooked call or an API call should be recorded now: recording is
+ * on (starting it at the first event) and this thread is not already inside
+ * the recorder. */
+static inline int core_recording(void)
+{
+    if (t_in_hook)
+        return 0;
+    int st = atomic_load_explicit(&g_state, memory_order_acquire);
+    if (st == 1)
+        return 1;
+    if (st < 0)
+        return 0;
+    t_in_hook++;
+    int on = core_ensure_started();
+    t_in_hook--;
+    return on;
+}
+
 /* Captures the caller's native stack and returns its id (0 = none). */
 uint32_t core_capture_stack(void);
 

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "memsnap/symbolize.h"
+#include "pathpat.h"
 #include "recorder.h"
 #include "u64map.h"
 
@@ -243,73 +244,11 @@ static uint64_t dump_count;         /* %n */
 static uint64_t events_written, events_dropped;
 static char line[1 << 16];          /* one formatted line */
 
-/* Expands the output pattern.  Returns 0 or -1 (too long). */
+/* Expands the output pattern for dump number n.  0, or -1 (too long). */
 static int expand_path(char *dst, size_t cap, uint64_t n)
 {
-    const char *p = g_cfg.output;
-    size_t o = 0;
-    char tmp[256];
-    while (*p) {
-        const char *add = NULL;
-        size_t addn = 0;
-        if (*p != '%' || !p[1]) {
-            add = p;
-            addn = 1;
-            p++;
-        } else {
-            char c = p[1];
-            p += 2;
-            switch (c) {
-            case 'p': snprintf(tmp, sizeof tmp, "%d", (int)getpid()); add = tmp; break;
-            case 'n': snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)n); add = tmp; break;
-            case 't':
-                snprintf(tmp, sizeof tmp, "%llu",
-                         (unsigned long long)(core_t0_unix_ns() / 1000000000ull));
-                add = tmp;
-                break;
-            case 'h':
-                if (gethostname(tmp, sizeof tmp) != 0)
-                    snprintf(tmp, sizeof tmp, "host");
-                tmp[sizeof tmp - 1] = 0;
-                add = tmp;
-                break;
-            case '%': add = "%"; break;
-            case 'q':
-                if (*p == '{') {
-                    const char *end = strchr(p, '}');
-                    if (end && end - p - 1 < (long)sizeof tmp) {
-                        char var[256];
-                        memcpy(var, p + 1, (size_t)(end - p - 1));
-                        var[end - p - 1] = 0;
-                        const char *v = getenv(var);
-                        snprintf(tmp, sizeof tmp, "%s", v && *v ? v : "unset");
-                        for (char *q = tmp; *q; q++)
-                            if (*q == '/')
-                                *q = '_';
-                        add = tmp;
-                        p = end + 1;
-                        break;
-                    }
-                }
-                add = "%q";
-                break;
-            default:
-                tmp[0] = '%';
-                tmp[1] = c;
-                tmp[2] = 0;
-                add = tmp;
-                break;
-            }
-        }
-        if (!addn)
-            addn = strlen(add);
-        if (o + addn + 1 > cap)
-            return -1;
-        memcpy(dst + o, add, addn);
-        o += addn;
-    }
-    dst[o] = 0;
-    return 0;
+    return pathpat_expand(g_cfg.output, (long)getpid(), n, core_t0_unix_ns() / 1000000000ull,
+                          dst, cap);
 }
 
 /* Creates path for writing: 0600, never through a symlink. */
@@ -506,16 +445,23 @@ static void write_event(msnap_out *o, const msnap_event *e)
     events_written++;
 }
 
+/* The counters of device d (-1: host) at time t. */
+static msnap_counters counters_of(int d, uint64_t t)
+{
+    counters_dev *c = cdev(d);
+    msnap_counters k = {
+        .t_ns = t, .device = d,
+        .reserved = atomic_load(&c->reserved), .allocated = atomic_load(&c->allocated),
+        .async = atomic_load(&c->async), .managed = atomic_load(&c->managed),
+        .host = atomic_load(&c->host), .vmm_mapped = atomic_load(&c->vmm_mapped),
+    };
+    return k;
+}
+
 static void write_counters_line(msnap_out *o, uint64_t t)
 {
     for (int d = -1; d < MSNAP_MAX_DEVICES; d++) {
-        counters_dev *c = cdev(d);
-        msnap_counters k = {
-            .t_ns = t, .device = d,
-            .reserved = atomic_load(&c->reserved), .allocated = atomic_load(&c->allocated),
-            .async = atomic_load(&c->async), .managed = atomic_load(&c->managed),
-            .host = atomic_load(&c->host), .vmm_mapped = atomic_load(&c->vmm_mapped),
-        };
+        msnap_counters k = counters_of(d, t);
         if (d >= 0 && !atomic_load(&g_devices[d].ready) && !k.reserved && !k.async &&
             !k.managed && !k.allocated && !k.vmm_mapped)
             continue;
@@ -602,13 +548,7 @@ static void series_sample(uint64_t t)
     if (series_tick++ % series_every)
         return;
     for (int d = -1; d < MSNAP_MAX_DEVICES; d++) {
-        counters_dev *c = cdev(d);
-        msnap_counters k = {
-            .t_ns = t, .device = d,
-            .reserved = atomic_load(&c->reserved), .allocated = atomic_load(&c->allocated),
-            .async = atomic_load(&c->async), .managed = atomic_load(&c->managed),
-            .host = atomic_load(&c->host), .vmm_mapped = atomic_load(&c->vmm_mapped),
-        };
+        msnap_counters k = counters_of(d, t);
         if (d >= 0 && !atomic_load(&g_devices[d].ready))
             continue;
         if (d < 0 && !k.host)
