@@ -1,0 +1,131 @@
+/* driver.c: the allocator's contact with the outside world.
+ *
+ *  - The default driver table: the addresses of the libcuda functions this
+ *    library is linked against.  Taking them through the dynamic linker (not
+ *    dlopen) means an LD_PRELOADed recorder interposes them: the allocator's
+ *    segments and pages are recorded as the reserved layer for free.
+ *  - Context entry: driver calls run in the allocator's context; when the
+ *    calling thread has another one current, ours is pushed for the call.
+ *  - The recorder hooks (memsnap_trace_block, memsnap_annotate), found with
+ *    dlsym(RTLD_DEFAULT) once per allocator; NULL when no recorder is loaded.
+ *  - Error messages: one thread-local line per failure.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const memsnap_alloc_driver default_driver = {
+    .cuInit = cuInit,
+    .cuCtxGetCurrent = cuCtxGetCurrent,
+    .cuCtxPushCurrent_v2 = cuCtxPushCurrent_v2,
+    .cuCtxPopCurrent_v2 = cuCtxPopCurrent_v2,
+    .cuCtxGetDevice = cuCtxGetDevice,
+    .cuCtxSynchronize = cuCtxSynchronize,
+    .cuDevicePrimaryCtxRetain = cuDevicePrimaryCtxRetain,
+    .cuDevicePrimaryCtxRelease_v2 = cuDevicePrimaryCtxRelease_v2,
+    .cuDeviceTotalMem_v2 = cuDeviceTotalMem_v2,
+    .cuMemGetInfo_v2 = cuMemGetInfo_v2,
+    .cuMemAlloc_v2 = cuMemAlloc_v2,
+    .cuMemFree_v2 = cuMemFree_v2,
+    .cuMemAddressReserve = cuMemAddressReserve,
+    .cuMemAddressFree = cuMemAddressFree,
+    .cuMemCreate = cuMemCreate,
+    .cuMemRelease = cuMemRelease,
+    .cuMemMap = cuMemMap,
+    .cuMemUnmap = cuMemUnmap,
+    .cuMemSetAccess = cuMemSetAccess,
+    .cuMemGetAllocationGranularity = cuMemGetAllocationGranularity,
+    .cuEventCreate = cuEventCreate,
+    .cuEventRecord = cuEventRecord,
+    .cuEventQuery = cuEventQuery,
+    .cuEventSynchronize = cuEventSynchronize,
+    .cuEventDestroy_v2 = cuEventDestroy_v2,
+    .cuStreamSynchronize = cuStreamSynchronize,
+};
+
+MS_EXPORT const memsnap_alloc_driver *memsnap_alloc_driver_default(void)
+{
+    return &default_driver;
+}
+
+static __thread char tls_error[512];
+
+MS_EXPORT const char *memsnap_alloc_error(void)
+{
+    return tls_error;
+}
+
+void ms_set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_error, sizeof tls_error, fmt, ap);
+    va_end(ap);
+}
+
+int ms_is_oom(CUresult rc)
+{
+    return rc == CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Records "FN failed: NAME" as the error and returns the matching code. */
+int ms_driver_error(const memsnap_alloc_driver *drv, const char *fn, CUresult rc)
+{
+    (void)drv;
+    const char *name = NULL;
+    /* cuGetErrorName is not in the table (it cannot fail in an interesting
+     * way); call it directly. */
+    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name)
+        name = "unknown error";
+    ms_set_error("memsnap_alloc: %s failed: %s (%d)", fn, name, (int)rc);
+    return ms_is_oom(rc) ? MEMSNAP_ALLOC_ERR_OOM : MEMSNAP_ALLOC_ERR_DRIVER;
+}
+
+int ms_ctx_enter(memsnap_alloc *a, int *pushed)
+{
+    *pushed = 0;
+    CUcontext cur = NULL;
+    CUresult rc = a->drv.cuCtxGetCurrent(&cur);
+    if (rc != CUDA_SUCCESS)
+        return ms_driver_error(&a->drv, "cuCtxGetCurrent", rc);
+    if (cur == a->ctx)
+        return MEMSNAP_ALLOC_OK;
+    rc = a->drv.cuCtxPushCurrent_v2(a->ctx);
+    if (rc != CUDA_SUCCESS)
+        return ms_driver_error(&a->drv, "cuCtxPushCurrent", rc);
+    *pushed = 1;
+    return MEMSNAP_ALLOC_OK;
+}
+
+void ms_ctx_leave(memsnap_alloc *a, int pushed)
+{
+    if (pushed) {
+        CUcontext dummy;
+        a->drv.cuCtxPopCurrent_v2(&dummy);
+    }
+}
+
+void ms_find_hooks(ms_trace_fn *trace, ms_annotate_fn *annotate)
+{
+    *trace = (ms_trace_fn)dlsym(RTLD_DEFAULT, "memsnap_trace_block");
+    *annotate = (ms_annotate_fn)dlsym(RTLD_DEFAULT, "memsnap_annotate");
+}
+
+const char *ms_human(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
