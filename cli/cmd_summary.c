@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "model.h"
 #include "summary.h"
 
 #define TOP_FRAMES 4 /* frames shown per allocation site / OOM */
@@ -70,6 +71,8 @@ static const char *command_line(const summary *s, char *buf, size_t cap)
                               s->argv[i]);
     return buf;
 }
+
+static void print_findings(summary *s, vm_model *m);
 
 /* ---- text --------------------------------------------------------------- */
 
@@ -128,7 +131,7 @@ static void print_counts(const char *title, const uint64_t *v, int n,
     printf("\n");
 }
 
-static void print_text(summary *s, const char *path, int top)
+static void print_text(summary *s, vm_model *m, const char *path, int top)
 {
     char a[32], b[32], c[32], t[32], cmd[2048];
     printf("snapshot   %s (format %d.%d, mode %s)\n", path, s->major,
@@ -249,6 +252,8 @@ static void print_text(summary *s, const char *path, int top)
         }
     }
 
+    print_findings(s, m);
+
     printf("\nnvtx marks: %" PRIu64 "\n", s->n_marks);
     for (size_t i = 0; i < s->nmarks; i++) {
         const sm_mark *m = &s->marks[i];
@@ -329,8 +334,245 @@ static cJSON *json_fail(const summary *s, const sm_fail *f, int is_free)
     return o;
 }
 
+
+/* ---- findings (viz/model.h) --------------------------------------------- */
+
+/* Feeds a record read by summary_read to the findings model. */
+static int feed_model(void *ctx, const msnap_record *r)
+{
+    return vm_feed(ctx, r);
+}
+
+static const char *at_name(int at)
+{
+    switch (at) {
+    case VM_AT_OOM: return "oom";
+    case VM_AT_PEAK: return "peak";
+    case VM_AT_TIME: return "time";
+    default: return "end";
+    }
+}
+
+/* What the numbers of an OOM say, in one sentence. */
+static const char *oom_verdict(const vm_oom *o)
+{
+    if (!o->blocks_seen) {
+        if (o->dev_total && o->requested > o->dev_free)
+            return "the device did not have the requested bytes free; no "
+                   "allocator blocks, so memory cached inside reserved is "
+                   "not known";
+        return "no allocator blocks, so memory cached inside reserved is "
+               "not known";
+    }
+    if (o->largest_free >= o->requested)
+        return "the largest free block inside reserved would have held it: "
+               "the allocator asked the driver instead of reusing its cache";
+    if (o->total_free + o->dev_free >= o->requested)
+        return "enough memory was free in total (inside reserved + on the "
+               "device), but no single free block was large enough: "
+               "fragmentation";
+    return "the device was full: even all free memory together was smaller "
+           "than the request";
+}
+
+static void print_findings(summary *s, vm_model *m)
+{
+    char a[32], b[32], c[32], d[32], t[32];
+    size_t nleaks;
+    uint64_t nvalleys, f0, f1;
+    const vm_leak *leaks = vm_leaks(m, &nleaks, &nvalleys);
+    size_t nsites;
+    const vm_site *sites = vm_sites(m, &nsites);
+    vm_floor(m, &f0, &f1);
+    printf("\nfindings (stacked layer: %s)\n",
+           vm_blocks_seen(m) ? "allocator blocks"
+                             : "reserved only, the allocator reports no blocks");
+    printf("leak suspects: %zu", nleaks);
+    if (nvalleys >= 2)
+        printf(" (%" PRIu64 " valleys of the total; the floor went "
+               "from %s to %s)", nvalleys, summary_fmt_size(f0, a, sizeof a),
+               summary_fmt_size(f1, b, sizeof b));
+    else
+        printf(" (%" PRIu64 " valleys of the total: too few to judge)",
+               nvalleys);
+    printf("\n");
+    for (size_t i = 0; i < nleaks && i < 10; i++) {
+        const vm_site *st = &sites[leaks[i].site];
+        printf("  #%-2zu live at valleys %s -> %s, rose %" PRIu32 " time%s, fell %"
+               PRIu32 "; live at end %s  [%s, stack %" PRIu32 "]\n",
+               i + 1, summary_fmt_size(leaks[i].first, a, sizeof a),
+               summary_fmt_size(leaks[i].last, b, sizeof b), leaks[i].rises,
+               plural(leaks[i].rises), leaks[i].falls,
+               summary_fmt_size(st->live, c, sizeof c),
+               msnap_action_name(st->kind), st->stack);
+        print_frames(s, st->stack, "      ");
+    }
+
+    const vm_layout *l = vm_layout_at(m);
+    printf("fragmentation");
+    if (l->valid)
+        printf(" (at %s, t = %s)", l->at == VM_AT_OOM ? "the first OOM"
+                                   : l->at == VM_AT_PEAK ? "the peak of reserved"
+                                   : l->at == VM_AT_TIME ? "the chosen time"
+                                                         : "the end",
+               fmt_time(l->t_ns, t, sizeof t));
+    printf("\n");
+    for (int dv = 0; dv < VM_NDEV; dv++) {
+        const vm_dev *v = vm_device(m, dv);
+        const vm_dev_layout *dl = l->valid ? &l->dev[dv] : NULL;
+        if (!v->seen || (!v->peak_reserved && (!dl || !dl->segments)))
+            continue;
+        printf("  device %d: %" PRIu64 " segments, %s of memory",
+               dv == VM_DEV_UNKNOWN ? -1 : dv, dl ? dl->segments : 0,
+               summary_fmt_size(dl ? dl->mapped_bytes : 0, a, sizeof a));
+        if (vm_blocks_seen(m) && dl)
+            printf(", %s in blocks; free inside reserved %s, largest free "
+                   "block %s\n", summary_fmt_size(dl->block_bytes, b, sizeof b),
+                   summary_fmt_size(dl->total_free, c, sizeof c),
+                   summary_fmt_size(dl->largest_free, d, sizeof d));
+        else
+            printf("\n");
+        if (vm_blocks_seen(m) && dl && dl->total_free)
+            printf("    1 - largest_free/total_free     = %.3f\n",
+                   1.0 - (double)dl->largest_free / (double)dl->total_free);
+        else if (vm_blocks_seen(m))
+            printf("    1 - largest_free/total_free     = 0 (nothing free)\n");
+        else
+            printf("    1 - largest_free/total_free     = n/a (no allocator blocks)\n");
+        if (vm_blocks_seen(m) && v->peak_reserved)
+            printf("    1 - peak_allocated/peak_reserved = %.3f (peaks %s / %s)\n",
+                   1.0 - (double)v->peak_allocated / (double)v->peak_reserved,
+                   summary_fmt_size(v->peak_allocated, a, sizeof a),
+                   summary_fmt_size(v->peak_reserved, b, sizeof b));
+        else
+            printf("    1 - peak_allocated/peak_reserved = n/a (no allocator blocks)\n");
+    }
+
+    size_t nooms;
+    uint64_t total_ooms;
+    const vm_oom *oo = vm_ooms(m, &nooms, &total_ooms);
+    if (nooms) {
+        printf("OOM story (%zu of %zu failed allocation%s):\n", nooms < 3 ? nooms : 3,
+               nooms, nooms == 1 ? "" : "s");
+        for (size_t i = 0; i < nooms && i < 3; i++) {
+            const vm_oom *o = &oo[i];
+            printf("  at %s on device %d: requested %s; allocated %s, reserved %s, "
+                   "device free %s",
+                   fmt_time(o->t_ns, t, sizeof t), o->device,
+                   summary_fmt_size(o->requested, a, sizeof a),
+                   summary_fmt_size(o->allocated, b, sizeof b),
+                   summary_fmt_size(o->reserved, c, sizeof c),
+                   o->dev_total ? summary_fmt_size(o->dev_free, d, sizeof d) : "?");
+            if (o->blocks_seen)
+                printf(", free inside reserved %s, largest free block %s",
+                       summary_fmt_size(o->total_free, a, sizeof a),
+                       summary_fmt_size(o->largest_free, b, sizeof b));
+            printf("\n    -> %s\n", oom_verdict(o));
+        }
+    }
+}
+
+/* The findings as a JSON object. */
+static cJSON *json_findings(const summary *s, vm_model *m)
+{
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddStringToObject(f, "stacked_layer",
+                            vm_blocks_seen(m) ? "blocks" : "reserved");
+    size_t nleaks, nsites;
+    uint64_t nvalleys, f0, f1;
+    const vm_leak *leaks = vm_leaks(m, &nleaks, &nvalleys);
+    const vm_site *sites = vm_sites(m, &nsites);
+    vm_floor(m, &f0, &f1);
+    add_u64(f, "valleys", nvalleys);
+    cJSON *fl = cJSON_AddObjectToObject(f, "floor");
+    add_u64(fl, "first", f0);
+    add_u64(fl, "last", f1);
+    cJSON *la = cJSON_AddArrayToObject(f, "leak_suspects");
+    for (size_t i = 0; i < nleaks; i++) {
+        const vm_site *st = &sites[leaks[i].site];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "stack", st->stack);
+        cJSON_AddStringToObject(o, "kind", msnap_action_name(st->kind));
+        cJSON_AddNumberToObject(o, "device", st->device == VM_DEV_UNKNOWN ? -1 : st->device);
+        add_u64(o, "first_valley_bytes", leaks[i].first);
+        add_u64(o, "last_valley_bytes", leaks[i].last);
+        add_u64(o, "rises", leaks[i].rises);
+        add_u64(o, "falls", leaks[i].falls);
+        add_u64(o, "live_at_end", st->live);
+        cJSON_AddItemToObject(o, "frames", json_frames(s, st->stack));
+        cJSON_AddItemToArray(la, o);
+    }
+    const vm_layout *l = vm_layout_at(m);
+    cJSON *fr = cJSON_AddObjectToObject(f, "fragmentation");
+    cJSON_AddStringToObject(fr, "at", l->valid ? at_name(l->at) : "none");
+    add_u64(fr, "t_ns", l->t_ns);
+    cJSON *fd = cJSON_AddArrayToObject(fr, "devices");
+    for (int dv = 0; dv < VM_NDEV; dv++) {
+        const vm_dev *v = vm_device(m, dv);
+        const vm_dev_layout *dl = &l->dev[dv];
+        if (!v->seen || (!v->peak_reserved && !dl->segments))
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "device", dv == VM_DEV_UNKNOWN ? -1 : dv);
+        add_u64(o, "segments", dl->segments);
+        add_u64(o, "memory_bytes", dl->mapped_bytes);
+        add_u64(o, "address_space_bytes", dl->segment_bytes);
+        if (vm_blocks_seen(m)) {
+            add_u64(o, "block_bytes", dl->block_bytes);
+            add_u64(o, "total_free", dl->total_free);
+            add_u64(o, "largest_free", dl->largest_free);
+            cJSON_AddNumberToObject(o, "frag_free",
+                                    dl->total_free ? 1.0 - (double)dl->largest_free /
+                                                               (double)dl->total_free
+                                                   : 0.0);
+            add_u64(o, "peak_allocated", v->peak_allocated);
+            add_u64(o, "peak_reserved", v->peak_reserved);
+            if (v->peak_reserved)
+                cJSON_AddNumberToObject(o, "frag_peak",
+                                        1.0 - (double)v->peak_allocated /
+                                                  (double)v->peak_reserved);
+            else
+                cJSON_AddNullToObject(o, "frag_peak");
+        } else {
+            cJSON_AddNullToObject(o, "block_bytes");
+            cJSON_AddNullToObject(o, "total_free");
+            cJSON_AddNullToObject(o, "largest_free");
+            cJSON_AddNullToObject(o, "frag_free");
+            cJSON_AddNullToObject(o, "peak_allocated");
+            add_u64(o, "peak_reserved", v->peak_reserved);
+            cJSON_AddNullToObject(o, "frag_peak");
+        }
+        cJSON_AddItemToArray(fd, o);
+    }
+    size_t nooms;
+    const vm_oom *oo = vm_ooms(m, &nooms, NULL);
+    cJSON *oa = cJSON_AddArrayToObject(f, "oom_story");
+    for (size_t i = 0; i < nooms; i++) {
+        const vm_oom *o = &oo[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "action", msnap_action_name(o->action));
+        add_u64(x, "t_ns", o->t_ns);
+        cJSON_AddNumberToObject(x, "device", o->device);
+        add_u64(x, "requested", o->requested);
+        add_u64(x, "allocated", o->allocated);
+        add_u64(x, "reserved", o->reserved);
+        add_u64(x, "device_free", o->dev_free);
+        add_u64(x, "device_total", o->dev_total);
+        if (o->blocks_seen) {
+            add_u64(x, "free_inside_reserved", o->total_free);
+            add_u64(x, "largest_free_block", o->largest_free);
+        } else {
+            cJSON_AddNullToObject(x, "free_inside_reserved");
+            cJSON_AddNullToObject(x, "largest_free_block");
+        }
+        cJSON_AddStringToObject(x, "verdict", oom_verdict(o));
+        cJSON_AddItemToArray(oa, x);
+    }
+    return f;
+}
+
 /* Builds the whole JSON object; NULL when out of memory. */
-static cJSON *build_json(summary *s, const char *path, int top)
+static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
 {
     cJSON *root = cJSON_CreateObject();
     char cmd[2048];
@@ -452,6 +694,7 @@ static cJSON *build_json(summary *s, const char *path, int top)
         cJSON_AddItemToArray(ta, o);
     }
 
+    cJSON_AddItemToObject(root, "findings", json_findings(s, m));
     add_u64(root, "nvtx_marks", s->n_marks);
     if (s->want_marks) {
         cJSON *ma = cJSON_AddArrayToObject(root, "marks");
@@ -521,14 +764,34 @@ int cmd_summary(int argc, char **argv)
     summary s;
     char err[1024];
     summary_init(&s, marks);
-    if (summary_read(&s, path, err, sizeof err) != 0) {
+    /* The findings model (viz/model.h) sees the same records in the same
+     * pass; a second pass only when the fragmentation moment is the peak
+     * (known at the end) and the input is a file. */
+    vm_opts mo = {.top = 8, .columns = 0, .at = VM_AT_DEFAULT};
+    vm_model *m = vm_new(&mo);
+    if (!m) {
+        fprintf(stderr, "memsnap summary: out of memory\n");
+        return 2;
+    }
+    s.feed = feed_model;
+    s.feed_ctx = m;
+    if (summary_read(&s, path, err, sizeof err) != 0 ||
+        (vm_end_pass1(m) != 0 &&
+         snprintf(err, sizeof err, "%s: out of memory", path) > 0)) {
         fprintf(stderr, "%s\n", err);
         summary_free(&s);
+        vm_free(m);
+        return 2;
+    }
+    if (strcmp(path, "-") != 0 && vm_read_pass2(m, path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        summary_free(&s);
+        vm_free(m);
         return 2;
     }
     int rc = s.n_oom ? 1 : 0;
     if (json) {
-        cJSON *root = build_json(&s, path, top);
+        cJSON *root = build_json(&s, m, path, top);
         char *text = root ? cJSON_PrintUnformatted(root) : NULL;
         if (!text) {
             fprintf(stderr, "memsnap summary: out of memory\n");
@@ -539,9 +802,10 @@ int cmd_summary(int argc, char **argv)
         cJSON_free(text);
         cJSON_Delete(root);
     } else {
-        print_text(&s, path, top);
+        print_text(&s, m, path, top);
     }
     summary_free(&s);
+    vm_free(m);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "memsnap summary: cannot write the output\n");
         return 2;

@@ -189,6 +189,10 @@ static int live_del(summary *s, int layer, uint64_t key, uint64_t n,
 {
     uint64_t idx;
     if (u64map_del(&s->live_map, (uint32_t)layer, key, &idx)) {
+        s->undo[s->undo_pos].e = s->live[idx];
+        s->undo[s->undo_pos].key = key;
+        s->undo[s->undo_pos].valid = 1;
+        s->undo_pos = (s->undo_pos + 1) % 16;
         live_remove(s, (uint32_t)idx);
         return 1;
     }
@@ -312,7 +316,25 @@ static int apply_event(summary *s, const msnap_event *e)
         s->n_alloc_error++;
         return fail_push(&s->fails, &s->nfails, e);
     case MSNAP_A_FREE_ERROR:
+        /* The driver refused the free just before: the allocation is
+         * still live (docs/format.md), so it goes back. */
         s->n_free_error++;
+        for (int k = 1; k <= 16; k++) {
+            int i = (s->undo_pos - k + 16) % 16;
+            if (s->undo[i].valid && s->undo[i].e.addr == e->addr &&
+                s->undo[i].e.layer != L_PHYS) {
+                sm_live u = s->undo[i].e;
+                s->undo[i].valid = 0;
+                if (u.site != NO_SITE) {  /* not a new allocation of the site */
+                    s->sites[u.site].count--;
+                    s->sites[u.site].bytes -= u.size;
+                }
+                if (live_add(s, u.layer, s->undo[i].key, u.kind, u.device,
+                             u.addr, u.size, u.t, u.stack))
+                    return -1;
+                break;
+            }
+        }
         return fail_push(&s->free_fails, &s->nfree_fails, e);
     case MSNAP_A_NVTX_MARK:
         s->n_marks++;
@@ -537,6 +559,12 @@ int summary_read(summary *s, const char *path, char *err, size_t errlen)
         }
         if (rec.type != MSNAP_REC_LIVE)
             in_state = 0;
+        if (s->feed && (s->have_header || rec.type == MSNAP_REC_HEADER) &&
+            s->feed(s->feed_ctx, &rec)) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            ret = 2;
+            break;
+        }
         switch (rec.type) {
         case MSNAP_REC_HEADER:
             if (!s->have_header)

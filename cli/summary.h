@@ -174,6 +174,17 @@ typedef struct summary {
     sm_site *sites;
     size_t nsites, cap_sites;
 
+    /* free_error undo: the last SM_UNDO frees, so that a free_error right
+     * after a free of the same address puts the allocation back */
+    struct { sm_live e; uint64_t key; int valid; } undo[16];
+    int undo_pos;
+
+    /* Called with every record read (NULL: none): lets `memsnap summary`
+     * feed its findings model (viz/model.h) in the same pass.  A non-zero
+     * return stops the read as out of memory. */
+    int (*feed)(void *ctx, const msnap_record *r);
+    void *feed_ctx;
+
     /* tables from the file */
     u64map stack_map;          /* id -> index into stacks */
     sm_stack *stacks;

@@ -1449,41 +1449,54 @@ int vm_end_pass2(vm_model *m)
     return 0;
 }
 
+/* Reads the file once as pass `pass` (1 or 2) and ends that pass. */
+static int read_pass(vm_model *m, const char *path, int pass, char *err,
+                     size_t errlen)
+{
+    char rerr[512] = "";
+    msnap_reader *r = msnap_reader_open(path, rerr, sizeof rerr);
+    if (!r) {
+        snprintf(err, errlen, "%s: %s", path, rerr[0] ? rerr : "cannot open");
+        return 2;
+    }
+    if (pass == 2 && vm_begin_pass2(m)) {
+        msnap_reader_close(r);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return 2;
+    }
+    msnap_record rec;
+    int rc;
+    while ((rc = msnap_reader_next(r, &rec)) == 1)
+        if (vm_feed(m, &rec)) {
+            msnap_reader_close(r);
+            snprintf(err, errlen, "%s: out of memory", path);
+            return 2;
+        }
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: %s", path, msnap_reader_error(r));
+        msnap_reader_close(r);
+        return 2;
+    }
+    msnap_reader_close(r);
+    if ((pass == 1 ? vm_end_pass1(m) : vm_end_pass2(m)) != 0) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return 2;
+    }
+    return 0;
+}
+
 int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
                  size_t errlen)
 {
-    for (int pass = 1; pass <= (pass2 ? 2 : 1); pass++) {
-        char rerr[512] = "";
-        msnap_reader *r = msnap_reader_open(path, rerr, sizeof rerr);
-        if (!r) {
-            snprintf(err, errlen, "%s: %s", path, rerr[0] ? rerr : "cannot open");
-            return 2;
-        }
-        if (pass == 2 && vm_begin_pass2(m)) {
-            msnap_reader_close(r);
-            snprintf(err, errlen, "%s: out of memory", path);
-            return 2;
-        }
-        msnap_record rec;
-        int rc;
-        while ((rc = msnap_reader_next(r, &rec)) == 1)
-            if (vm_feed(m, &rec)) {
-                msnap_reader_close(r);
-                snprintf(err, errlen, "%s: out of memory", path);
-                return 2;
-            }
-        if (rc < 0) {
-            snprintf(err, errlen, "%s: %s", path, msnap_reader_error(r));
-            msnap_reader_close(r);
-            return 2;
-        }
-        msnap_reader_close(r);
-        if ((pass == 1 ? vm_end_pass1(m) : vm_end_pass2(m)) != 0) {
-            snprintf(err, errlen, "%s: out of memory", path);
-            return 2;
-        }
-    }
-    return 0;
+    int rc = read_pass(m, path, 1, err, errlen);
+    if (rc == 0 && pass2)
+        rc = read_pass(m, path, 2, err, errlen);
+    return rc;
+}
+
+int vm_read_pass2(vm_model *m, const char *path, char *err, size_t errlen)
+{
+    return read_pass(m, path, 2, err, errlen);
 }
 
 /* ---- results ------------------------------------------------------------ */

@@ -196,6 +196,9 @@ int vm_end_pass2(vm_model *m);
 int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
                  size_t errlen);
 
+/* Pass 2 alone, after pass 1 was fed by the caller (vm_feed + vm_end_pass1). */
+int vm_read_pass2(vm_model *m, const char *path, char *err, size_t errlen);
+
 /* ---- results ---------------------------------------------------------- */
 
 const vm_opts *vm_options(const vm_model *m);
