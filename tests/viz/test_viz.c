@@ -1,0 +1,376 @@
+/* Renderer tests: what the pixels and the findings mean, on hand-made
+ * snapshots (docs/format.md) written to a scratch directory.
+ *
+ *   - the top of the stacked area in a column is at viz_y_of(allocated),
+ *     within one pixel, read back from the written PNG with libpng;
+ *   - segment-map pixels in the middle of each block have the colour of the
+ *     block's site; free space is the free colour; unmapped is grey;
+ *   - the title area holds text pixels;
+ *   - leak suspects on a climbing floor, none on a healthy sawtooth;
+ *   - fragmentation numbers exact; the OOM story; free_error undo.
+ */
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../check.h"
+#include "model.h"
+#include "render.h"
+
+#define MiB (1ull << 20)
+
+static char dir[4096];
+
+/* Writes text to DIR/name and returns the path (static buffer per call). */
+static const char *write_snap(const char *name, const char *text)
+{
+    static char paths[8][4200];
+    static int k;
+    char *p = paths[k++ % 8];
+    snprintf(p, 4200, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (!f) {
+        perror(p);
+        exit(1);
+    }
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+static const char header[] =
+    "{\"type\":\"header\",\"format\":\"memsnap\",\"version\":\"1.0\",\"pid\":1,"
+    "\"host\":\"t\",\"argv\":[\"t\"],\"clock\":\"CLOCK_MONOTONIC\",\"t0_unix_ns\":0,"
+    "\"mode\":\"stream\",\"settings\":{},\"devices\":[{\"index\":0,\"name\":\"T\","
+    "\"total\":1073741824}]}\n"
+    "{\"type\":\"stack\",\"id\":1,\"ips\":[\"0x1000\"]}\n"
+    "{\"type\":\"stack\",\"id\":2,\"ips\":[\"0x2000\"]}\n"
+    "{\"type\":\"stack\",\"id\":3,\"ips\":[\"0x3000\"]}\n"
+    "{\"type\":\"sym\",\"ip\":\"0x1000\",\"fn\":\"weights\",\"file\":\"a.c\",\"line\":1}\n"
+    "{\"type\":\"sym\",\"ip\":\"0x2000\",\"fn\":\"activations\",\"file\":\"a.c\",\"line\":2}\n"
+    "{\"type\":\"sym\",\"ip\":\"0x3000\",\"fn\":\"cache\",\"file\":\"a.c\",\"line\":3}\n";
+
+/* A growing buffer of snapshot text. */
+typedef struct sb {
+    char *s;
+    size_t n, cap;
+} sb;
+
+static void sbf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include <stdarg.h>
+static void sbf(sb *b, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (b->s && b->n + (size_t)n < b->cap) {
+            b->n += (size_t)n;
+            return;
+        }
+        b->cap = (b->cap + (size_t)n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+    }
+}
+
+/* Reads a PNG into RGB; returns pixels (free()) and sets w, h. */
+static uint8_t *read_png(const char *path, int *w, int *h)
+{
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&img, path))
+        return NULL;
+    img.format = PNG_FORMAT_RGB;
+    uint8_t *px = malloc(PNG_IMAGE_SIZE(img));
+    if (!px || !png_image_finish_read(&img, NULL, px, 0, NULL)) {
+        free(px);
+        return NULL;
+    }
+    *w = (int)img.width;
+    *h = (int)img.height;
+    return px;
+}
+
+static uint32_t px_at(const uint8_t *px, int w, int x, int y)
+{
+    const uint8_t *p = px + ((size_t)y * (size_t)w + (size_t)x) * 3;
+    return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+static int is_site_colour(uint32_t c)
+{
+    if (c == VIZ_OTHER)
+        return 1;
+    for (int r = 0; r < VM_MAX_TOP; r++)
+        if (viz_site_colour(r) == c)
+            return 1;
+    return 0;
+}
+
+static vm_model *load(const char *path, int top, int columns, int at)
+{
+    vm_opts o = {.top = top, .columns = columns, .at = at};
+    vm_model *m = vm_new(&o);
+    char err[512];
+    if (vm_read_file(m, path, 1, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    return m;
+}
+
+/* Stacked area: allocations at known times; the top edge in the PNG at a
+ * column equals viz_y_of(allocated at that time) within one pixel. */
+static void test_timeline_height(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    /* t in ms: 100 weights 256 MiB; 200..900 activations climb 32 MiB per
+     * 100 ms; 950 all activations freed; end at 1000 ms. */
+    sbf(&b, "{\"a\":\"alloc\",\"t\":100000000,\"p\":1000000000,\"n\":%llu,\"k\":1}\n", 256 * MiB);
+    for (int i = 0; i < 8; i++)
+        sbf(&b, "{\"a\":\"alloc\",\"t\":%d00000000,\"p\":%llu,\"n\":%llu,\"k\":2}\n",
+            i + 2, 4000000000ull + (unsigned long long)i * 100000000ull, 32 * MiB);
+    for (int i = 0; i < 8; i++)
+        sbf(&b, "{\"a\":\"free\",\"t\":950000000,\"p\":%llu}\n",
+            4000000000ull + (unsigned long long)i * 100000000ull);
+    sbf(&b, "{\"type\":\"trailer\",\"t\":1000000000,\"events\":17,\"dropped\":0,\"stacks_dropped\":0,\"reason\":\"exit\"}\n");
+    const char *path = write_snap("height.msnap", b.s);
+    free(b.s);
+
+    int W = 1200;
+    vm_model *m = load(path, 8, viz_timeline_columns(W), VM_AT_DEFAULT);
+    canvas c;
+    viz_geom g[4];
+    int ng = 0;
+    CHECK(viz_timeline(m, &c, W, 0, "T", g, 4, &ng) == 0);
+    CHECK(ng == 1);
+    char png[4200], err[256];
+    snprintf(png, sizeof png, "%s/height.png", dir);
+    CHECK(canvas_write_png(&c, png, err, sizeof err) == 0);
+    canvas_free(&c);
+    int w, h;
+    uint8_t *px = read_png(png, &w, &h);
+    CHECK(px != NULL);
+    if (!px) {
+        vm_free(m);
+        return;
+    }
+    /* Times strictly inside the steps, and the value there. */
+    struct { uint64_t t; uint64_t v; } pts[] = {
+        {150000000, 256 * MiB}, {250000000, 288 * MiB}, {550000000, 384 * MiB},
+        {920000000, 512 * MiB}, {975000000, 256 * MiB}};
+    for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
+        int col = vm_col_of(m, pts[i].t);
+        int x = g[0].x0 + col;
+        int want = viz_y_of(&g[0], pts[i].v);
+        int top = -1;
+        for (int y = g[0].y0; y < g[0].y1; y++)
+            if (is_site_colour(px_at(px, w, x, y))) {
+                top = y;
+                break;
+            }
+        if (abs(top - want) > 1)
+            fprintf(stderr, "point %zu: top %d want %d\n", i, top, want);
+        CHECK(abs(top - want) <= 1);
+        /* and the model's bucket agrees exactly */
+        uint64_t sum = 0;
+        for (int r = 0; r <= VM_MAX_TOP; r++)
+            sum += vm_col_value(m, 0, col, r);
+        CHECK_EQ_U64(sum, pts[i].v);
+    }
+    /* The two sites have the two first colours: weights at the bottom. */
+    int x = g[0].x0 + vm_col_of(m, 550000000);
+    CHECK(px_at(px, w, x, g[0].y1 - 2) == viz_site_colour(0));
+    CHECK(px_at(px, w, x, viz_y_of(&g[0], 300 * MiB)) == viz_site_colour(1));
+    /* Labels: the title band holds dark text pixels. */
+    int ink = 0;
+    for (int y = 0; y < g[0].y0 - 40 && y < h; y++)
+        for (int xx = 0; xx < 400; xx++)
+            if (px_at(px, w, xx, y) == 0x111111)
+                ink++;
+    CHECK(ink > 50);
+    free(px);
+    vm_free(m);
+}
+
+/* Segment map: a 64 MiB segment with blocks of two sites; the middle of
+ * each block has its site's colour, the gaps are free. */
+static void test_segmap_colours_and_fragmentation(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    uint64_t base = 0x700000000000ull;
+    sbf(&b, "{\"a\":\"alloc\",\"t\":1000,\"p\":%llu,\"n\":%llu,\"k\":1}\n",
+        (unsigned long long)base, 64 * MiB);
+    /* blocks: [0,8) site 2, [18,26) site 3, [26,30) site 2, [60,64) site 3;
+     * free: [8,18)=10, [30,60)=30 -> total 40, largest 30. */
+    struct { uint64_t off, len; int k; } blk[] = {
+        {0, 8, 2}, {18, 8, 3}, {26, 4, 2}, {60, 4, 3}};
+    for (int i = 0; i < 4; i++)
+        sbf(&b, "{\"a\":\"block_alloc\",\"t\":%d,\"p\":%llu,\"n\":%llu,\"k\":%d,\"f\":\"allocator\"}\n",
+            2000 + i, (unsigned long long)(base + blk[i].off * MiB),
+            (unsigned long long)(blk[i].len * MiB), blk[i].k);
+    /* a block allocated and freed earlier made the peak allocated 28 MiB */
+    sbf(&b, "{\"a\":\"block_alloc\",\"t\":3000,\"p\":%llu,\"n\":%llu,\"k\":2}\n",
+        (unsigned long long)(base + 40 * MiB), 4 * MiB);
+    sbf(&b, "{\"a\":\"block_free\",\"t\":3001,\"p\":%llu}\n",
+        (unsigned long long)(base + 40 * MiB));
+    const char *path = write_snap("seg.msnap", b.s);
+    free(b.s);
+
+    vm_model *m = load(path, 8, 0, VM_AT_END);
+    const vm_layout *l = vm_layout_at(m);
+    CHECK(l->valid);
+    CHECK(l->nsegs == 1);
+    CHECK_EQ_U64(l->dev[0].total_free, 40 * MiB);
+    CHECK_EQ_U64(l->dev[0].largest_free, 30 * MiB);
+    CHECK_EQ_U64(l->dev[0].block_bytes, 24 * MiB);
+    const vm_dev *v = vm_device(m, 0);
+    CHECK_EQ_U64(v->peak_allocated, 28 * MiB);
+    CHECK_EQ_U64(v->peak_reserved, 64 * MiB);
+
+    canvas c;
+    viz_segmap_geom g;
+    CHECK(viz_segmap(m, &c, 1200, 0, "S", &g) == 0);
+    char png[4200], err[256];
+    snprintf(png, sizeof png, "%s/seg.png", dir);
+    CHECK(canvas_write_png(&c, png, err, sizeof err) == 0);
+    canvas_free(&c);
+    int w, h;
+    uint8_t *px = read_png(png, &w, &h);
+    CHECK(px != NULL);
+    size_t ns;
+    const vm_site *sites = vm_sites(m, &ns);
+    for (size_t i = 0; px && i < l->nspans; i++) {
+        const vm_span *sp = &l->spans[i];
+        int x, y;
+        CHECK(viz_segmap_pixel(&g, l, 0, sp->addr + sp->size / 2, &x, &y) == 0);
+        uint32_t want = sp->what == VM_SPAN_FREE ? VIZ_FREE
+                        : viz_site_colour(sites[sp->site].rank);
+        uint32_t got = px_at(px, w, x, y);
+        if (got != want)
+            fprintf(stderr, "span %zu (%d): got %06x want %06x\n", i, sp->what, got, want);
+        CHECK(got == want);
+    }
+    /* blocks of sites 2 and 3 have different colours */
+    CHECK(sites[l->spans[0].site].rank != sites[l->spans[2].site].rank);
+    free(px);
+    free(g.rows);
+    vm_free(m);
+}
+
+/* Leak finder: a climbing floor gives one suspect (the cache site); a
+ * healthy sawtooth gives none. */
+static void test_leaks(void)
+{
+    for (int leak = 0; leak <= 1; leak++) {
+        sb b = {0};
+        sbf(&b, "%s", header);
+        uint64_t t = 1000;
+        sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":100,\"n\":%llu,\"k\":1}\n",
+            (unsigned long long)t++, 512 * MiB);
+        for (int step = 0; step < 20; step++) {
+            for (int i = 0; i < 6; i++)
+                sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":%llu,\"n\":%llu,\"k\":2}\n",
+                    (unsigned long long)t++, 1000000000000ull + (unsigned long long)i * 1000000000ull,
+                    (unsigned long long)(16 + i) * MiB);
+            for (int i = 0; i < 6; i++)
+                sbf(&b, "{\"a\":\"free\",\"t\":%llu,\"p\":%llu}\n", (unsigned long long)t++,
+                    1000000000000ull + (unsigned long long)i * 1000000000ull);
+            if (leak && step % 3 == 1)
+                sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":%llu,\"n\":%llu,\"k\":3}\n",
+                    (unsigned long long)t++, 2000000000000ull + (unsigned long long)step * 1000000000ull,
+                    4 * MiB);
+        }
+        const char *path = write_snap(leak ? "climb.msnap" : "saw.msnap", b.s);
+        free(b.s);
+        vm_model *m = load(path, 8, 0, VM_AT_END);
+        size_t n;
+        uint64_t nv;
+        const vm_leak *lk = vm_leaks(m, &n, &nv);
+        CHECK(nv >= 15);
+        if (leak) {
+            size_t ns;
+            const vm_site *sites = vm_sites(m, &ns);
+            CHECK(n == 1);
+            if (n) {
+                CHECK(sites[lk[0].site].stack == 3);
+                CHECK(lk[0].falls == 0);
+                CHECK(lk[0].rises >= 5);
+                CHECK_EQ_U64(lk[0].first, 0);
+                CHECK(lk[0].last >= 20 * MiB);
+            }
+            char lab[128];
+            vm_site_label(m, 3, lab, sizeof lab);
+            CHECK(!strcmp(lab, "cache (a.c:3)"));
+        } else {
+            CHECK(n == 0);
+        }
+        vm_free(m);
+    }
+}
+
+/* OOM story and free_error: the refused free leaves the allocation live. */
+static void test_oom_and_free_error(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    uint64_t base = 0x500000000000ull;
+    sbf(&b, "{\"a\":\"alloc\",\"t\":10,\"p\":%llu,\"n\":%llu,\"k\":1}\n", (unsigned long long)base, 100 * MiB);
+    sbf(&b, "{\"a\":\"block_alloc\",\"t\":11,\"p\":%llu,\"n\":%llu,\"k\":2}\n", (unsigned long long)base, 40 * MiB);
+    sbf(&b, "{\"a\":\"block_alloc\",\"t\":12,\"p\":%llu,\"n\":%llu,\"k\":2}\n", (unsigned long long)(base + 50 * MiB), 20 * MiB);
+    sbf(&b, "{\"a\":\"block_free\",\"t\":13,\"p\":%llu}\n", (unsigned long long)(base + 50 * MiB));
+    sbf(&b, "{\"a\":\"free_error\",\"t\":14,\"p\":%llu,\"r\":1}\n", (unsigned long long)(base + 50 * MiB));
+    sbf(&b, "{\"a\":\"oom\",\"t\":20,\"n\":%llu,\"x\":%llu,\"y\":1073741824,\"k\":3,\"r\":2}\n",
+        45 * MiB, 8 * MiB);
+    const char *path = write_snap("oom.msnap", b.s);
+    free(b.s);
+    vm_model *m = load(path, 8, 100, VM_AT_DEFAULT);
+    size_t n;
+    const vm_oom *o = vm_ooms(m, &n, NULL);
+    CHECK(n == 1);
+    if (n) {
+        CHECK_EQ_U64(o[0].requested, 45 * MiB);
+        CHECK_EQ_U64(o[0].allocated, 60 * MiB);      /* the free was undone */
+        CHECK_EQ_U64(o[0].reserved, 100 * MiB);
+        CHECK_EQ_U64(o[0].dev_free, 8 * MiB);
+        CHECK_EQ_U64(o[0].total_free, 40 * MiB);     /* [40,50) + [70,100) */
+        CHECK_EQ_U64(o[0].largest_free, 30 * MiB);
+    }
+    const vm_layout *l = vm_layout_at(m);
+    CHECK(l->valid && l->at == VM_AT_OOM);
+    CHECK_EQ_U64(l->dev[0].block_bytes, 60 * MiB);
+    vm_free(m);
+}
+
+/* --at parsing. */
+static void test_parse_at(void)
+{
+    int at;
+    uint64_t t;
+    CHECK(vm_parse_at("oom", &at, &t) == 0 && at == VM_AT_OOM);
+    CHECK(vm_parse_at("12.5s", &at, &t) == 0 && at == VM_AT_TIME && t == 12500000000ull);
+    CHECK(vm_parse_at("800ms", &at, &t) == 0 && t == 800000000ull);
+    CHECK(vm_parse_at("3min", &at, &t) == 0 && t == 180000000000ull);
+    CHECK(vm_parse_at("1h", &at, &t) == 0 && t == 3600000000000ull);
+    CHECK(vm_parse_at("2", &at, &t) == 0 && t == 2000000000ull);
+    CHECK(vm_parse_at("soon", &at, &t) != 0);
+    CHECK(vm_parse_at("-1", &at, &t) != 0);
+    CHECK(vm_parse_at("5parsecs", &at, &t) != 0);
+}
+
+int main(int argc, char **argv)
+{
+    snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
+    test_timeline_height();
+    test_segmap_colours_and_fragmentation();
+    test_leaks();
+    test_oom_and_free_error();
+    test_parse_at();
+    return check_summary();
+}
