@@ -55,15 +55,73 @@ static void pool_ctx_leave(memsnap_blockpool *p, int pushed)
         p->drv.cuCtxPopCurrent_v2(&dummy);
 }
 
-/* Undoes what creation did, in reverse; best effort. */
+/* What a teardown could not give back because the driver refused (a failed
+ * creation, or a destroy, while the driver fails): kept here, process-wide,
+ * and retried at the next create or destroy, so nothing is lost for good. */
+typedef struct orphan {
+    memsnap_alloc_driver drv;
+    CUcontext ctx;
+    CUdeviceptr base;
+    uint64_t va_size;
+    CUmemGenericAllocationHandle handle;
+    int mapped;
+} orphan;
+static orphan *g_orphans;
+static size_t g_norphans, g_orphans_cap;
+static pthread_mutex_t g_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Gives back what it can of o; returns 1 when nothing is left. */
+static int orphan_release(orphan *o)
+{
+    if (o->mapped && o->drv.cuMemUnmap(o->base, o->va_size) == CUDA_SUCCESS)
+        o->mapped = 0;
+    if (!o->mapped && o->handle && o->drv.cuMemRelease(o->handle) == CUDA_SUCCESS)
+        o->handle = 0;
+    if (!o->mapped && o->base && o->drv.cuMemAddressFree(o->base, o->va_size) == CUDA_SUCCESS)
+        o->base = 0;
+    return !o->mapped && !o->handle && !o->base;
+}
+
+static void orphans_retry(void)
+{
+    pthread_mutex_lock(&g_orphans_lock);
+    size_t keep = 0;
+    for (size_t i = 0; i < g_norphans; i++) {
+        orphan o = g_orphans[i];
+        CUcontext cur = NULL;
+        int pushed = o.drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != o.ctx &&
+                     o.drv.cuCtxPushCurrent_v2(o.ctx) == CUDA_SUCCESS;
+        int done = orphan_release(&o);
+        if (pushed) {
+            CUcontext dummy;
+            o.drv.cuCtxPopCurrent_v2(&dummy);
+        }
+        if (!done)
+            g_orphans[keep++] = o;
+    }
+    g_norphans = keep;
+    pthread_mutex_unlock(&g_orphans_lock);
+}
+
+/* Undoes what creation did, in reverse; what the driver refuses becomes an
+ * orphan.  Context entered by the caller. */
 static void pool_teardown(memsnap_blockpool *p)
 {
-    if (p->mapped)
-        p->drv.cuMemUnmap(p->base, p->va_size);
-    if (p->handle)
-        p->drv.cuMemRelease(p->handle);
-    if (p->base)
-        p->drv.cuMemAddressFree(p->base, p->va_size);
+    orphan o = {p->drv, p->ctx, p->base, p->va_size, p->handle, p->mapped};
+    if (!orphan_release(&o)) {
+        pthread_mutex_lock(&g_orphans_lock);
+        if (g_norphans == g_orphans_cap) {
+            size_t cap = g_orphans_cap ? g_orphans_cap * 2 : 8;
+            orphan *n = realloc(g_orphans, cap * sizeof *n);
+            if (n) {
+                g_orphans = n;
+                g_orphans_cap = cap;
+            }
+        }
+        if (g_norphans < g_orphans_cap)
+            g_orphans[g_norphans++] = o;
+        pthread_mutex_unlock(&g_orphans_lock);
+    }
     p->mapped = 0;
     p->handle = 0;
     p->base = 0;
@@ -78,6 +136,8 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
         return MEMSNAP_ALLOC_ERR_INVALID;
     }
     *out = NULL;
+    if (__atomic_load_n(&g_norphans, __ATOMIC_RELAXED))
+        orphans_retry();
     memsnap_blockpool *p = calloc(1, sizeof *p);
     if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p);
@@ -199,6 +259,8 @@ MS_EXPORT void memsnap_blockpool_destroy(memsnap_blockpool *p)
     free(p->used);
     pthread_mutex_destroy(&p->lock);
     free(p);
+    if (__atomic_load_n(&g_norphans, __ATOMIC_RELAXED))
+        orphans_retry();
 }
 
 MS_EXPORT int memsnap_blockpool_alloc(memsnap_blockpool *p, CUdeviceptr *out)
