@@ -180,7 +180,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
     /* Geometry. */
     int margin = 10;
     int title_h = 8 + FONT_CELL_H * (ts + 1) + 8;
-    int stat_lines = 1 + 3 * (ndev_rows ? ndev_rows : 1);
+    int stat_lines = 2 + 4 * (ndev_rows ? ndev_rows : 1);
     int stats_h = stat_lines * (FONT_CELL_H + 3) * ts + 8;
     int legend_h = flow(NULL, it, nit, margin, width - margin, 0, ts) + 10;
     int label_w = canvas_text_w("0x000000000000 000.00 MiB cuMemAlloc", ts) + 12;
@@ -202,7 +202,8 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
     /* Automatic height: a little wrapping (up to half again as many lines
      * as segments) keeps big segments wide without a very tall picture. */
     if (height <= 0) {
-        size_t want = l->nsegs + (l->nsegs / 2 > 8 ? l->nsegs / 2 : 8);
+        size_t extra = l->nsegs / 2 > 8 ? l->nsegs / 2 : l->nsegs * 2 < 8 ? l->nsegs * 2 : 8;
+        size_t want = l->nsegs + extra;
         if ((size_t)max_lines > want)
             max_lines = (int)want;
     }
@@ -270,17 +271,23 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
                                            : "at the end";
     snprintf(buf, sizeof buf, "%s %s (t = %s, after event %" PRIu64 ")", title,
              when, vm_fmt_time(l->t_ns, a, sizeof a), l->event_index);
-    canvas_text(c, margin, 8, buf, TEXT, ts + 1);
+    if ((int)strlen(buf) * FONT_CELL_W * (ts + 1) > width - 2 * margin)
+        canvas_text(c, margin, 8, buf, TEXT, ts);
+    else
+        canvas_text(c, margin, 8, buf, TEXT, ts + 1);
 
     /* Numbers. */
     int y = title_h;
     snprintf(buf, sizeof buf,
-             "One row per segment, laid out by address; every pixel is %s%s. %s",
+             "One row per segment, laid out by address; every pixel is %s%s.",
              bpp >= 1 ? "" : "less than 1 B",
-             bpp >= 1 ? viz_fmt_size_short((uint64_t)llround(bpp), a, sizeof a) : "",
-             vm_blocks_seen(m) ? "Colour = allocation site of the block."
-                               : "No allocator blocks: segments show their own allocation site.");
+             bpp >= 1 ? viz_fmt_size_short((uint64_t)llround(bpp), a, sizeof a) : "");
     canvas_text(c, margin, y, buf, MUTED, ts);
+    y += (FONT_CELL_H + 3) * ts;
+    canvas_text(c, margin, y, vm_blocks_seen(m)
+                    ? "Colour = allocation site of the block; white = free."
+                    : "No allocator blocks: segments show their own allocation site.",
+                MUTED, ts);
     y += (FONT_CELL_H + 3) * ts;
     for (int d = 0; d < VM_NDEV; d++) {
         const vm_dev_layout *dl = &l->dev[d];
@@ -306,35 +313,33 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
         canvas_text(c, margin, y, buf, TEXT, ts);
         y += (FONT_CELL_H + 3) * ts;
         if (vm_blocks_seen(m)) {
-            char f1[64];
-            if (dl->total_free)
-                snprintf(f1, sizeof f1, "%.3f", 1.0 - (double)dl->largest_free /
-                                                          (double)dl->total_free);
-            else
-                snprintf(f1, sizeof f1, "0 (nothing free)");
-            snprintf(buf, sizeof buf,
-                     "  free inside reserved %s, largest free block %s; "
-                     "fragmentation 1 - largest_free/total_free = %s",
+            snprintf(buf, sizeof buf, "  free inside reserved %s, largest free block %s",
                      vm_fmt_size(dl->total_free, a, sizeof a),
-                     vm_fmt_size(dl->largest_free, b, sizeof b), f1);
+                     vm_fmt_size(dl->largest_free, b, sizeof b));
+            canvas_text(c, margin, y, buf, TEXT, ts);
+            y += (FONT_CELL_H + 3) * ts;
+            if (dl->total_free)
+                snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = %.3f",
+                         1.0 - (double)dl->largest_free / (double)dl->total_free);
+            else
+                snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = 0 (nothing free)");
         } else {
-            snprintf(buf, sizeof buf,
-                     "  free inside reserved: unknown (no allocator blocks); "
-                     "1 - largest_free/total_free: n/a");
+            snprintf(buf, sizeof buf, "  free inside reserved: unknown (no allocator blocks)");
+            canvas_text(c, margin, y, buf, TEXT, ts);
+            y += (FONT_CELL_H + 3) * ts;
+            snprintf(buf, sizeof buf, "  1 - largest_free/total_free: n/a");
         }
         canvas_text(c, margin, y, buf, TEXT, ts);
         y += (FONT_CELL_H + 3) * ts;
         if (vm_blocks_seen(m) && v->peak_reserved)
             snprintf(buf, sizeof buf,
-                     "  whole run: peak allocated %s, peak reserved %s; "
-                     "1 - peak_allocated/peak_reserved = %.3f",
+                     "  1 - peak_allocated/peak_reserved = %.3f (whole run: %s / %s)",
+                     1.0 - (double)v->peak_allocated / (double)v->peak_reserved,
                      vm_fmt_size(v->peak_allocated, a, sizeof a),
-                     vm_fmt_size(v->peak_reserved, b, sizeof b),
-                     1.0 - (double)v->peak_allocated / (double)v->peak_reserved);
+                     vm_fmt_size(v->peak_reserved, b, sizeof b));
         else
             snprintf(buf, sizeof buf,
-                     "  whole run: peak reserved %s; 1 - peak_allocated/peak_reserved: "
-                     "n/a (no allocator blocks)",
+                     "  1 - peak_allocated/peak_reserved: n/a (peak reserved %s)",
                      vm_fmt_size(v->peak_reserved, a, sizeof a));
         canvas_text(c, margin, y, buf, TEXT, ts);
         y += (FONT_CELL_H + 3) * ts;
