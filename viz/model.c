@@ -920,9 +920,8 @@ static void range_close(vm_model *m, vm_thread *t, uint64_t x1)
         if (!m->ranges)
             return;
     }
-    /* Ranges narrower than a pixel column cannot be seen: not kept. */
-    if (m->o.columns && vm_col_of(m, x1) == vm_col_of(m, x0) &&
-        m->total_ranges > 64)
+    /* Ranges narrower than two pixel columns cannot be seen: not kept. */
+    if (m->o.columns && vm_col_of(m, x1) - vm_col_of(m, x0) < 2)
         return;
     m->ranges[m->nranges++] = (vm_range){.t0 = x0, .t1 = x1,
                                          .str = t->str[t->depth],
@@ -993,8 +992,10 @@ static int apply_event(vm_model *m, const msnap_event *e)
             /* The stacked layer becomes the blocks: restart the finder. */
             m->blocks_seen = 1;
             m->T = 0;
-            for (int d = 0; d < VM_NDEV; d++)
+            for (int d = 0; d < VM_NDEV; d++) {
                 m->dev[d].stacked = m->dev[d].allocated;
+                m->dev[d].peak_stacked = m->dev[d].allocated;
+            }
             for (int d = 0; d < VM_NDEV; d++)
                 m->T += m->dev[d].stacked;
             m->nvalleys = 0;

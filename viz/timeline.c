@@ -424,6 +424,13 @@ static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "Configured cap %s is far above (not drawn). ",
                               vm_fmt_size(p->cap, a, sizeof a));
+    size_t nkept;
+    uint64_t nall;
+    vm_ranges(m, &nkept, &nall);
+    if (nall > nkept && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n,
+                              "%" PRIu64 " NVTX ranges, %" PRIu64 " too narrow to draw. ",
+                              nall, nall - nkept);
     if (vm_ring_mode(m) && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "Ring snapshot: events cover the last window only. ");

@@ -1,0 +1,44 @@
+/* libFuzzer target for the render pipeline: the bytes are a snapshot file;
+ * reader -> model pass 1 -> pass 2 (columns, NVTX ranges, layout) ->
+ * painters into memory (no PNG written).  Any crash, leak or UB is a bug;
+ * unreadable input must end in a clean error.
+ *   ./tests/viz/fuzz_render -max_total_time=180 work/ tests/viz/corpus/
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "render.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char path[] = "/tmp/fuzz_render.XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return 0;
+    if (write(fd, data, size) != (ssize_t)size) {
+        close(fd);
+        unlink(path);
+        return 0;
+    }
+    close(fd);
+    vm_opts o = {.top = 4, .columns = viz_timeline_columns(400),
+                 .x_mode = size % 2 ? VM_X_EVENTS : VM_X_TIME,
+                 .at = (int)(size % 5)};
+    o.at_t_ns = 1000;
+    vm_model *m = vm_new(&o);
+    char err[512];
+    if (m && vm_read_file(m, path, 1, err, sizeof err) == 0) {
+        canvas c;
+        if (viz_timeline(m, &c, 400, 300, "f", NULL, 0, NULL) == 0)
+            canvas_free(&c);
+        if (viz_segmap(m, &c, 400, 400, "f", NULL) == 0)
+            canvas_free(&c);
+    }
+    vm_free(m);
+    unlink(path);
+    return 0;
+}
