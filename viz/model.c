@@ -1632,7 +1632,9 @@ static int plumbing(const vm_model *m, uint32_t stack, int i)
 void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap)
 {
     if (!stack) {
-        snprintf(buf, cap, "(no stack)");
+        /* Pre-window allocations known only from a free carry no stack. */
+        snprintf(buf, cap, "%s", vm_ring_mode(m) ? "(no stack: allocated before the event window)"
+                                                 : "(no stack)");
         return;
     }
     int depth = vm_frame(m, stack, 0, buf, cap);

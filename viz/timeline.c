@@ -283,9 +283,9 @@ static int legend_items(const vm_model *m, int slot, legend_item *it,
     }
     if (has_counters) {
         snprintf(it[n].text, sizeof it[n].text,
-                 "counters series (before the first recorded event)");
+                 "counters series: reserved, sampled (before the first recorded event)");
         it[n].colour = COUNTERS;
-        it[n++].style = 2;
+        it[n++].style = 1;
     }
     return n;
 }
@@ -551,27 +551,31 @@ static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
     /* counters series where events do not reach */
     if (p->has_counters && v->cols) {
         int first_col = vm_col_of(m, vm_first_event_t(m));
-        int prev_y = -1, prev_ya = -1;
-        for (int col = 0; col < first_col; col++) {
+        /* Straight segments between consecutive counters samples. */
+        int px = -1, py = -1, pya = -1;
+        for (int col = 0; col <= first_col && col < o->columns; col++) {
             const vm_col *k = &v->cols[col];
             if (!k->has_cnt)
                 continue;
+            int x = g.x0 + col;
             int yr = viz_y_of(&g, k->cnt_res), ya = viz_y_of(&g, k->cnt_alloc);
-            if (prev_y >= 0 && (col % 6) < 4)
-                canvas_vline(c, g.x0 + col, prev_y, yr, 2, COUNTERS, 0);
-            else if ((col % 6) < 4)
-                canvas_rect(c, g.x0 + col, yr, g.x0 + col + 1, yr + 2, COUNTERS);
-            if (vm_blocks_seen(m) && (col % 4) < 2)
-                canvas_rect(c, g.x0 + col, ya, g.x0 + col + 1, ya + 2,
-                            rgb_lighten(COUNTERS, 80));
-            prev_y = yr;
-            prev_ya = ya;
+            if (px >= 0) {
+                canvas_line(c, px, py, x, yr, ts, COUNTERS);
+                if (vm_blocks_seen(m))
+                    canvas_line(c, px, pya, x, ya, 1, rgb_lighten(COUNTERS, 60));
+            } else {
+                canvas_rect(c, x, yr, x + ts, yr + ts, COUNTERS);
+            }
+            px = x;
+            py = yr;
+            pya = ya;
         }
-        (void)prev_ya;
         if (first_col > 0) {
             canvas_vline(c, g.x0 + first_col, g.y0, g.y1 - 1, 1, MUTED, 4);
             snprintf(buf, sizeof buf, "first recorded event");
-            canvas_text(c, g.x0 + first_col + 4, g.y0 + 4, buf, MUTED, ts);
+            int tw = canvas_text_w(buf, ts);
+            int tx = g.x0 + first_col - tw - 4;
+            canvas_text(c, tx < g.x0 + 2 ? g.x0 + first_col + 4 : tx, g.y0 + 4, buf, MUTED, ts);
         }
     }
     /* reserved line: the highest value of each column, joined */
