@@ -228,6 +228,10 @@ int ms_exp_grow(memsnap_alloc *a, int stream, int pool, uint64_t n, ms_block **o
         ms_block *nb = usable(u->next, stream) ? u->next : NULL;
         uint64_t start = p ? p->addr : u->addr, need_end = start + n;
         uint64_t u_end = u->addr + u->size, map_end;
+        if (need_end <= u->addr) { /* p alone is enough (the caller's fit passed it over) */
+            *out = claim(a, p, stream);
+            return MEMSNAP_ALLOC_OK;
+        }
         if (need_end <= u_end)
             map_end = ms_align_up(need_end, a->gran);
         else if (nb && need_end <= nb->addr + nb->size)

@@ -9,8 +9,8 @@
  *
  * Best fit: the smallest FREE block >= n among the blocks the stream owns and
  * the ANY blocks (ties: oldest segment, lowest address).  max_split_size:
- * blocks that large are not split for smaller requests and are reused for
- * large requests only if at most 20 MiB too big.
+ * blocks that large (in fixed segments) are not split for smaller requests and
+ * are reused for large requests only if at most 20 MiB too big.
  *
  * A fixed segment is one cuMemAlloc; it is returned with cuMemFree only
  * when none of its blocks is ALLOCATED or PENDING.
@@ -43,7 +43,10 @@ static int acceptable(memsnap_alloc *a, const ms_block *b, int pool, uint64_t n)
 {
     if (!b)
         return 0;
-    if (pool == MS_POOL_LARGE) {
+    /* max_split_size is about fixed segments, whose big blocks cannot give
+     * memory back piecewise; an expandable segment's free tail is one big
+     * block by design and is always split. */
+    if (pool == MS_POOL_LARGE && !b->seg->expandable) {
         uint64_t ms = a->cfg.max_split_size;
         if (n < ms && b->size >= ms)
             return 0;

@@ -120,8 +120,10 @@ typedef enum memsnap_alloc_mode {
  * brackets. */
 typedef struct memsnap_alloc_config {
     memsnap_alloc_mode mode;     /* [expandable_segments] true|false; false */
-    uint64_t max_split_size;     /* [max_split_size_mb] blocks this large are
-                                    never split; UINT64_MAX = no limit (default) */
+    uint64_t max_split_size;     /* [max_split_size_mb] fixed segments: blocks
+                                    this large are never split (nor reused for
+                                    requests over 20 MiB smaller); ignored by
+                                    expandable segments; UINT64_MAX = no limit */
     unsigned roundup_power2_divisions; /* [roundup_power2_divisions] 0 or a power
                                     of two <= 64: round requests up to one of N
                                     steps between powers of two; 0 = off */

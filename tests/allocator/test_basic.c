@@ -239,6 +239,19 @@ static void expandable(void)
     CHECK_INV(a);
     memsnap_alloc_destroy(a);
     CHECK_EQ_U64(sim.used(0), used0);
+
+    /* Regression: max_split_size does not apply to expandable segments (it made
+     * the grow path map the whole reservation once). */
+    a = make_alloc("expandable_segments:true,expandable_va:1G,max_split_size_mb:64");
+    ACK(memsnap_alloc_malloc(a, 100 * MiB, NULL, &p[0]));
+    ACK(memsnap_alloc_free(a, p[0]));
+    uint64_t maps = stats_of(a).driver_maps;
+    ACK(memsnap_alloc_malloc(a, 10 * MiB, NULL, &p[1]));
+    CHECK(p[1] == p[0]);
+    CHECK_EQ_U64(stats_of(a).driver_maps, maps);
+    ACK(memsnap_alloc_free(a, p[1]));
+    CHECK_INV(a);
+    memsnap_alloc_destroy(a);
 }
 
 static void blockpool(void)
