@@ -230,7 +230,7 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
            lc, plural(lc), summary_fmt_size(lb, a, sizeof a),
            lc ? " (at a clean exit, a leak hint)" : "");
     if (s->state_seen)
-        printf("recorder state at %s: %" PRIu64 " live entries, %s\n",
+        printf("recorder state at %s: %" PRIu64 " live objects holding %s of device memory\n",
                fmt_time(s->state_t, t, sizeof t), s->state_nlive,
                summary_fmt_size(s->state_bytes, a, sizeof a));
 

@@ -304,9 +304,21 @@ static int apply_event(summary *s, const msnap_event *e)
     case MSNAP_A_VMM_MAP:
         return live_add(s, L_MAP, e->addr, e->action, slot, e->addr, e->size,
                         e->t_ns, e->stack);
-    case MSNAP_A_VMM_UNMAP:
-        live_del(s, L_MAP, e->addr, e->size, MSNAP_A_VMM_MAP, slot);
+    case MSNAP_A_VMM_UNMAP: {
+        /* One unmap may cover several neighbouring mappings (docs/format.md). */
+        uint64_t a = e->addr, end = e->addr + e->size;
+        int any = 0;
+        uint64_t *idx;
+        while (a < end && (idx = u64map_get(&s->live_map, L_MAP, a))) {
+            uint64_t n = s->live[*idx].size;
+            live_del(s, L_MAP, a, n, MSNAP_A_VMM_MAP, slot);
+            any = 1;
+            a += n ? n : end - a;
+        }
+        if (!any)
+            live_del(s, L_MAP, e->addr, e->size, MSNAP_A_VMM_MAP, slot);
         return 0;
+    }
     case MSNAP_A_OOM:
         s->n_oom++;
         if (slot != SM_DEV_UNKNOWN)
@@ -587,7 +599,13 @@ int summary_read(summary *s, const char *path, char *err, size_t errlen)
         case MSNAP_REC_LIVE:
             if (in_state) {
                 s->state_nlive++;
-                s->state_bytes += rec.u.live.size;
+                /* Device memory held: not VA reservations (address space),
+                 * not mappings (the physical handle is counted) and not
+                 * allocator blocks (inside reserved memory). */
+                int k = rec.u.live.kind;
+                if (k == MSNAP_A_ALLOC || k == MSNAP_A_MANAGED_ALLOC ||
+                    k == MSNAP_A_ASYNC_ALLOC || (k == MSNAP_A_VMM_CREATE && rec.u.live.device >= 0))
+                    s->state_bytes += rec.u.live.size;
             }
             break;
         case MSNAP_REC_TRAILER:
