@@ -6,4 +6,7 @@
 int cmd_run(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
 int cmd_symbolize(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
 #endif

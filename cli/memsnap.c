@@ -34,6 +34,12 @@ typedef struct subcommand {
 
 static const subcommand subcommands[] = {
     {"run", "run a command under the recorder, writing a snapshot", cmd_run},
+    {"export", "a snapshot as PyTorch memory_viz JSON or a Perfetto trace",
+     cmd_export},
+    {"import", "a PyTorch memory snapshot (JSON or pickle) as a snapshot",
+     cmd_import},
+    {"replay", "the allocation sequence through other allocator configs",
+     cmd_replay},
     {"render", "timeline and segment-map PNGs of a snapshot", cmd_render},
     {"summary", "what a snapshot says: peaks, OOMs, leaks, top sites",
      cmd_summary},

@@ -1,0 +1,122 @@
+/* memsnap import: a PyTorch memory snapshot as a memsnap snapshot, so that
+ * summary, render, compare and replay work on it.  Reads the dict from
+ * torch.cuda.memory._snapshot() saved as JSON, and the pickle
+ * torch.cuda.memory._dump_snapshot() writes (protocols 2-5; only plain data
+ * is read, nothing is ever executed: a pickle that asks to import or call
+ * anything is refused).  The work is in interop/ (torch_import.c,
+ * pickle.c, jsonpull.c).  Exit status: 0 ok, 2 bad usage or input.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "interop.h"
+
+static const char usage_text[] =
+    "usage: memsnap import TORCH_SNAPSHOT -o OUT.msnap [--json|--pickle] [--zstd]\n"
+    "\n"
+    "Reads a PyTorch memory snapshot: the pickle that\n"
+    "torch.cuda.memory._dump_snapshot() writes, or torch.cuda.memory._snapshot()\n"
+    "saved with json.dump (detected by the first byte; \"-\" = stdin).  Pickles\n"
+    "are parsed as plain data and never executed: GLOBAL, REDUCE, BUILD and the\n"
+    "other opcodes that import or call code are refused.\n"
+    "\n"
+    "  -o, --output OUT   the memsnap snapshot to write (\"-\" = stdout)\n"
+    "      --json         the input is JSON\n"
+    "      --pickle       the input is a pickle\n"
+    "      --zstd         compress the output (zstd level 3)\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "Events: alloc -> block_alloc, free_completed -> block_free, segment_alloc/\n"
+    "free -> alloc/free, segment_map/unmap -> vmm_*, oom -> oom; frames become\n"
+    "stacks with sym records; \"segments\" becomes the final state.  See\n"
+    "docs/interop.md.  Exit status: 0 ok, 2 bad usage or input.\n";
+
+int cmd_import(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"json", no_argument, NULL, 'J'},
+        {"pickle", no_argument, NULL, 'P'},
+        {"zstd", no_argument, NULL, 'z'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *outp = NULL;
+    msnap_import_kind kind = MSNAP_IMPORT_AUTO;
+    int zstd = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': outp = optarg; break;
+        case 'J': kind = MSNAP_IMPORT_JSON; break;
+        case 'P': kind = MSNAP_IMPORT_PICKLE; break;
+        case 'z': zstd = 3; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default:
+            fprintf(stderr, "memsnap import: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "memsnap import: expected one PyTorch snapshot; try memsnap --help\n");
+        return 2;
+    }
+    if (!outp) {
+        fprintf(stderr, "memsnap import: -o OUT is needed; try memsnap --help\n");
+        return 2;
+    }
+    const char *in = argv[optind];
+    /* write to a temporary name and rename: a failed import leaves nothing */
+    int fd;
+    char *tmp = NULL;
+    if (!strcmp(outp, "-")) {
+        fd = dup(1);
+    } else {
+        size_t n = strlen(outp) + 32;
+        tmp = malloc(n);
+        if (!tmp)
+            return 2;
+        snprintf(tmp, n, "%s.importtmp.XXXXXX", outp);
+        fd = mkstemp(tmp);
+    }
+    if (fd < 0) {
+        fprintf(stderr, "memsnap import: %s: %s\n", outp, strerror(errno));
+        free(tmp);
+        return 2;
+    }
+    const char *base = strrchr(in, '/');
+    char err[512];
+    msnap_interop_stats st;
+    int rc = msnap_import_torch(in, kind, fd, zstd, base ? base + 1 : in, &st, err, sizeof err);
+    if (rc) {
+        if (tmp)
+            unlink(tmp);
+        free(tmp);
+        fprintf(stderr, "%s: %s\n", in, err);
+        return 2;
+    }
+    if (tmp) {
+        if (chmod(tmp, 0644) || rename(tmp, outp)) {
+            fprintf(stderr, "memsnap import: %s: %s\n", outp, strerror(errno));
+            unlink(tmp);
+            free(tmp);
+            return 2;
+        }
+        free(tmp);
+    }
+    fprintf(stderr, "memsnap import: %llu trace entries -> %llu events, %llu segments, %llu "
+                    "blocks, %llu stacks, %llu device%s -> %s\n",
+            (unsigned long long)st.events_in, (unsigned long long)st.events_out,
+            (unsigned long long)st.segments, (unsigned long long)st.blocks,
+            (unsigned long long)st.stacks, (unsigned long long)st.devices,
+            st.devices == 1 ? "" : "s", outp);
+    return 0;
+}

@@ -1,0 +1,70 @@
+/* Internals shared by the interop modules: temporary event files (spill.c),
+ * the live-state tracker (track.c) and JSON text output (jsonw.c). */
+#ifndef MEMSNAP_INTEROP_COMMON_H
+#define MEMSNAP_INTEROP_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "memsnap/format.h"
+#include "u64map.h"
+
+/* ---- spill: fixed-size event records in an unlinked temporary file ----- */
+typedef struct spill_rec {
+    uint64_t k1, k2;   /* sort keys (meaning per user) */
+    msnap_event e;
+} spill_rec;
+
+typedef struct spill {
+    FILE *f;           /* tmpfile(); NULL until the first put */
+    uint64_t n;
+} spill;
+
+int spill_put(spill *s, const spill_rec *r);   /* 0, or -1 (errno) */
+int spill_rewind(spill *s);                    /* start reading; 0 or -1 */
+int spill_get(spill *s, spill_rec *r);         /* 1 record, 0 end, -1 error */
+void spill_close(spill *s);
+
+/* ---- track: what is live, per layer, and the per-device counters ------- */
+
+/* Layers (u64map tags). */
+enum { TRK_ALLOC = 1, TRK_ASYNC, TRK_HOST, TRK_MANAGED, TRK_BLOCK, TRK_VMM_CREATE,
+       TRK_VMM_MAP, TRK_VMM_RESERVE, TRK_NLAYERS };
+
+typedef struct trk_obj {
+    uint64_t addr, size, stream, t_ns, aux;
+    uint32_t stack;
+    int16_t device;
+    uint8_t layer;
+    uint8_t used;
+} trk_obj;
+
+#define TRK_DEV(d) ((d) < -1 || (d) >= MSNAP_MAX_DEVICES ? 0 : (d) + 1) /* slot */
+#define TRK_NDEV (MSNAP_MAX_DEVICES + 1)
+
+typedef struct track {
+    u64map map;            /* (layer, addr or handle) -> index in objs */
+    trk_obj *objs;
+    size_t nobjs, cap;
+    uint32_t *free_idx;    /* reusable slots of objs */
+    size_t nfree, freecap;
+    struct { uint8_t layer; uint64_t key; trk_obj obj; uint32_t tid; } undo[32];
+    unsigned undo_n;       /* frees kept for free_error, ring */
+    uint64_t reserved[TRK_NDEV], allocated[TRK_NDEV], async[TRK_NDEV], mapped[TRK_NDEV];
+    int have_blocks;       /* a block_alloc was seen */
+    int max_device;        /* largest device index seen, -1 none */
+} track;
+
+void track_init(track *t);
+void track_free(track *t);
+/* Applies one event.  For frees, *freed (when not NULL) receives the object
+ * taken out (size 0 when the address was not live); returns 1 when the
+ * event changed reserved or allocated of its device, 0 when not, -1 on host
+ * OOM. */
+int track_event(track *t, const msnap_event *e, trk_obj *freed);
+/* Calls fn for every live object of layer (unordered). */
+void track_each(track *t, int layer, void (*fn)(void *ctx, const trk_obj *o), void *ctx);
+
+/* ---- jsonw: JSON text helpers on a FILE ---------------------------------- */
+void jw_str(FILE *f, const char *s);   /* a quoted, escaped string */
+#endif

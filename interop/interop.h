@@ -1,0 +1,103 @@
+/* interop: memsnap snapshots to and from the tools people already use, and
+ * replay of a recorded allocation sequence through another allocator config.
+ * docs/interop.md is the guide (mappings both ways, what is lost, replay
+ * semantics); this header is the contract the CLI and the tests use.
+ *
+ *   msnap_export_torch     snapshot -> PyTorch memory snapshot JSON
+ *                          (what pytorch.org/memory_viz loads)
+ *   msnap_export_perfetto  snapshot -> Chrome/Perfetto trace JSON
+ *   msnap_import_torch     PyTorch snapshot (JSON or pickle) -> snapshot
+ *   msnap_replay           snapshot -> one new snapshot + stats per config
+ *
+ * Every function reads its input in one streaming pass and keeps in memory
+ * only what is live, the id tables (stacks, symbols, strings) and fixed
+ * buffers; per-device event streams are spilled to unlinked temporary files
+ * (spill.c).  Errors: the function returns -1 and writes one line into err
+ * naming the problem and, for bad input, where ("byte 1234: ...",
+ * "line 7: ..."); messages never contain the input path (callers prefix
+ * it).  Nothing here exits or prints.
+ */
+#ifndef MEMSNAP_INTEROP_H
+#define MEMSNAP_INTEROP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Counts an export or import reports back (for the CLI's one-line summary). */
+typedef struct msnap_interop_stats {
+    uint64_t events_in;     /* event records / trace entries read */
+    uint64_t events_out;    /* event records / trace entries written */
+    uint64_t segments;      /* segments in the final state */
+    uint64_t blocks;        /* blocks in the final state */
+    uint64_t stacks;        /* distinct stacks */
+    uint64_t devices;       /* devices seen */
+    int synthesized_blocks; /* export: no block events, one block per segment */
+} msnap_interop_stats;
+
+/* Reads the memsnap snapshot at in_path ("-" = stdin) and writes PyTorch's
+ * snapshot dict as JSON to out.  Returns 0, or -1 with a message in err. */
+int msnap_export_torch(const char *in_path, FILE *out, msnap_interop_stats *st,
+                       char *err, size_t errlen);
+
+/* Same, as a Chrome/Perfetto "traceEvents" JSON trace. */
+int msnap_export_perfetto(const char *in_path, FILE *out, msnap_interop_stats *st,
+                          char *err, size_t errlen);
+
+/* Input kinds msnap_import_torch accepts. */
+typedef enum msnap_import_kind {
+    MSNAP_IMPORT_AUTO = 0, /* by the first byte: 0x80 = pickle, '{' = JSON */
+    MSNAP_IMPORT_JSON,
+    MSNAP_IMPORT_PICKLE,
+} msnap_import_kind;
+
+/* Reads a PyTorch memory snapshot (in_path, "-" = stdin) and writes a memsnap
+ * snapshot (plain JSON Lines, or zstd at zstd_level > 0) to out_fd, which
+ * it closes.  source_name goes into the header's argv ("imported from
+ * NAME").  Returns 0, or -1 with a message in err. */
+int msnap_import_torch(const char *in_path, msnap_import_kind kind, int out_fd,
+                       int zstd_level, const char *source_name,
+                       msnap_interop_stats *st, char *err, size_t errlen);
+
+/* ---- replay ------------------------------------------------------------ */
+
+/* What one replay did: the allocator's view at the end plus the OOM. */
+typedef struct msnap_replay_result {
+    uint64_t requests;        /* allocations replayed */
+    uint64_t frees;           /* frees replayed */
+    uint64_t skipped_frees;   /* frees of blocks the replay never allocated */
+    uint64_t peak_allocated;  /* bytes */
+    uint64_t peak_reserved;   /* bytes */
+    double frag_free_at_peak; /* 1 - largest_free/cached, at peak reserved */
+    double frag_peak;         /* 1 - peak_allocated/peak_reserved */
+    int oom;                  /* 1 when a request failed for lack of memory */
+    uint64_t oom_t_ns;        /* time of the first failed request (input clock) */
+    uint64_t oom_size;        /* its size */
+    uint64_t oom_index;       /* its position among the requests, from 1 */
+    uint64_t ooms;            /* failed requests in all (replay goes on) */
+    uint64_t driver_calls;    /* cuMemAlloc/Free + VMM calls the allocator made */
+    uint64_t driver_allocs, driver_frees, driver_maps, driver_unmaps;
+    char level[16];           /* "blocks" or "reserved": which events fed it */
+} msnap_replay_result;
+
+/* Replays in_path's allocation sequence through libmemsnap_alloc configured
+ * by conf (MEMSNAP_ALLOC_CONF syntax) on a simulated device of device_mem
+ * bytes, writing the new snapshot to out_path (NULL: none).  The same input
+ * and conf give byte-identical output.  Returns 0 (an OOM in the replay is a
+ * result, not an error), or -1 with a message in err. */
+int msnap_replay(const char *in_path, const char *conf, uint64_t device_mem,
+                 const char *out_path, msnap_replay_result *res, char *err,
+                 size_t errlen);
+
+/* Parses "80G", "512M", "1073741824" (binary units, K/M/G/T, optional "iB"
+ * or "B").  Returns 0, or -1 for anything else. */
+int msnap_parse_size(const char *s, uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

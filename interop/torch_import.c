@@ -1,0 +1,692 @@
+/* torch_import: a PyTorch memory snapshot (torch.cuda.memory._snapshot() as
+ * JSON, or the pickle _dump_snapshot writes) as a memsnap snapshot.
+ * docs/interop.md has the mapping; in short:
+ *
+ *   alloc -> block_alloc          free_completed -> block_free
+ *   free_requested -> (dropped)   segment_alloc/free -> alloc/free
+ *   segment_map -> vmm_create + vmm_map (one synthesized handle per map)
+ *   segment_unmap -> vmm_unmap + vmm_release (+ create/map of a remainder)
+ *   oom -> oom (x = device_free)  snapshot -> dump
+ *   frames -> stack + sym records; each distinct frame gets a synthesized
+ *             ip (1, 2, 3, ...) that is only an id; its sym record names it
+ *   segments (the state at the snapshot) -> state + live records
+ *
+ * A file that `memsnap export --format torch` wrote carries the "memsnap"
+ * extension (exact events, stacks, symbols, strings, header): then the
+ * events come back exactly as they were, from it.
+ *
+ * Reading streams (jsonpull.c / pickle.c); converted events go to a spill
+ * file per device (spill.c) and are merged at the end in time order (torch
+ * keeps one list per device), or in original order for our own exports.
+ * Memory: the final-state segments, the frame and stack tables, and for a
+ * pickle one small node per distinct traceback.
+ */
+#include "interop.h"
+#include "common.h"
+#include "value.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct frame_ent { char *file, *name; int64_t line; } frame_ent;
+typedef struct stack_ent { uint32_t *fids; int depth; } stack_ent;
+typedef struct live_ent { msnap_live l; } live_ent;
+typedef struct map_ent { uint64_t size, handle; } map_ent;
+
+#define NSRC (MSNAP_MAX_DEVICES + 1) /* one spill per device + extension events */
+
+typedef struct timp {
+    u64map frame_ix;     /* tag = probe, key = content hash -> frame index */
+    frame_ent *frames; size_t nframes, capframes;
+    u64map stack_ix;     /* tag = probe, key = hash of fids -> stack index */
+    stack_ent *stacks; size_t nstacks, capstacks;
+    live_ent *live; size_t nlive, caplive;
+    spill src[NSRC];
+    uint64_t seq;
+    u64map maps[MSNAP_MAX_DEVICES > 0 ? 1 : 1]; /* (device, addr) -> index in mapv */
+    map_ent *mapv; size_t nmapv, capmapv;
+    uint64_t next_handle;
+    int dev_seen[MSNAP_MAX_DEVICES];
+    uint64_t skipped;
+    int have_snapshot_marker;
+    msnap_interop_stats *st;
+} timp;
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static void *grow(void *p, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return p;
+    size_t nc = *cap ? *cap * 2 : 64;
+    void *q = realloc(p, nc * sz);
+    if (q)
+        *cap = nc;
+    return q;
+}
+
+/* Frame id (from 1) of a frame dict. */
+static uint32_t frame_id(timp *m, ival *f)
+{
+    if (f->cache_id)
+        return f->cache_id;
+    const char *file = iv_str(iv_get(f, "filename")), *name = iv_str(iv_get(f, "name"));
+    int ok = 1;
+    int64_t line = iv_int(iv_get(f, "line"), &ok);
+    if (!file)
+        file = "??";
+    if (!name)
+        name = "??";
+    uint64_t h = fnv(file, strlen(file) + 1, 0xcbf29ce484222325ULL);
+    h = fnv(name, strlen(name) + 1, h);
+    h = fnv(&line, sizeof line, h);
+    for (uint32_t probe = 0;; probe++) {
+        uint64_t *ix = u64map_get(&m->frame_ix, probe, h);
+        if (!ix)
+            break;
+        frame_ent *e = &m->frames[*ix];
+        if (e->line == line && !strcmp(e->file, file) && !strcmp(e->name, name))
+            return f->cache_id = (uint32_t)*ix + 1;
+        if (probe > 64)
+            return 0;
+    }
+    frame_ent *nf = grow(m->frames, &m->capframes, m->nframes, sizeof *nf);
+    if (!nf)
+        return 0;
+    m->frames = nf;
+    uint32_t probe = 0;
+    while (u64map_get(&m->frame_ix, probe, h))
+        probe++;
+    nf[m->nframes] = (frame_ent){strdup(file), strdup(name), line};
+    if (u64map_put(&m->frame_ix, probe, h, m->nframes))
+        return 0;
+    m->nframes++;
+    return f->cache_id = (uint32_t)m->nframes;
+}
+
+/* Stack id (from 1; 0 = none) of a frames list.  The list is compacted once
+ * converted: a pickle may refer to it again, and then the id is enough. */
+static uint32_t stack_id(timp *m, ival *l)
+{
+    if (!l || l->type != IV_LIST)
+        return 0;
+    if (l->cache_id)
+        return l->cache_id;
+    int depth = (int)(l->u.a.n > MSNAP_MAX_FRAMES ? MSNAP_MAX_FRAMES : l->u.a.n);
+    if (!depth)
+        return 0;
+    uint32_t fids[MSNAP_MAX_FRAMES];
+    for (int i = 0; i < depth; i++) {
+        ival *f = l->u.a.v[i];
+        fids[i] = f->type == IV_DICT ? frame_id(m, f) : 0;
+    }
+    uint64_t h = fnv(fids, (size_t)depth * sizeof fids[0], 0xcbf29ce484222325ULL);
+    uint32_t id = 0, probe = 0;
+    for (;; probe++) {
+        uint64_t *ix = u64map_get(&m->stack_ix, probe, h);
+        if (!ix)
+            break;
+        stack_ent *s = &m->stacks[*ix];
+        if (s->depth == depth && !memcmp(s->fids, fids, (size_t)depth * sizeof fids[0])) {
+            id = (uint32_t)*ix + 1;
+            break;
+        }
+    }
+    if (!id) {
+        stack_ent *ns = grow(m->stacks, &m->capstacks, m->nstacks, sizeof *ns);
+        if (!ns)
+            return 0;
+        m->stacks = ns;
+        ns[m->nstacks].fids = malloc((size_t)depth * sizeof fids[0]);
+        if (!ns[m->nstacks].fids)
+            return 0;
+        memcpy(ns[m->nstacks].fids, fids, (size_t)depth * sizeof fids[0]);
+        ns[m->nstacks].depth = depth;
+        if (u64map_put(&m->stack_ix, probe, h, m->nstacks))
+            return 0;
+        id = (uint32_t)++m->nstacks;
+    }
+    for (size_t i = 0; i < l->u.a.n; i++)
+        iv_unref(l->u.a.v[i]);
+    l->u.a.n = 0;
+    l->cache_id = id;
+    return id;
+}
+
+static int put_ev(timp *m, int src, uint64_t k1, const msnap_event *e, char *err, size_t errlen)
+{
+    spill_rec r = {.k1 = k1, .k2 = m->seq++, .e = *e};
+    if (spill_put(&m->src[src], &r)) {
+        snprintf(err, errlen, "cannot write a temporary file: %s", strerror(errno));
+        return -1;
+    }
+    m->st->events_out++;
+    return 0;
+}
+
+/* Our event from its short-key JSON object (extension). */
+static int ext_event(const ival *v, msnap_event *e, uint64_t *idx)
+{
+    int ok = 1;
+    memset(e, 0, sizeof *e);
+    int a = msnap_action_from_name(iv_str(iv_get(v, "a")) ? iv_str(iv_get(v, "a")) : "");
+    if (a <= 0)
+        return -1;
+    e->action = (uint16_t)a;
+    *idx = iv_u64(iv_get(v, "i"), &ok);
+    e->t_ns = iv_u64(iv_get(v, "t"), &ok);
+    e->device = (int16_t)iv_int(iv_get(v, "d"), &ok);
+    e->addr = iv_u64(iv_get(v, "p"), &ok);
+    e->size = iv_u64(iv_get(v, "n"), &ok);
+    e->stream = iv_u64(iv_get(v, "s"), &ok);
+    e->aux = iv_u64(iv_get(v, "x"), &ok);
+    e->aux2 = iv_u64(iv_get(v, "y"), &ok);
+    e->stack = (uint32_t)iv_u64(iv_get(v, "k"), &ok);
+    e->tid = (uint32_t)iv_u64(iv_get(v, "th"), &ok);
+    const char *f = iv_str(iv_get(v, "f"));
+    int api = f ? msnap_api_from_name(f) : 0;
+    e->api = (uint16_t)(api > 0 ? api : 0);
+    e->result = (int16_t)iv_int(iv_get(v, "r"), &ok);
+    return ok ? 0 : -1;
+}
+
+static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
+{
+    if (v->type != IV_DICT) {
+        snprintf(err, errlen, "device_traces[%u]: an entry that is not a dict", dev);
+        return -1;
+    }
+    m->st->events_in++;
+    ival *ext = iv_get(v, "memsnap");
+    if (ext && ext->type == IV_DICT) {
+        if (iv_get(ext, "syn"))
+            return 0;
+        msnap_event e;
+        uint64_t idx;
+        if (ext_event(ext, &e, &idx)) {
+            snprintf(err, errlen, "device_traces[%u]: a bad \"memsnap\" event", dev);
+            return -1;
+        }
+        return put_ev(m, (int)dev, idx, &e, err, errlen);
+    }
+    const char *action = iv_str(iv_get(v, "action"));
+    int ok = 1;
+    uint64_t addr = iv_u64(iv_get(v, "addr"), &ok);
+    uint64_t size = iv_u64(iv_get(v, "size"), &ok);
+    uint64_t stream = iv_u64(iv_get(v, "stream"), &ok);
+    double us = iv_num(iv_get(v, "time_us"), &ok);
+    if (!action || !ok || us < 0) {
+        snprintf(err, errlen, "device_traces[%u]: an entry without a valid action, addr, size, "
+                              "stream or time_us", dev);
+        return -1;
+    }
+    msnap_event e = {0};
+    e.t_ns = (uint64_t)(us * 1000.0 + 0.5);
+    e.device = (int16_t)dev;
+    e.addr = addr;
+    e.size = size;
+    e.stream = stream;
+    e.stack = stack_id(m, iv_get(v, "frames"));
+    uint64_t key = e.t_ns;
+    if (!strcmp(action, "alloc")) {
+        e.action = MSNAP_A_BLOCK_ALLOC;
+        e.api = MSNAP_API_ALLOCATOR;
+    } else if (!strcmp(action, "free_completed")) {
+        e.action = MSNAP_A_BLOCK_FREE;
+        e.api = MSNAP_API_ALLOCATOR;
+    } else if (!strcmp(action, "free_requested")) {
+        return 0;
+    } else if (!strcmp(action, "segment_alloc")) {
+        e.action = MSNAP_A_ALLOC;
+        e.api = MSNAP_API_cuMemAlloc_v2;
+    } else if (!strcmp(action, "segment_free")) {
+        e.action = MSNAP_A_FREE;
+        e.api = MSNAP_API_cuMemFree_v2;
+    } else if (!strcmp(action, "segment_map")) {
+        msnap_event c = e;
+        c.action = MSNAP_A_VMM_CREATE;
+        c.api = MSNAP_API_cuMemCreate;
+        c.addr = 0;
+        c.stream = 0;
+        c.aux = ++m->next_handle;
+        if (put_ev(m, (int)dev, key, &c, err, errlen))
+            return -1;
+        e.action = MSNAP_A_VMM_MAP;
+        e.api = MSNAP_API_cuMemMap;
+        e.stream = 0;
+        e.aux = c.aux;
+        map_ent *nm = grow(m->mapv, &m->capmapv, m->nmapv, sizeof *nm);
+        if (!nm)
+            goto oom;
+        m->mapv = nm;
+        nm[m->nmapv] = (map_ent){size, c.aux};
+        if (u64map_put(&m->maps[0], (uint32_t)dev, addr, m->nmapv++))
+            goto oom;
+    } else if (!strcmp(action, "segment_unmap")) {
+        e.action = MSNAP_A_VMM_UNMAP;
+        e.api = MSNAP_API_cuMemUnmap;
+        e.stream = 0;
+        if (put_ev(m, (int)dev, key, &e, err, errlen))
+            return -1;
+        /* release the handles of the mappings it covers; a mapping it only
+         * partly covers is released and its rest created and mapped again */
+        uint64_t cur = addr, end = addr + size, ix;
+        while (cur < end && u64map_del(&m->maps[0], (uint32_t)dev, cur, &ix)) {
+            map_ent me = m->mapv[ix];
+            msnap_event r = {.t_ns = e.t_ns, .device = e.device, .action = MSNAP_A_VMM_RELEASE,
+                             .api = MSNAP_API_cuMemRelease, .aux = me.handle};
+            if (put_ev(m, (int)dev, key, &r, err, errlen))
+                return -1;
+            if (cur + me.size > end) {
+                uint64_t rest = cur + me.size - end;
+                msnap_event c = {.t_ns = e.t_ns, .device = e.device, .action = MSNAP_A_VMM_CREATE,
+                                 .api = MSNAP_API_cuMemCreate, .size = rest, .aux = ++m->next_handle};
+                msnap_event mp = {.t_ns = e.t_ns, .device = e.device, .action = MSNAP_A_VMM_MAP,
+                                  .api = MSNAP_API_cuMemMap, .addr = end, .size = rest, .aux = c.aux};
+                if (put_ev(m, (int)dev, key, &c, err, errlen) || put_ev(m, (int)dev, key, &mp, err, errlen))
+                    return -1;
+                m->mapv[ix] = (map_ent){rest, c.aux};
+                if (u64map_put(&m->maps[0], (uint32_t)dev, end, ix))
+                    goto oom;
+            }
+            if (!me.size)
+                break;
+            cur += me.size;
+        }
+        return 0;
+    } else if (!strcmp(action, "oom")) {
+        e.action = MSNAP_A_OOM;
+        e.api = MSNAP_API_ALLOCATOR;
+        e.addr = 0;
+        e.aux = iv_u64(iv_get(v, "device_free"), &ok);
+        e.result = 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    } else if (!strcmp(action, "snapshot")) {
+        e.action = MSNAP_A_DUMP;
+        e.api = MSNAP_API_ALLOCATOR;
+        e.addr = e.size = 0;
+        e.aux = 1; /* str id 1: "torch.cuda.memory._snapshot()" */
+        m->have_snapshot_marker = 1;
+    } else {
+        m->skipped++;
+        return 0;
+    }
+    return put_ev(m, (int)dev, key, &e, err, errlen);
+oom:
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+static int add_live(timp *m, const msnap_live *l)
+{
+    live_ent *nl = grow(m->live, &m->caplive, m->nlive, sizeof *nl);
+    if (!nl)
+        return -1;
+    m->live = nl;
+    m->live[m->nlive++].l = *l;
+    return 0;
+}
+
+static int on_segment(timp *m, ival *s, char *err, size_t errlen)
+{
+    if (s->type != IV_DICT) {
+        snprintf(err, errlen, "segments: an entry that is not a dict");
+        return -1;
+    }
+    int ok = 1;
+    msnap_live l = {0};
+    l.device = (int)iv_int(iv_get(s, "device"), &ok);
+    l.addr = iv_u64(iv_get(s, "address"), &ok);
+    l.size = iv_u64(iv_get(s, "total_size"), &ok);
+    l.stream = iv_u64(iv_get(s, "stream"), &ok);
+    ival *exp = iv_get(s, "is_expandable");
+    l.kind = exp && exp->type == IV_BOOL && exp->u.i ? MSNAP_A_VMM_MAP : MSNAP_A_ALLOC;
+    l.stack = stack_id(m, iv_get(s, "frames"));
+    if (!ok || l.device < 0 || l.device >= MSNAP_MAX_DEVICES) {
+        snprintf(err, errlen, "segments: a segment without a valid device, address, total_size or stream");
+        return -1;
+    }
+    ival *synth = iv_get(s, "memsnap_synthesized");
+    if (!(synth && synth->type == IV_BOOL && synth->u.i)) {
+        if (add_live(m, &l))
+            goto oom;
+        m->st->segments++;
+    }
+    m->dev_seen[l.device] = 1;
+    ival *blocks = iv_get(s, "blocks");
+    for (size_t i = 0; blocks && blocks->type == IV_LIST && i < blocks->u.a.n; i++) {
+        ival *b = blocks->u.a.v[i];
+        const char *state = iv_str(iv_get(b, "state"));
+        if (!state || strncmp(state, "active", 6))
+            continue;
+        msnap_live bl = {.kind = MSNAP_A_BLOCK_ALLOC, .device = l.device, .stream = l.stream};
+        bl.addr = iv_u64(iv_get(b, "address"), &ok);
+        bl.size = iv_u64(iv_get(b, "size"), &ok);
+        bl.stack = stack_id(m, iv_get(b, "frames"));
+        if (!ok) {
+            snprintf(err, errlen, "segments: a block without a valid address or size");
+            return -1;
+        }
+        if (add_live(m, &bl))
+            goto oom;
+        m->st->blocks++;
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+static int sink_item(void *ctx, int role, unsigned index, ival *v, char *err, size_t errlen)
+{
+    timp *m = ctx;
+    if (role == IV_ROLE_SEGMENTS)
+        return on_segment(m, v, err, errlen);
+    if (role == IV_ROLE_DEVICE) {
+        if (index >= MSNAP_MAX_DEVICES) {
+            snprintf(err, errlen, "device_traces: more than %d devices", MSNAP_MAX_DEVICES);
+            return -1;
+        }
+        m->dev_seen[index] = 1;
+        return on_trace(m, index, v, err, errlen);
+    }
+    if (role == IV_ROLE_EXT_EVENTS) {
+        msnap_event e;
+        uint64_t idx;
+        if (v->type != IV_DICT || ext_event(v, &e, &idx)) {
+            snprintf(err, errlen, "memsnap.events: a bad event");
+            return -1;
+        }
+        m->st->events_in++;
+        return put_ev(m, NSRC - 1, idx, &e, err, errlen);
+    }
+    return 0;
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+typedef struct wr { msnap_out *o; char buf[1 << 16]; int fail; } wr;
+
+static void wline(wr *w, size_t n)
+{
+    if (!n || msnap_out_write(w->o, w->buf, n))
+        w->fail = 1;
+}
+
+/* Writes the extension's tables (stacks, syms, modules, strs); returns the
+ * largest str id. */
+static uint32_t write_ext_tables(wr *w, ival *ext)
+{
+    int ok = 1;
+    uint32_t maxstr = 0;
+    ival *l = iv_get(ext, "strs");
+    for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
+        msnap_str s = {(uint32_t)iv_u64(iv_get(l->u.a.v[i], "id"), &ok), iv_str(iv_get(l->u.a.v[i], "s"))};
+        if (!s.id || !s.s)
+            continue;
+        if (s.id > maxstr)
+            maxstr = s.id;
+        wline(w, msnap_fmt_str(w->buf, sizeof w->buf, &s));
+    }
+    l = iv_get(ext, "stacks");
+    for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
+        ival *ips = iv_get(l->u.a.v[i], "ips");
+        uint64_t v[MSNAP_MAX_FRAMES];
+        int n = 0;
+        for (size_t k = 0; ips && ips->type == IV_LIST && k < ips->u.a.n && n < MSNAP_MAX_FRAMES; k++) {
+            const char *h = iv_str(ips->u.a.v[k]);
+            v[n++] = h ? strtoull(h, NULL, 16) : iv_u64(ips->u.a.v[k], &ok);
+        }
+        msnap_stack s = {(uint32_t)iv_u64(iv_get(l->u.a.v[i], "id"), &ok), n, v};
+        if (s.id)
+            wline(w, msnap_fmt_stack(w->buf, sizeof w->buf, &s));
+    }
+    l = iv_get(ext, "modules");
+    for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
+        ival *x = l->u.a.v[i];
+        const char *b = iv_str(iv_get(x, "base"));
+        msnap_module md = {b ? strtoull(b, NULL, 16) : 0, iv_u64(iv_get(x, "size"), &ok),
+                           iv_str(iv_get(x, "path")) ? iv_str(iv_get(x, "path")) : "",
+                           iv_str(iv_get(x, "build_id")) ? iv_str(iv_get(x, "build_id")) : ""};
+        wline(w, msnap_fmt_module(w->buf, sizeof w->buf, &md));
+    }
+    l = iv_get(ext, "syms");
+    for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
+        ival *x = l->u.a.v[i];
+        const char *ip = iv_str(iv_get(x, "ip"));
+        msnap_symbol y = {ip ? strtoull(ip, NULL, 16) : 0,
+                          iv_str(iv_get(x, "fn")) ? iv_str(iv_get(x, "fn")) : "",
+                          iv_str(iv_get(x, "file")) ? iv_str(iv_get(x, "file")) : "",
+                          (int)iv_int(iv_get(x, "line"), &ok), 0};
+        wline(w, msnap_fmt_symbol(w->buf, sizeof w->buf, &y));
+    }
+    return maxstr;
+}
+
+static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const char *source,
+                        char *err, size_t errlen)
+{
+    wr *w = calloc(1, sizeof *w);
+    if (!w) {
+        close(out_fd);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    w->o = msnap_out_fdopen(out_fd, zstd_level);
+    if (!w->o) {
+        close(out_fd);
+        free(w);
+        snprintf(err, errlen, "cannot open the output: %s", strerror(errno));
+        return -1;
+    }
+    ival *ext = iv_get(top, "memsnap");
+    if (ext && ext->type != IV_DICT)
+        ext = NULL;
+    ival *eh = iv_get(ext, "header");
+    int ok = 1;
+    /* header */
+    msnap_header *h = calloc(1, sizeof *h);
+    char argv0[512];
+    snprintf(argv0, sizeof argv0, "imported from %s", source ? source : "a PyTorch snapshot");
+    const char *argv[] = {argv0};
+    h->major = MSNAP_FORMAT_MAJOR;
+    h->minor = MSNAP_FORMAT_MINOR;
+    h->argv = argv;
+    h->argc = 1;
+    snprintf(h->clock, sizeof h->clock, "CLOCK_MONOTONIC");
+    snprintf(h->mode, sizeof h->mode, "import");
+    if (eh) {
+        h->pid = iv_int(iv_get(eh, "pid"), &ok);
+        snprintf(h->host, sizeof h->host, "%s", iv_str(iv_get(eh, "host")) ? iv_str(iv_get(eh, "host")) : "");
+        const char *t0 = iv_str(iv_get(eh, "t0_unix_ns"));
+        h->t0_unix_ns = t0 ? strtoull(t0, NULL, 16) : 0;
+    }
+    /* settings: where it came from, and what torch said about its allocator */
+    char *settings = NULL;
+    {
+        ival *as = iv_get(top, "allocator_settings");
+        char *asj = as ? iv_to_json(as) : NULL;
+        char *argvj = eh ? iv_to_json(iv_get(eh, "argv")) : NULL;
+        size_t n = 200 + (asj ? strlen(asj) : 0) + (argvj ? strlen(argvj) : 0);
+        settings = malloc(n);
+        if (settings)
+            snprintf(settings, n, "{\"imported\":\"%s\"%s%s%s%s}",
+                     ext ? "memsnap torch export" : "pytorch", asj ? ",\"allocator_settings\":" : "",
+                     asj ? asj : "", argvj ? ",\"original_argv\":" : "", argvj ? argvj : "");
+        free(asj);
+        free(argvj);
+    }
+    h->settings_json = settings ? settings : "{}";
+    char *hb = malloc(1 << 20);
+    size_t hn = hb ? msnap_fmt_header(hb, 1 << 20, h) : 0;
+    if (!hn || msnap_out_write(w->o, hb, hn))
+        w->fail = 1;
+    free(hb);
+    free(settings);
+    free(h);
+    /* devices */
+    ival *devs = iv_get(ext, "devices");
+    if (devs && devs->type == IV_LIST && devs->u.a.n) {
+        for (size_t i = 0; i < devs->u.a.n; i++) {
+            msnap_device_info d = {0};
+            d.index = (int)iv_int(iv_get(devs->u.a.v[i], "index"), &ok);
+            snprintf(d.name, sizeof d.name, "%s", iv_str(iv_get(devs->u.a.v[i], "name")) ? iv_str(iv_get(devs->u.a.v[i], "name")) : "");
+            d.total = iv_u64(iv_get(devs->u.a.v[i], "total"), &ok);
+            wline(w, msnap_fmt_device(w->buf, sizeof w->buf, &d));
+        }
+    } else {
+        for (int d = 0; d < MSNAP_MAX_DEVICES; d++) {
+            if (!m->dev_seen[d])
+                continue;
+            msnap_device_info di = {.index = d, .total = 0};
+            snprintf(di.name, sizeof di.name, "PyTorch device %d (imported)", d);
+            wline(w, msnap_fmt_device(w->buf, sizeof w->buf, &di));
+        }
+    }
+    for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
+        m->st->devices += m->dev_seen[d];
+    /* tables */
+    if (ext) {
+        write_ext_tables(w, ext);
+    } else {
+        if (m->have_snapshot_marker) {
+            msnap_str s = {1, "torch.cuda.memory._snapshot()"};
+            wline(w, msnap_fmt_str(w->buf, sizeof w->buf, &s));
+        }
+        for (size_t i = 0; i < m->nstacks; i++) {
+            uint64_t ips[MSNAP_MAX_FRAMES];
+            for (int k = 0; k < m->stacks[i].depth; k++)
+                ips[k] = m->stacks[i].fids[k];
+            msnap_stack s = {(uint32_t)i + 1, m->stacks[i].depth, ips};
+            wline(w, msnap_fmt_stack(w->buf, sizeof w->buf, &s));
+        }
+        for (size_t i = 0; i < m->nframes; i++) {
+            msnap_symbol y = {i + 1, m->frames[i].name, m->frames[i].file, (int)m->frames[i].line, 0};
+            wline(w, msnap_fmt_symbol(w->buf, sizeof w->buf, &y));
+        }
+        m->st->stacks = m->nstacks;
+    }
+    /* events: merge the spills by (k1, source, k2) */
+    spill_rec head[NSRC];
+    int have[NSRC];
+    uint64_t last_t = 0, nev = 0;
+    for (int s = 0; s < NSRC; s++) {
+        if (spill_rewind(&m->src[s]))
+            goto ioerr;
+        have[s] = spill_get(&m->src[s], &head[s]);
+        if (have[s] < 0)
+            goto ioerr;
+    }
+    for (;;) {
+        int best = -1;
+        for (int s = 0; s < NSRC; s++)
+            if (have[s] == 1 && (best < 0 || head[s].k1 < head[best].k1 ||
+                                 (head[s].k1 == head[best].k1 && head[s].k2 < head[best].k2)))
+                best = s;
+        if (best < 0)
+            break;
+        msnap_event *e = &head[best].e;
+        if (e->t_ns > last_t)
+            last_t = e->t_ns;
+        wline(w, msnap_fmt_event(w->buf, sizeof w->buf, e));
+        nev++;
+        have[best] = spill_get(&m->src[best], &head[best]);
+        if (have[best] < 0)
+            goto ioerr;
+    }
+    /* the state the snapshot was taken in */
+    wline(w, msnap_fmt_state_begin(w->buf, sizeof w->buf, last_t, m->nlive));
+    for (size_t i = 0; i < m->nlive; i++) {
+        msnap_live l = m->live[i].l;
+        l.t_ns = last_t;
+        if (ext)
+            l.stack = 0; /* synthesized ids do not match the extension's stacks */
+        wline(w, msnap_fmt_live(w->buf, sizeof w->buf, &l));
+    }
+    msnap_trailer tr = {last_t, nev, 0, 0, "import"};
+    wline(w, msnap_fmt_trailer(w->buf, sizeof w->buf, &tr));
+    int rc = msnap_out_close(w->o);
+    w->o = NULL;
+    if (rc || w->fail) {
+        snprintf(err, errlen, "cannot write the output: %s", strerror(errno ? errno : EIO));
+        free(w);
+        return -1;
+    }
+    free(w);
+    return 0;
+ioerr:
+    snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
+    msnap_out_close(w->o);
+    free(w);
+    return -1;
+}
+
+int msnap_import_torch(const char *in_path, msnap_import_kind kind, int out_fd, int zstd_level,
+                       const char *source_name, msnap_interop_stats *st, char *err, size_t errlen)
+{
+    msnap_interop_stats dummy;
+    if (!st)
+        st = &dummy;
+    memset(st, 0, sizeof *st);
+    iv_in in;
+    if (iv_in_open(&in, in_path, err, errlen)) {
+        close(out_fd);
+        return -1;
+    }
+    timp *m = calloc(1, sizeof *m);
+    int rc = -1;
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        close(out_fd);
+        goto done;
+    }
+    m->st = st;
+    iv_sink sink = {m, sink_item};
+    int c = iv_in_peek(&in);
+    if (kind == MSNAP_IMPORT_AUTO)
+        kind = c == 0x80 ? MSNAP_IMPORT_PICKLE : MSNAP_IMPORT_JSON;
+    ival *top = kind == MSNAP_IMPORT_PICKLE ? iv_read_pickle(&in, &sink, err, errlen)
+                                            : iv_read_json(&in, &sink, err, errlen);
+    if (!top) {
+        close(out_fd);
+        goto done;
+    }
+    if (top->type != IV_DICT || (!iv_get(top, "segments") && !iv_get(top, "device_traces"))) {
+        snprintf(err, errlen, "not a PyTorch memory snapshot (a dict with \"segments\" and "
+                              "\"device_traces\")");
+        iv_unref(top);
+        close(out_fd);
+        goto done;
+    }
+    rc = write_output(m, top, out_fd, zstd_level, source_name, err, errlen);
+    iv_unref(top);
+done:
+    iv_in_close(&in);
+    if (m) {
+        for (size_t i = 0; i < m->nframes; i++) {
+            free(m->frames[i].file);
+            free(m->frames[i].name);
+        }
+        free(m->frames);
+        for (size_t i = 0; i < m->nstacks; i++)
+            free(m->stacks[i].fids);
+        free(m->stacks);
+        free(m->live);
+        free(m->mapv);
+        u64map_free(&m->frame_ix);
+        u64map_free(&m->stack_ix);
+        u64map_free(&m->maps[0]);
+        for (int s = 0; s < NSRC; s++)
+            spill_close(&m->src[s]);
+        free(m);
+    }
+    return rc;
+}
