@@ -31,6 +31,7 @@
  * [batch][vocab] (large pool, sizes follow the batch), and in prefill an
  * activation buffer of prompt * (hidden + ffn) per admitted request.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,21 @@ static int record_oom(server_t *sv, uint64_t n, const char *what)
     r->oom_allocated = al;
     r->oom_reserved = re;
     snprintf(r->oom_what, sizeof r->oom_what, "%s", what);
+    /* under the memsnap recorder: a note in the snapshot and a dump (ring
+     * mode writes the state at this moment); no-ops without it */
+    int (*annotate)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memsnap_annotate");
+    int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memsnap_dump");
+    if (annotate) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "memsnap-decode: out of memory at step %ld, simulated hour %.2f: %s of %llu "
+                 "bytes, allocated %llu, reserved %llu",
+                 r->steps, r->oom_hours, what, (unsigned long long)n,
+                 (unsigned long long)al, (unsigned long long)re);
+        annotate(msg);
+    }
+    if (dump)
+        dump("oom");
     if (!sv->o->quiet)
         fprintf(stderr, "memsnap-decode: out of memory at step %ld (hour %.2f): %s of %llu bytes: %s\n",
                 r->steps, r->oom_hours, what, (unsigned long long)n, sv->m->err);
