@@ -1,0 +1,105 @@
+#!/bin/sh
+# interop_test.sh MEMSNAP DATA SCRATCH CASE
+# The interop tests (ctest names interop_CASE); see tests/interop/CMakeLists.txt.
+set -u
+M=$1 D=$2 S=$3 C=$4
+mkdir -p "$S"
+fail() { echo "FAIL: $*"; exit 1; }
+# event lines of a snapshot, normalized (hex -> int, zero keys dropped)
+events() {
+  python3 -c '
+import json,sys
+for l in open(sys.argv[1]):
+    o=json.loads(l)
+    if "a" not in o: continue
+    n={k:(int(v,16) if isinstance(v,str) and v.startswith("0x") else v) for k,v in o.items()}
+    print(json.dumps({k:v for k,v in n.items() if v not in (0,"")},sort_keys=True))' "$1"
+}
+case $C in
+roundtrip) # ours -> torch JSON -> ours keeps every event
+  "$M" export "$D/roundtrip.msnap" --format torch -o "$S/rt.json" || fail export
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for s in d["segments"]:
+    a=s["address"]
+    for b in s["blocks"]:
+        assert b["address"]==a, "blocks do not tile"; a+=b["size"]
+    assert a==s["address"]+s["total_size"], "blocks do not tile"
+for tr in d["device_traces"]:
+    ts=[e["time_us"] for e in tr]; assert ts==sorted(ts), "time_us not ascending"' "$S/rt.json" || fail "torch JSON shape"
+  "$M" import "$S/rt.json" -o "$S/rt.msnap" || fail import
+  events "$D/roundtrip.msnap" >"$S/a.txt"; events "$S/rt.msnap" >"$S/b.txt"
+  [ "$(wc -l <"$S/a.txt")" -gt 20 ] || fail "too few events"
+  diff "$S/a.txt" "$S/b.txt" || fail "events differ after the round trip"
+  "$M" summary "$S/rt.msnap" >/dev/null; [ $? -le 1 ] || fail summary ;;
+stripped) # the pure torch mapping, without the memsnap extension
+  "$M" export "$D/roundtrip.msnap" --format torch -o "$S/st.json" || fail export
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("memsnap")
+for tr in d["device_traces"]:
+    for e in tr: e.pop("memsnap")
+json.dump(d,open(sys.argv[2],"w"))' "$S/st.json" "$S/st2.json"
+  "$M" import "$S/st2.json" -o "$S/st.msnap" || fail import
+  python3 -c '
+import json,sys
+def ev(p, keep):
+    r=[]
+    for l in open(p):
+        o=json.loads(l)
+        if o.get("a") in keep:
+            a={"async_alloc":"alloc"}.get(o["a"],o["a"])
+            r.append((a,o.get("d",0),o.get("p",0),o.get("s",0),o.get("t",0)//1000))
+    return r
+keep={"block_alloc","alloc","async_alloc"}
+a=ev(sys.argv[1],keep); b=ev(sys.argv[2],keep)
+a=[x for x in a if x[1]>=0]
+assert sorted(a)==sorted(b), (a,b)' "$D/roundtrip.msnap" "$S/st.msnap" || fail "torch mapping lost allocations" ;;
+pickles) # JSON and pickles of protocols 2-5 import to the same snapshot
+  "$M" import "$D/torch_small.json" -o "$S/j.msnap" || fail json
+  for p in 2 3 4 5; do
+    "$M" import "$D/torch_small_p$p.pickle" -o "$S/p$p.msnap" || fail "protocol $p"
+    tail -n +2 "$S/j.msnap" >"$S/j.body"; tail -n +2 "$S/p$p.msnap" >"$S/p.body"
+    cmp -s "$S/j.body" "$S/p.body" || fail "protocol $p differs from JSON"
+  done
+  "$M" summary "$S/p4.msnap" >"$S/sum.txt"; [ $? = 1 ] || fail "summary should see the OOM"
+  grep -q "forward (train.py:12)" "$S/sum.txt" || fail "frames lost"
+  "$M" replay "$S/p4.msnap" --alloc-conf "" --device-mem 1G >/dev/null || fail replay ;;
+hostile) # pickles that import or call code are refused, one line, exit 2
+  for f in "$D"/hostile_*.pickle; do
+    op=$(basename "$f" .pickle); op=${op#hostile_}; op=${op%_nested}
+    "$M" import "$f" -o "$S/h.msnap" 2>"$S/err"; rc=$?
+    [ $rc = 2 ] || fail "$f: exit $rc"
+    [ "$(wc -l <"$S/err")" = 1 ] || fail "$f: not one line"
+    grep -q "opcode $op .*refused" "$S/err" || fail "$f: $(cat "$S/err")"
+    [ ! -e "$S/h.msnap" ] || fail "$f: output left behind"
+  done ;;
+broken) # truncated / garbage input: one clear line, exit 2
+  for f in truncated.pickle garbage.pickle truncated.json notsnap.json; do
+    "$M" import "$D/$f" -o "$S/x.msnap" 2>"$S/err"; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$S/err")" = 1 ] || fail "$f: exit $rc: $(cat "$S/err")"
+  done
+  grep -q "byte" "$S/err" || true ;;
+replay_determinism)
+  for i in 1 2; do
+    "$M" replay "$D/roundtrip.msnap" --alloc-conf "" --alloc-conf "expandable_segments:true" \
+      --device-mem 1G -o "$S/det$i" >"$S/table$i.txt" || fail "replay $i"
+  done
+  cmp "$S/det1-1.msnap" "$S/det2-1.msnap" && cmp "$S/det1-2.msnap" "$S/det2-2.msnap" || fail "not deterministic"
+  sed 's/det[12]/detN/g' "$S/table1.txt" >"$S/t1"; sed 's/det[12]/detN/g' "$S/table2.txt" >"$S/t2"
+  cmp "$S/t1" "$S/t2" || fail "tables differ"
+  "$M" summary "$S/det1-2.msnap" >/dev/null; [ $? -le 1 ] || fail "summary of a replay" ;;
+replay_oom) # fixed segments OOM under a 200 MiB cap; expandable ones do not
+  "$M" replay "$D/frag.msnap" --alloc-conf "expandable_segments:false" \
+    --alloc-conf "expandable_segments:true,expandable_va:1G" --device-mem 200M -o "$S/frag" >"$S/t.txt" || fail replay
+  cat "$S/t.txt"
+  grep -E '^1 .* [0-9.]+ s, 16.00 MiB' "$S/t.txt" >/dev/null || fail "fixed segments should OOM"
+  grep -E '^2 .* none ' "$S/t.txt" >/dev/null || fail "expandable segments should not OOM"
+  grep -q '"a":"oom"' "$S/frag-1.msnap" || fail "no oom event in the replay snapshot" ;;
+perfetto)
+  "$M" export "$D/roundtrip.msnap" --format perfetto -o "$S/p.json" || fail export
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]
+ph=[e["ph"] for e in ev]
+assert "C" in ph and "B" in ph and "E" in ph and "i" in ph, ph
+assert any(e.get("name")=="OOM" for e in ev)
+assert any(e.get("name")=="allocated" for e in ev) and any(e.get("name")=="reserved" for e in ev)' "$S/p.json" || fail "perfetto content" ;;
+*) fail "unknown case $C" ;;
+esac
+echo ok
