@@ -144,6 +144,10 @@ MS_EXPORT void memsnap_alloc_destroy(memsnap_alloc *a)
     pthread_mutex_lock(&a->lock);
     int pushed = 0;
     int entered = ms_ctx_enter(a, &pushed) == MEMSNAP_ALLOC_OK;
+    /* Work still queued may use the memory: unmapping (unlike cuMemFree) does
+     * not wait for it. */
+    if (entered && a->st.segments)
+        a->drv.cuCtxSynchronize();
     ms_events_destroy(a);
     ms_segment *s = a->seg_head, *nx;
     for (; s; s = nx) {
