@@ -74,8 +74,22 @@ static void *grow(void *p, size_t *cap, size_t n, size_t sz)
     return q;
 }
 
-/* Frame id (from 1) of a frame dict. */
+static uint32_t frame_id_(timp *m, ival *f);
+
+/* Frame id (from 1) of a frame dict.  Once converted the dict is emptied:
+ * a pickle may refer to it again, and then its id is enough. */
 static uint32_t frame_id(timp *m, ival *f)
+{
+    uint32_t id = frame_id_(m, f);
+    if (id) {
+        for (size_t i = 0; i < f->u.a.n; i++)
+            iv_unref(f->u.a.v[i]);
+        f->u.a.n = 0;
+    }
+    return id;
+}
+
+static uint32_t frame_id_(timp *m, ival *f)
 {
     if (f->cache_id)
         return f->cache_id;
