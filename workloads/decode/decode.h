@@ -100,6 +100,9 @@ typedef struct mem {
     uint64_t cm_live, cm_peak;
     /* every mode: bytes the workload asked for, live and peak */
     uint64_t requested, peak_requested;
+    /* every mode, O(1): live bytes rounded as the allocator rounds (512) plus
+     * pool blocks in use, and the peak of that sum */
+    uint64_t live, pool_used, peak_live;
     char err[320];            /* the last OOM / failure, one line */
 } mem_t;
 
@@ -122,7 +125,7 @@ typedef struct gpu {
     int have_kernels;   /* module loaded: launches happen (no-ops on the sim) */
     int real;           /* a real GPU (not the simulated device) */
     CUmodule mod;
-    CUfunction fill, copy, embed, kv_append, attention, argmax;
+    CUfunction fill, copy, embed, kv_append, attention, attention_combine, argmax;
     CUfunction gemv[6]; /* batch chunk 1, 2, 4, 8, 16, 32 */
     CUstream stream;
     CUevent ev0, ev1;
@@ -153,8 +156,14 @@ CUresult gpu_gemv(gpu_t *g, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int in,
  * page_tokens-token pages, token-major records of kv_token_bytes. */
 CUresult gpu_kv_append(gpu_t *g, const shape_t *s, CUdeviceptr qkv, CUdeviceptr pages,
                        int max_pages, int page_tokens, CUdeviceptr pos, int layer, int batch);
-/* out [batch][qh*hd] = softmax(q k^T / sqrt(hd)) v over len[b] tokens;
- * scores: fp32 scratch [batch][qh][max_len]. */
+/* out [batch][qh*hd] = softmax(q k^T / sqrt(hd)) v over len[b] <= max_len
+ * tokens, split into chunks of ATT_CHUNK tokens; scores: fp32 scratch of
+ * gpu_attention_scratch_floats(max_len) per (request, head).  hd <= 128. */
+#define ATT_CHUNK 256
+static inline uint64_t gpu_attention_scratch_floats(int max_len)
+{
+    return (uint64_t)(max_len + ATT_CHUNK - 1) / ATT_CHUNK * ATT_CHUNK;
+}
 CUresult gpu_attention(gpu_t *g, const shape_t *s, CUdeviceptr qkv, CUdeviceptr pages,
                        int max_pages, int page_tokens, CUdeviceptr len, int layer, int batch,
                        CUdeviceptr scores, int max_len, CUdeviceptr out);

@@ -34,11 +34,11 @@ int gpu_init(gpu_t *g, int load_kernels, char *err, size_t errlen)
         if ((r = cuModuleLoadData(&g->mod, memsnap_decode_fatbin)) != CUDA_SUCCESS)
             what = "cuModuleLoadData (the embedded sm_90 fatbin)";
         static const char *names[] = {"ms_fill", "ms_copy", "ms_embed", "ms_kv_append",
-                                      "ms_attention", "ms_argmax", "ms_gemv_nb1",
+                                      "ms_attention", "ms_attention_combine", "ms_argmax", "ms_gemv_nb1",
                                       "ms_gemv_nb2", "ms_gemv_nb4", "ms_gemv_nb8",
                                       "ms_gemv_nb16", "ms_gemv_nb32"};
         CUfunction *fs[] = {&g->fill, &g->copy, &g->embed, &g->kv_append, &g->attention,
-                            &g->argmax, &g->gemv[0], &g->gemv[1], &g->gemv[2], &g->gemv[3],
+                            &g->attention_combine, &g->argmax, &g->gemv[0], &g->gemv[1], &g->gemv[2], &g->gemv[3],
                             &g->gemv[4], &g->gemv[5]};
         for (size_t i = 0; r == CUDA_SUCCESS && i < sizeof names / sizeof *names; i++)
             if ((r = cuModuleGetFunction(fs[i], g->mod, names[i])) != CUDA_SUCCESS)
@@ -141,9 +141,17 @@ CUresult gpu_attention(gpu_t *g, const shape_t *s, CUdeviceptr qkv, CUdeviceptr 
                        CUdeviceptr scores, int max_len, CUdeviceptr out)
 {
     int heads = s->heads, kvh = s->kv_heads, hd = s->head_dim, layers = s->layers;
+    int nsplit = (max_len + ATT_CHUNK - 1) / ATT_CHUNK, slen = nsplit * ATT_CHUNK;
     void *args[] = {&qkv, &pages, &max_pages, &page_tokens, &len, &layer, &heads,
-                    &kvh, &hd, &layers, &scores, &max_len, &out};
-    return launch(g, g->attention, (unsigned)heads, (unsigned)batch, 128, args);
+                    &kvh, &hd, &layers, &scores, &slen, &out};
+    if (!g->have_kernels)
+        return CUDA_SUCCESS;
+    CUresult r = cuLaunchKernel(g->attention, (unsigned)heads, (unsigned)batch, (unsigned)nsplit,
+                                256, 1, 1, 0, g->stream, args, NULL);
+    if (r != CUDA_SUCCESS)
+        return r;
+    void *cargs[] = {&scores, &slen, &nsplit, &heads, &hd, &out};
+    return launch(g, g->attention_combine, (unsigned)heads, (unsigned)batch, 128, cargs);
 }
 
 CUresult gpu_argmax(gpu_t *g, CUdeviceptr logits, CUdeviceptr tok, int batch, int vocab)

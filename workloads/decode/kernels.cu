@@ -15,8 +15,9 @@
 //                   shuffle reduction.  Modes: bf16 out, SwiGLU (rows 2i, 2i+1
 //                   are gate_i, up_i: out silu(g)*u), fp32 out (logits).
 //   ms_kv_append    writes the new token's K and V of one layer into the cache
-//   ms_attention    one block per (request, query head): scores q.k/sqrt(d)
-//                   into a scratch row, softmax, then sum p_t v_t
+//   ms_attention    split-K decode attention: one block per (query head,
+//                   request, 256-token chunk) writes a partial softmax-weighted
+//                   sum of V; ms_attention_combine merges the chunks
 //   ms_argmax       next token = argmax of the fp32 logits
 //
 // KV cache layout (both policies): token-major records of kv_token_bytes =
@@ -221,40 +222,61 @@ extern "C" __global__ void ms_kv_append(const bf16 *qkv, const unsigned long lon
         dst[i] = src[i];
 }
 
-// grid (heads, B), 128 threads.  scores: [B][heads][max_len] fp32.
-extern "C" __global__ void __launch_bounds__(128)
+// Split-K decode attention ("flash decoding"): grid (heads, B, nsplit), 256
+// threads; split z covers tokens [256 z, 256 z + 256).  It writes a partial
+// (max m, sum s of exp(score - m), acc[d] = sum exp(score - m) v[d]) into
+// scratch [B][heads][nsplit * 256] fp32 at z * (head_dim + 2); head_dim <= 128.
+#define ATT_CHUNK 256
+extern "C" __global__ void __launch_bounds__(256)
     ms_attention(const bf16 *qkv, const unsigned long long *pages, int max_pages, int page_tokens,
                  const int *lens, int layer, int heads, int kv_heads, int head_dim, int layers,
-                 float *scores, int max_len, bf16 *out)
+                 float *scratch, int scratch_len, bf16 *out)
 {
-    __shared__ float red[32];
-    int h = blockIdx.x, b = blockIdx.y;
+    __shared__ float sc[ATT_CHUNK];
+    __shared__ float red[8];
+    __shared__ float part[8][128];
+    int h = blockIdx.x, b = blockIdx.y, z = blockIdx.z;
     int kvh = h / (heads / kv_heads);
     int L = lens[b];
+    int t0 = z * ATT_CHUNK, t1 = min(L, t0 + ATT_CHUNK);
     int qkv_row = (heads + 2 * kv_heads) * head_dim;
     size_t tok_bytes = (size_t)layers * 2 * kv_heads * head_dim * 2;
     size_t koff = ((size_t)layer * 2 * kv_heads * head_dim + (size_t)kvh * head_dim) * 2;
     size_t voff = koff + (size_t)kv_heads * head_dim * 2;
     const bf16 *q = qkv + (size_t)b * qkv_row + (size_t)h * head_dim;
-    float *sc = scores + ((size_t)b * heads + h) * max_len;
+    float *dst = scratch + ((size_t)b * heads + h) * scratch_len + (size_t)z * (head_dim + 2);
     float scale = rsqrtf((float)head_dim);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-
-    // scores
-    for (int t = warp; t < L; t += nwarps) {
+    (void)out;
+    if (t0 >= t1) { // nothing here: an empty partial
+        for (int d = threadIdx.x; d < head_dim + 2; d += blockDim.x)
+            dst[d] = d == 0 ? -INFINITY : 0.f;
+        return;
+    }
+    float qv[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        int d = lane + 32 * j;
+        qv[j] = d < head_dim ? __bfloat162float(q[d]) : 0.f;
+    }
+    // scores: a warp per token
+    for (int t = t0 + warp; t < t1; t += nwarps) {
         const bf16 *k = kv_at(pages, max_pages, page_tokens, b, t, tok_bytes, koff);
         float s = 0.f;
-        for (int d = lane; d < head_dim; d += 32)
-            s = fmaf(__bfloat162float(q[d]), __bfloat162float(k[d]), s);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int d = lane + 32 * j;
+            if (d < head_dim)
+                s = fmaf(qv[j], __bfloat162float(k[d]), s);
+        }
         for (int o = 16; o > 0; o >>= 1)
             s += __shfl_xor_sync(0xffffffffu, s, o);
         if (lane == 0)
-            sc[t] = s * scale;
+            sc[t - t0] = s * scale;
     }
     __syncthreads();
-    // max
     float m = -INFINITY;
-    for (int t = threadIdx.x; t < L; t += blockDim.x)
+    for (int t = threadIdx.x; t < t1 - t0; t += blockDim.x)
         m = fmaxf(m, sc[t]);
     for (int o = 16; o > 0; o >>= 1)
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -265,9 +287,8 @@ extern "C" __global__ void __launch_bounds__(128)
     for (int i = 1; i < nwarps; i++)
         m = fmaxf(m, red[i]);
     __syncthreads();
-    // exp and sum
     float sum = 0.f;
-    for (int t = threadIdx.x; t < L; t += blockDim.x) {
+    for (int t = threadIdx.x; t < t1 - t0; t += blockDim.x) {
         float e = __expf(sc[t] - m);
         sc[t] = e;
         sum += e;
@@ -280,15 +301,54 @@ extern "C" __global__ void __launch_bounds__(128)
     sum = 0.f;
     for (int i = 0; i < nwarps; i++)
         sum += red[i];
-    float inv = 1.f / sum;
-    // out = sum_t p_t v_t
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float acc = 0.f;
-        for (int t = 0; t < L; t++) {
-            const bf16 *v = kv_at(pages, max_pages, page_tokens, b, t, tok_bytes, voff);
-            acc = fmaf(sc[t], __bfloat162float(v[d]), acc);
+    // acc[d] = sum_t p_t v_t[d]: warps split the tokens, lanes the dims
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+    for (int t = t0 + warp; t < t1; t += nwarps) {
+        const bf16 *v = kv_at(pages, max_pages, page_tokens, b, t, tok_bytes, voff);
+        float p = sc[t - t0];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int d = lane + 32 * j;
+            if (d < head_dim)
+                acc[j] = fmaf(p, __bfloat162float(v[d]), acc[j]);
         }
-        out[(size_t)b * heads * head_dim + (size_t)h * head_dim + d] = __float2bfloat16_rn(acc * inv);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        part[warp][lane + 32 * j] = acc[j];
+    __syncthreads();
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float a = 0.f;
+        for (int w = 0; w < nwarps; w++)
+            a += part[w][d];
+        dst[2 + d] = a;
+    }
+    if (threadIdx.x == 0) {
+        dst[0] = m;
+        dst[1] = sum;
+    }
+}
+
+// grid (heads, B), 128 threads: out = sum_z acc_z e^(m_z - M) / sum_z s_z e^(m_z - M)
+extern "C" __global__ void ms_attention_combine(const float *scratch, int scratch_len, int nsplit,
+                                                int heads, int head_dim, bf16 *out)
+{
+    int h = blockIdx.x, b = blockIdx.y;
+    const float *p = scratch + ((size_t)b * heads + h) * scratch_len;
+    int stride = head_dim + 2;
+    float M = -INFINITY;
+    for (int z = 0; z < nsplit; z++)
+        M = fmaxf(M, p[(size_t)z * stride]);
+    float S = 0.f;
+    for (int z = 0; z < nsplit; z++)
+        S += p[(size_t)z * stride + 1] * __expf(p[(size_t)z * stride] - M);
+    float inv = 1.f / S;
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float a = 0.f;
+        for (int z = 0; z < nsplit; z++)
+            a += p[(size_t)z * stride + 2 + d] * __expf(p[(size_t)z * stride] - M);
+        out[(size_t)b * heads * head_dim + (size_t)h * head_dim + d] = __float2bfloat16_rn(a * inv);
     }
 }
 

@@ -329,6 +329,9 @@ int main(int argc, char **argv)
     if (o.shape.heads % o.shape.kv_heads)
         usage_error("--heads (%d) must be a multiple of --kv-heads (%d)", o.shape.heads,
                     o.shape.kv_heads);
+    if (o.shape.head_dim > 128)
+        usage_error("--head-dim %d: at most 128 (the attention kernel keeps 4 dims per lane)",
+                    o.shape.head_dim);
     if (o.shape.head_dim % 8 || o.shape.hidden % 8 || o.shape.ffn % 8)
         usage_error("--hidden, --ffn and --head-dim must be multiples of 8 (16-byte loads)");
 
@@ -396,7 +399,7 @@ int main(int argc, char **argv)
             (uint64_t)o.max_batch *
                 ((o.shape.hidden + (o.shape.heads + 2 * o.shape.kv_heads) * hd +
                   o.shape.heads * hd + o.shape.ffn) * 2 +
-                 (uint64_t)o.shape.heads * max_total * 4 + (uint64_t)o.shape.vocab * 4) +
+                 (uint64_t)o.shape.heads * gpu_attention_scratch_floats(max_total) * 4 + (uint64_t)o.shape.vocab * 4) +
             (uint64_t)o.prompt.max * (o.shape.hidden + o.shape.ffn) * 2;
         uint64_t plan = (uint64_t)(o.device_mem * o.mem_util);
         uint64_t fixed = shape_weight_bytes(&o.shape) + temps + 64 * MiB;
@@ -435,13 +438,15 @@ int main(int argc, char **argv)
                 (unsigned long long)st.driver_maps, (unsigned long long)st.driver_unmaps,
                 (unsigned long long)st.oom_retries, (unsigned long long)st.segments);
     }
-    char a[32], b[32], cbuf[32], d[32], f1[32], f2[32];
+    char a[32], b[32], cbuf[32], d[32], f1[32], f2[32], f3[32], f4[32];
     printf("memsnap-decode: scenario=%s alloc=%s kv=%s device=%s steps=%ld tokens=%llu "
-           "requests=%llu peak_allocated=%s peak_reserved=%s floor_first=%s floor_last=%s",
+           "requests=%llu peak_allocated=%s peak_reserved=%s floor_first=%s floor_last=%s "
+           "floor_max=%s idle=%ld weights=%s",
            scen_names[o.scenario], alloc_names[o.alloc], kv_names[o.kv], real ? "gpu" : "sim",
            r.steps, (unsigned long long)r.tokens, (unsigned long long)r.requests_done,
            fmt_bytes(r.peak_allocated, a, sizeof a), fmt_bytes(r.peak_reserved, b, sizeof b),
-           fmt_bytes(r.floor_first, f1, sizeof f1), fmt_bytes(r.floor_last, f2, sizeof f2));
+           fmt_bytes(r.floor_first, f1, sizeof f1), fmt_bytes(r.floor_last, f2, sizeof f2),
+           fmt_bytes(r.floor_max, f3, sizeof f3), r.idle_count, fmt_bytes(r.weights, f4, sizeof f4));
     if (r.oom)
         printf(" oom=yes oom_step=%ld oom_hour=%.2f oom_request=%s oom_allocated=%s "
                "oom_reserved=%s oom_what=\"%s\"",

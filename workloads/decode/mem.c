@@ -102,6 +102,9 @@ int mem_alloc(mem_t *m, size_t n, CUdeviceptr *p)
     m->requested += n;
     if (m->requested > m->peak_requested)
         m->peak_requested = m->requested;
+    m->live += align_up(n ? n : 1, 512);
+    if (m->live + m->pool_used > m->peak_live)
+        m->peak_live = m->live + m->pool_used;
     return 0;
 }
 
@@ -116,20 +119,26 @@ void mem_free(mem_t *m, CUdeviceptr p, size_t n)
         memsnap_alloc_free(m->a, p);
     }
     m->requested -= n;
+    m->live -= align_up(n ? n : 1, 512);
 }
 
 int mem_kv_block_alloc(mem_t *m, CUdeviceptr *p)
 {
     int rc = memsnap_blockpool_alloc(m->pool, p);
-    if (rc == MEMSNAP_ALLOC_OK)
+    if (rc == MEMSNAP_ALLOC_OK) {
+        m->pool_used += m->pool_block;
+        if (m->live + m->pool_used > m->peak_live)
+            m->peak_live = m->live + m->pool_used;
         return 0;
+    }
     snprintf(m->err, sizeof m->err, "KV block pool: %s", memsnap_alloc_error());
     return rc == MEMSNAP_ALLOC_ERR_OOM ? 1 : -1;
 }
 
 void mem_kv_block_free(mem_t *m, CUdeviceptr p)
 {
-    memsnap_blockpool_free(m->pool, p);
+    if (memsnap_blockpool_free(m->pool, p) == MEMSNAP_ALLOC_OK)
+        m->pool_used -= m->pool_block;
 }
 
 void mem_usage(mem_t *m, uint64_t *allocated, uint64_t *reserved, uint64_t *peak_alloc,
@@ -154,8 +163,10 @@ void mem_usage(mem_t *m, uint64_t *allocated, uint64_t *reserved, uint64_t *peak
         al += used;
         re += ps.reserved;
         pre += ps.reserved; /* the pool is reserved for the whole run */
-        pal += used;        /* approximate: the caller tracks the true peak */
     }
+    /* the peak of allocator blocks + pool blocks, tracked on every call */
+    if (m->peak_live > pal)
+        pal = m->peak_live;
     *allocated = al;
     *reserved = re;
     *peak_alloc = pal;

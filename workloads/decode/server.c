@@ -159,8 +159,12 @@ static uint64_t final_kv_bytes(const server_t *sv, const request_t *q)
 
 /* ----------------------------------------------------------- allocations */
 
+/* Peaks come from the allocator's own counters and mem.c's O(1) tracking;
+ * only cudamalloc mode (no allocator) needs a look after each allocation. */
 static void note_peaks(server_t *sv)
 {
+    if (sv->m->kind != ALLOC_CUDAMALLOC)
+        return;
     uint64_t al, re, pal, pre;
     mem_usage(sv->m, &al, &re, &pal, &pre);
     if (al > sv->r->peak_allocated)
@@ -548,7 +552,7 @@ static int decode(server_t *sv)
         (uint64_t)B * (qd + 2 * kvd) * 2,            /* qkv */
         (uint64_t)B * qd * 2,                        /* attention out */
         (uint64_t)B * s->ffn * 2,                    /* mlp */
-        (uint64_t)B * s->heads * max_len * 4,        /* attention scores */
+        (uint64_t)B * s->heads * gpu_attention_scratch_floats(max_len) * 4, /* attention scratch */
         (uint64_t)B * s->vocab * 4,                  /* logits (fp32) */
     };
     static const char *names[6] = {"activations", "activations", "activations",
@@ -673,7 +677,7 @@ int server_run(const options_t *o, mem_t *m, gpu_t *g, results_t *r)
         uint64_t temps = (uint64_t)o->max_batch *
                          ((sv.s->hidden + (sv.s->heads + 2 * sv.s->kv_heads) * hd +
                            sv.s->heads * hd + sv.s->ffn) * 2 +
-                          (uint64_t)sv.s->heads * max_total * 4 + (uint64_t)sv.s->vocab * 4) +
+                          (uint64_t)sv.s->heads * gpu_attention_scratch_floats(max_total) * 4 + (uint64_t)sv.s->vocab * 4) +
                          (uint64_t)o->prompt.max * (sv.s->hidden + sv.s->ffn) * 2;
         uint64_t fixed = r->weights + sv.io_bytes + temps;
         sv.kv_budget = plan > fixed ? plan - fixed : 0;
@@ -730,6 +734,10 @@ done:
     {
         uint64_t pal, pre;
         mem_usage(m, &r->final_allocated, &r->final_reserved, &pal, &pre);
+        if (pal > r->peak_allocated)
+            r->peak_allocated = pal;
+        if (pre > r->peak_reserved)
+            r->peak_reserved = pre;
     }
     r->wall_s = now_s() - wall0;
     if (rc == -1 && sv.oom)

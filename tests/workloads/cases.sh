@@ -1,0 +1,102 @@
+#!/bin/bash
+# Decode workload tests on the simulated device.  One case per ctest:
+#   cases.sh CASE
+# Environment (set by CMake): DECODE (memsnap-decode), MEMSNAP (the CLI),
+# MEMSNAP_SIMDEV_DIR, CASE_DIR.  The workload prints one summary line of
+# key=value pairs; --bytes makes the sizes exact byte counts.
+set -u
+case_name=${1:?case}
+T=${CASE_DIR:?}/$case_name
+rm -rf "$T"; mkdir -p "$T"
+export LD_LIBRARY_PATH=$MEMSNAP_SIMDEV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export MEMSNAP_SIM_DEVICE_MEM=80G
+fail() { echo "FAIL: $*"; exit 1; }
+# decode EXPECTED_EXIT ARGS...: runs the workload, keeps its summary line in $T/out
+decode() {
+    local want=$1; shift
+    "$DECODE" -q --bytes "$@" > "$T/out" 2> "$T/err"
+    local rc=$?
+    cat "$T/out"
+    [ $rc = "$want" ] || { cat "$T/err"; fail "exit $rc, expected $want: $*"; }
+}
+val() { grep -o " $1=[^ ]*" "$T/out" | head -1 | cut -d= -f2 | tr -d '"'; }
+F=(--scenario fragmentation --compress --device-mem 80G)
+cap=$((80 * 1024 * 1024 * 1024))
+
+case $case_name in
+usage)
+    "$DECODE" --help > "$T/help" || fail "--help exit $?"
+    for f in scenario alloc kv device-mem mem-util preset layers hidden heads kv-heads head-dim ffn \
+             vocab hours steps compress rate rate-end prompt-len output-len max-batch kv-chunk \
+             kv-growth block-tokens leak-bytes seed sim-bw kernels kernel-every peak-bw bytes quiet help; do
+        grep -q -- "--$f" "$T/help" || fail "--help does not mention --$f"
+    done
+    for bad in "--bogus" "--alloc foo" "--kv x" "--scenario y" "--device-mem 12Q" "--hours -1" \
+               "--prompt-len lognormal:1" "--compress=0" "--preset huge" "extra"; do
+        "$DECODE" $bad > "$T/o" 2> "$T/e"; rc=$?
+        [ $rc = 2 ] || fail "$bad: exit $rc, expected 2"
+        [ "$(wc -l < "$T/e")" = 1 ] || fail "$bad: not one line: $(cat "$T/e")"
+        grep -q "^memsnap-decode: " "$T/e" || fail "$bad: $(cat "$T/e")"
+    done
+    ;;
+healthy)   # the sawtooth's valleys return to the floor: weights + the batch inputs
+    decode 0 --preset small --scenario healthy --hours 0.1
+    [ "$(val idle)" -gt 10 ] || fail "the server was never idle"
+    [ "$(val floor_first)" = "$(val floor_last)" ] && [ "$(val floor_first)" = "$(val floor_max)" ] ||
+        fail "the floor moved: first $(val floor_first) last $(val floor_last) max $(val floor_max)"
+    w=$(val weights); f=$(val floor_first)
+    [ "$f" -ge "$w" ] && [ "$f" -lt $((w + 1048576)) ] || fail "floor $f is not the weights ($w) plus inputs"
+    [ "$(val peak_allocated)" -gt "$f" ] || fail "no sawtooth above the floor"
+    ;;
+leak)      # the floor climbs: about vocab*4 bytes per finished request
+    decode 0 --preset small --scenario leak --hours 0.1
+    first=$(val floor_first); last=$(val floor_last); n=$(val requests)
+    [ "$last" -gt "$first" ] || fail "floor did not climb: $first -> $last"
+    want=$(( n * 8192 * 4 * 9 / 10 ))
+    [ $((last - first)) -ge $want ] || fail "floor climbed $((last - first)), expected about $((n * 32768))"
+    ;;
+cudamalloc-cap)  # cudamalloc mode: our own accounting enforces --device-mem
+    decode 0 --preset small --alloc cudamalloc --hours 0.02 --device-mem 1G
+    decode 3 --preset small --alloc cudamalloc --device-mem 30M
+    [ "$(val oom_what)" = weights ] || fail "expected the weights to fail"
+    ;;
+paged-small)
+    decode 0 --preset small --scenario healthy --kv paged --hours 0.05 --device-mem 1G
+    decode 0 --preset small --scenario healthy --kv paged --alloc expandable --hours 0.05 --device-mem 1G
+    [ "$(val floor_first)" = "$(val floor_last)" ] || fail "paged floor moved"
+    ;;
+kernels-sim)   # the launch path runs (launches are no-ops on the simulated device)
+    decode 0 --preset small --kernels on --hours 0.01
+    decode 0 --preset small --kernels on --kv paged --device-mem 1G --hours 0.01
+    ;;
+frag-fixed)    # fixed segments fragment until a KV regrowth fails well below the cap
+    decode 3 "${F[@]}" --alloc fixed
+    a=$(val oom_allocated)
+    [ "$a" -lt $((cap * 8 / 10)) ] || fail "OOM with $a allocated: not below 80% of the cap"
+    [ "$(val oom_what)" = "KV regrowth" ] || [ "$(val oom_what)" = "KV" ] || fail "OOM in $(val oom_what)"
+    echo "OOM at hour $(val oom_hour) with $((a >> 30)) GiB allocated of 80"
+    ;;
+frag-expandable)  # the same seed finishes with expandable segments
+    decode 0 "${F[@]}" --alloc expandable
+    [ "$(val sim_hours)" = 8.00 ] || fail "did not run the 8 hours"
+    ;;
+frag-paged)       # ... and with paged KV
+    decode 0 "${F[@]}" --alloc fixed --kv paged
+    decode 0 "${F[@]}" --alloc expandable --kv paged
+    ;;
+frag-cudamalloc)  # and cuMemAlloc/cuMemFree directly (no caching, no fragmentation of ours)
+    decode 0 "${F[@]}" --alloc cudamalloc --hours 2
+    ;;
+frag-recorded)    # under the recorder: the OOM annotation and both layers are in the snapshot
+    "$MEMSNAP" run --sim-device 80G -q -o "$T/s.msnap" -- "$DECODE" -q "${F[@]}" --alloc fixed > "$T/out"
+    rc=$?
+    [ $rc = 3 ] || fail "memsnap run: exit $rc, expected the workload's 3"
+    "$MEMSNAP" summary --json --marks "$T/s.msnap" > "$T/sum.json" || true
+    grep -q '"allocated_seen":true' "$T/sum.json" || fail "no allocated layer in the snapshot"
+    grep -q 'memsnap-decode: out of memory' "$T/sum.json" || fail "no OOM annotation in the snapshot"
+    "$MEMSNAP" summary "$T/s.msnap" > "$T/sum.txt" || true
+    grep -q "^fragmentation" "$T/sum.txt" || fail "summary found no fragmentation"
+    ;;
+*) fail "unknown case $case_name" ;;
+esac
+echo "PASS $case_name"
