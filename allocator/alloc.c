@@ -315,7 +315,10 @@ MS_EXPORT int memsnap_alloc_malloc(memsnap_alloc *a, size_t size, CUstream strea
                      (uint64_t)(uintptr_t)stream);
     }
     ms_annotate_fn annotate = rc == MEMSNAP_ALLOC_ERR_OOM ? a->annotate : NULL;
+    ms_trace_fn trace = rc == MEMSNAP_ALLOC_ERR_OOM ? a->trace : NULL;
     pthread_mutex_unlock(&a->lock);
+    if (trace)   /* an "oom" event, then the allocator's message as a mark */
+        trace(MEMSNAP_TRACE_OOM, a->device, 0, size, (uint64_t)(uintptr_t)stream);
     if (annotate)
         annotate(memsnap_alloc_error());
     return rc;

@@ -55,7 +55,8 @@ MSNAP_EXPORT int memsnap_totals_get(int device, memsnap_totals *out)
 MSNAP_EXPORT void memsnap_trace_block(int action, int device, uint64_t addr, uint64_t size,
                                       uint64_t stream)
 {
-    if (action != MEMSNAP_TRACE_BLOCK_ALLOC && action != MEMSNAP_TRACE_BLOCK_FREE)
+    if (action != MEMSNAP_TRACE_BLOCK_ALLOC && action != MEMSNAP_TRACE_BLOCK_FREE &&
+        action != MEMSNAP_TRACE_OOM)
         return;
     if (!core_recording())
         return;
@@ -63,13 +64,19 @@ MSNAP_EXPORT void memsnap_trace_block(int action, int device, uint64_t addr, uin
     msnap_event e;
     memset(&e, 0, sizeof e);
     e.t_ns = core_now_ns();
-    e.action = action == MEMSNAP_TRACE_BLOCK_ALLOC ? MSNAP_A_BLOCK_ALLOC : MSNAP_A_BLOCK_FREE;
     e.api = MSNAP_API_ALLOCATOR;
     e.device = (int16_t)device;
-    e.addr = addr;
     e.size = size;
     e.stream = stream;
+    if (action == MEMSNAP_TRACE_OOM) {
+        e.action = MSNAP_A_OOM;
+        e.result = 2;   /* CUDA_ERROR_OUT_OF_MEMORY */
+        hooks_mem_info(&e.aux, &e.aux2);
+    } else {
+        e.action = action == MEMSNAP_TRACE_BLOCK_ALLOC ? MSNAP_A_BLOCK_ALLOC : MSNAP_A_BLOCK_FREE;
+        e.addr = addr;
+    }
     e.stack = core_capture_stack();
-    core_emit(&e, 0);
+    core_emit(&e, action == MEMSNAP_TRACE_OOM);
     t_in_hook--;
 }

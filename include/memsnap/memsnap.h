@@ -44,9 +44,13 @@ int memsnap_totals_get(int device, memsnap_totals *out);
 
 /* The allocator trace hook: libmemsnap_alloc calls this (found with dlsym) for
  * every block it hands out or takes back, so snapshots show the allocated layer
- * apart from the reserved one.  action: 1 = block alloc, 2 = block free. */
+ * apart from the reserved one.  action: 1 = block alloc, 2 = block free,
+ * 3 = the allocator could not satisfy a request of size bytes (an "oom" event
+ * with api "allocator"; addr is ignored; the recorder adds the device's free
+ * and total memory when the calling thread has a context). */
 #define MEMSNAP_TRACE_BLOCK_ALLOC 1
 #define MEMSNAP_TRACE_BLOCK_FREE 2
+#define MEMSNAP_TRACE_OOM 3
 void memsnap_trace_block(int action, int device, uint64_t addr, uint64_t size,
                          uint64_t stream);
 

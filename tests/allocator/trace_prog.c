@@ -67,7 +67,7 @@ int main(void)
     if (memsnap_alloc_malloc(a, 64 * MiB, NULL, &x) != MEMSNAP_ALLOC_ERR_OOM)
         return 1;
     memsnap_alloc_destroy(a);
-    printf("expect block_alloc 90\nexpect block_free 90\nexpect nvtx_mark 1\n");
+    printf("expect block_alloc 90\nexpect block_free 90\nexpect nvtx_mark 1\nexpect oom 1\n");
     printf("blocks 90\n");
     return 0;
 }
