@@ -119,7 +119,11 @@ MS_EXPORT int memsnap_alloc_create(const memsnap_alloc_config *cfg, int device,
             goto err;
         }
         a->gran = g;
-        a->exp_va = ms_align_up(a->cfg.expandable_va ? a->cfg.expandable_va : total, g);
+        /* Default: four times the usable memory.  Address space is cheap, and
+         * with only as much address space as memory, long runs of growing
+         * buffers fragment the address range itself (seen by the decode
+         * workload and by replay: an OOM with a third of the memory free). */
+        a->exp_va = ms_align_up(a->cfg.expandable_va ? a->cfg.expandable_va : 4 * a->limit, g);
     }
     ms_ctx_leave(a, pushed);
     if (a->cfg.trace)

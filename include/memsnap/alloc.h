@@ -133,8 +133,9 @@ typedef struct memsnap_alloc_config {
     uint64_t device_limit;       /* [device_limit] cap on reserved bytes, e.g.
                                     80G; 0 = the device's memory (default) */
     uint64_t expandable_va;      /* [expandable_va] address space reserved per
-                                    expandable segment; 0 = device memory rounded
-                                    up to the granularity (default) */
+                                    expandable segment; 0 = four times the usable
+                                    memory (device_limit or the device's),
+                                    rounded up to the granularity (default) */
     int trace;                   /* [trace] true|false: emit block events to the
                                     recorder when it is loaded; true */
 } memsnap_alloc_config;
