@@ -1,9 +1,12 @@
-/* memsnap render: the timeline and segment-map PNGs of a snapshot.
+/* memsnap render: the timeline and segment-map PNGs of a snapshot, or of
+ * several (one per rank).
  *
  * This file parses the arguments; the model (two streaming passes over the
  * file) and the painters are the viz library (viz/model.h, viz/render.h,
- * docs/render.md).  Writes PREFIX-timeline.png and PREFIX-segments.png and
- * prints their paths.
+ * viz/compare.h, docs/render.md).  One file: PREFIX-timeline.png and
+ * PREFIX-segments.png.  Several files: one PREFIX-timeline.png with a panel
+ * per file on one y scale, and a FILEPREFIX-segments.png per file.  Prints
+ * the paths written.
  *
  * Exit status: 0 ok, 2 usage error, unreadable input or a PNG that could not
  * be written (one line on stderr).
@@ -15,12 +18,16 @@
 #include <string.h>
 
 #include "cli.h"
+#include "compare.h"
 #include "model.h"
 #include "render.h"
 
+#define MAX_FILES 64
+
 static const char usage_text[] =
-    "usage: memsnap render SNAP [-o PREFIX] [--at oom|peak|end|TIME] [--top N]\n"
-    "                      [--x time|events] [--width W] [--height H] [--cap SIZE]\n"
+    "usage: memsnap render SNAP [SNAP...] [-o PREFIX] [--at oom|peak|end|TIME]\n"
+    "                      [--top N] [--x time|events] [--from first|0]\n"
+    "                      [--width W] [--height H] [--cap SIZE]\n"
     "\n"
     "Draws two PNGs from a snapshot (plain or zstd; read twice, so not stdin):\n"
     "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site,\n"
@@ -29,8 +36,12 @@ static const char usage_text[] =
     "  PREFIX-segments.png  every segment as a row by address at one moment:\n"
     "                       blocks by site, free and unmapped space, the largest\n"
     "                       free block and the fragmentation numbers\n"
+    "Several SNAPs (one per rank, e.g. snap-rank0.msnap snap-rank1.msnap): one\n"
+    "PREFIX-timeline.png with a panel per file, titled with the file name, all\n"
+    "on one y scale, and a segment map per file (FILEPREFIX-segments.png).\n"
     "\n"
-    "  -o, --output PREFIX  output prefix (default: SNAP without .msnap/.zst)\n"
+    "  -o, --output PREFIX  output prefix (default: SNAP without .msnap/.zst;\n"
+    "                       several files: the part their names share)\n"
     "  --at WHEN            moment of the segment map: oom, peak (of reserved),\n"
     "                       end, or a time since the start (12.5s, 800ms, 3min,\n"
     "                       1h; a bare number is seconds).  Default: the first\n"
@@ -38,6 +49,9 @@ static const char usage_text[] =
     "  --top N              sites with their own colour per device (default 8,\n"
     "                       at most 24; the rest is \"other\")\n"
     "  --x time|events      x axis: real time (default) or event index\n"
+    "  --from first|0       where the time axis starts: at the first event or\n"
+    "                       counters sample (default; the recorder starts with\n"
+    "                       the process, often seconds earlier) or at 0\n"
     "  --width W            picture width in pixels (default 1600; text is\n"
     "                       drawn at 2x from 1000 pixels, 1x below)\n"
     "  --height H           timeline height (default: automatic); the segment\n"
@@ -93,6 +107,114 @@ static void default_prefix(const char *snap, char *buf, size_t cap)
         buf[n - 6] = '\0';
 }
 
+/* PREFIX for several files: the longest common start of their default
+ * prefixes, without a trailing "rank" and separators (snap-rank0.msnap,
+ * snap-rank1.msnap -> "snap"); "memsnap" when they share nothing. */
+static void common_prefix(char **paths, int n, char *buf, size_t cap)
+{
+    char first[4096], other[4096];
+    default_prefix(paths[0], first, sizeof first);
+    size_t len = strlen(first);
+    for (int i = 1; i < n; i++) {
+        default_prefix(paths[i], other, sizeof other);
+        size_t k = 0;
+        while (k < len && first[k] == other[k])
+            k++;
+        len = k;
+    }
+    first[len] = '\0';
+    for (;;) {
+        size_t l = strlen(first);
+        if (l && strchr("-_.", first[l - 1]))
+            first[l - 1] = '\0';
+        else if (l >= 4 && !strcmp(first + l - 4, "rank"))
+            first[l - 4] = '\0';
+        else
+            break;
+    }
+    size_t l = strlen(first);
+    if (!l || first[l - 1] == '/')
+        snprintf(buf, cap, "%.4000smemsnap", first);
+    else
+        snprintf(buf, cap, "%.4000s", first);
+}
+
+static const char *base_name(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+/* Several files: one timeline with a panel per file on one y scale, a
+ * segment map per file.  Returns the exit status. */
+static int render_several(char **paths, int n, const vm_opts *o,
+                          const char *prefix, int width, int height)
+{
+    vm_model *models[MAX_FILES] = {0};
+    const char *names[MAX_FILES];
+    char err[1024], pfx[4096], out[4200];
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        names[i] = base_name(paths[i]);
+        models[i] = vm_new(o);
+        if (!models[i]) {
+            fprintf(stderr, "memsnap render: out of memory\n");
+            rc = 2;
+        } else if (vm_read_file(models[i], paths[i], 1, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            rc = 2;
+        }
+    }
+    if (!rc) {
+        viz_match_colours(models, n);
+        if (prefix)
+            snprintf(pfx, sizeof pfx, "%s", prefix);
+        else
+            common_prefix(paths, n, pfx, sizeof pfx);
+        snprintf(out, sizeof out, "%s-timeline.png", pfx);
+        canvas cv;
+        if (viz_multi(models, names, n, &cv, width, height, NULL, 0, NULL)) {
+            fprintf(stderr, "memsnap render: out of memory\n");
+            rc = 2;
+        } else {
+            if (canvas_write_png(&cv, out, err, sizeof err)) {
+                fprintf(stderr, "memsnap render: %s\n", err);
+                rc = 2;
+            } else {
+                printf("%s\n", out);
+            }
+            canvas_free(&cv);
+        }
+    }
+    for (int i = 0; i < n && !rc; i++) {
+        char fp[4096], title[512];
+        default_prefix(paths[i], fp, sizeof fp);
+        if (prefix)   /* -o PREFIX: PREFIX-FILE-segments.png */
+            snprintf(out, sizeof out, "%s-%s-segments.png", prefix, base_name(fp));
+        else
+            snprintf(out, sizeof out, "%s-segments.png", fp);
+        snprintf(title, sizeof title, "Memory segments of %s", names[i]);
+        canvas cv;
+        if (viz_segmap(models[i], &cv, width, 0, title, NULL)) {
+            fprintf(stderr, "memsnap render: out of memory\n");
+            rc = 2;
+            break;
+        }
+        if (canvas_write_png(&cv, out, err, sizeof err)) {
+            fprintf(stderr, "memsnap render: %s\n", err);
+            rc = 2;
+        } else {
+            printf("%s\n", out);
+        }
+        canvas_free(&cv);
+    }
+    for (int i = 0; i < n; i++)
+        vm_free(models[i]);
+    if (!rc && fflush(stdout) != 0)
+        rc = 2;
+    return rc;
+}
+
 static int bad(const char *what, const char *arg)
 {
     fprintf(stderr, "memsnap render: %s \"%s\"; try memsnap render --help\n",
@@ -107,6 +229,7 @@ int cmd_render(int argc, char **argv)
         {"at", required_argument, NULL, 'a'},
         {"top", required_argument, NULL, 't'},
         {"x", required_argument, NULL, 'x'},
+        {"from", required_argument, NULL, 'f'},
         {"width", required_argument, NULL, 'W'},
         {"height", required_argument, NULL, 'H'},
         {"cap", required_argument, NULL, 'c'},
@@ -133,6 +256,11 @@ int cmd_render(int argc, char **argv)
             else if (!strcmp(optarg, "events")) o.x_mode = VM_X_EVENTS;
             else return bad("--x wants time or events, got", optarg);
             break;
+        case 'f':
+            if (!strcmp(optarg, "first")) o.x_from = VM_FROM_FIRST;
+            else if (!strcmp(optarg, "0")) o.x_from = VM_FROM_ZERO;
+            else return bad("--from wants first or 0, got", optarg);
+            break;
         case 'W':
             if (parse_int(optarg, 320, 8192, &width))
                 return bad("--width wants pixels from 320 to 8192, got", optarg);
@@ -152,17 +280,30 @@ int cmd_render(int argc, char **argv)
             return 2;
         }
     }
-    if (argc - optind != 1) {
-        fprintf(stderr, "memsnap render: expected one snapshot file, got %d; "
-                        "try memsnap --help\n", argc - optind);
+    int nfiles = argc - optind;
+    if (nfiles < 1) {
+        fprintf(stderr, "memsnap render: expected one snapshot file or more, "
+                        "got 0; try memsnap --help\n");
         return 2;
     }
-    const char *path = argv[optind];
-    if (!strcmp(path, "-")) {
-        fprintf(stderr, "memsnap render: needs a file, not stdin (it reads "
-                        "the snapshot twice); try memsnap --help\n");
+    if (nfiles > MAX_FILES) {
+        fprintf(stderr, "memsnap render: at most %d snapshot files, got %d; "
+                        "try memsnap --help\n", MAX_FILES, nfiles);
         return 2;
     }
+    char **paths = argv + optind;
+    for (int i = 0; i < nfiles; i++)
+        if (!strcmp(paths[i], "-")) {
+            fprintf(stderr, "memsnap render: needs a file, not stdin (it reads "
+                            "the snapshot twice); try memsnap --help\n");
+            return 2;
+        }
+    vm_demangle_allow_loading(1);
+    o.columns = viz_timeline_columns(width);
+    if (nfiles > 1)
+        return render_several(paths, nfiles, &o, prefix, width, height);
+
+    const char *path = paths[0];
     char pfx[4096], tl[4200], sg[4200], err[1024];
     if (prefix)
         snprintf(pfx, sizeof pfx, "%s", prefix);
@@ -171,7 +312,6 @@ int cmd_render(int argc, char **argv)
     snprintf(tl, sizeof tl, "%s-timeline.png", pfx);
     snprintf(sg, sizeof sg, "%s-segments.png", pfx);
 
-    o.columns = viz_timeline_columns(width);
     vm_model *m = vm_new(&o);
     if (!m) {
         fprintf(stderr, "memsnap render: out of memory\n");

@@ -7,6 +7,9 @@
  * was still live at the end, the top allocation sites by peak live bytes,
  * NVTX marks (and, with --marks, the per-device values at every mark).
  *
+ * Several files (one per rank): a section per file, then a short
+ * cross-rank table (peak reserved, OOMs, the rank with the highest peak).
+ *
  * Exit status: 0 nothing alarming, 1 the snapshot contains an OOM event,
  * 2 usage error or unreadable input (one line on stderr).
  */
@@ -24,20 +27,23 @@
 #define TOP_FRAMES 4 /* frames shown per allocation site / OOM */
 
 static const char usage_text[] =
-    "usage: memsnap summary SNAP [--json] [--top N] [--marks]\n"
+    "usage: memsnap summary SNAP [SNAP...] [--json] [--top N] [--marks]\n"
     "\n"
     "Reads a snapshot (plain or zstd; \"-\" = stdin) in one streaming pass and\n"
     "prints: the header, event counts per action and API, per-device peaks\n"
     "(reserved, async, managed, allocated, VMM), pinned host memory, OOM\n"
     "events, failed frees, what was still live at the end, the top\n"
-    "allocation sites by peak live bytes, and NVTX marks.\n"
+    "allocation sites by peak live bytes (each named by its first frame\n"
+    "outside the CUDA / allocator libraries), findings, and NVTX marks.\n"
+    "Several SNAPs (one per rank): a section per file, then a table of peak\n"
+    "reserved and OOMs per file and the file with the highest peak.\n"
     "\n"
     "  --json       one JSON object with the same content (exact byte counts)\n"
     "  --top N      allocation sites to list (default 10, 0 = none)\n"
     "  --marks      reserved/async/allocated per device at every nvtx_mark\n"
     "  -h, --help   this help\n"
     "\n"
-    "Exit status: 0 ok, 1 the snapshot contains an OOM event, 2 bad usage or\n"
+    "Exit status: 0 ok, 1 a snapshot contains an OOM event, 2 bad usage or\n"
     "unreadable input.\n";
 
 /* A duration in ns for people: "850 ns", "12.500 us", "3.250 ms",
@@ -73,6 +79,24 @@ static const char *command_line(const summary *s, char *buf, size_t cap)
 }
 
 static void print_findings(summary *s, vm_model *m);
+
+/* The labels of the listed sites, told apart (viz/label.c); NULL when out
+ * of memory.  free() the result. */
+static char (*site_labels(const vm_model *m, const sm_site *sites, size_t n))[VM_LABEL_MAX]
+{
+    char (*labs)[VM_LABEL_MAX] = malloc((n + 1) * sizeof *labs);
+    uint32_t *stacks = malloc((n + 1) * sizeof *stacks);
+    if (!labs || !stacks) {
+        free(labs);
+        free(stacks);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        stacks[i] = sites[i].stack;
+    vm_site_labels(m, stacks, (int)n, labs);
+    free(stacks);
+    return labs;
+}
 
 /* ---- text --------------------------------------------------------------- */
 
@@ -237,9 +261,10 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
     size_t nsites;
     const sm_site *sites = summary_sites_by_peak(s, &nsites);
     if (top > 0 && nsites) {
-        printf("\ntop %zu allocation sites by peak live bytes:\n",
-               nsites < (size_t)top ? nsites : (size_t)top);
-        for (size_t i = 0; i < nsites && i < (size_t)top; i++) {
+        size_t shown = nsites < (size_t)top ? nsites : (size_t)top;
+        char (*labs)[VM_LABEL_MAX] = site_labels(m, sites, shown);
+        printf("\ntop %zu allocation sites by peak live bytes:\n", shown);
+        for (size_t i = 0; i < shown; i++) {
             const sm_site *st = &sites[i];
             printf("  #%-2zu peak %-11s %6" PRIu64 " alloc%s, %s total, "
                    "live at end %s  [%s, stack %" PRIu32 "]\n",
@@ -248,8 +273,11 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
                    summary_fmt_size(st->bytes, b, sizeof b),
                    summary_fmt_size(st->live, c, sizeof c),
                    msnap_action_name(st->kind), st->stack);
+            if (labs)
+                printf("      site: %s\n", labs[i]);
             print_frames(s, st->stack, "      ");
         }
+        free(labs);
     }
 
     print_findings(s, m);
@@ -678,10 +706,14 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
     size_t nsites;
     const sm_site *sites = summary_sites_by_peak(s, &nsites);
     cJSON *ta = cJSON_AddArrayToObject(root, "top_sites");
-    for (size_t i = 0; top > 0 && i < nsites && i < (size_t)top; i++) {
+    size_t shown = top > 0 ? (nsites < (size_t)top ? nsites : (size_t)top) : 0;
+    char (*labs)[VM_LABEL_MAX] = shown ? site_labels(m, sites, shown) : NULL;
+    for (size_t i = 0; i < shown; i++) {
         const sm_site *st = &sites[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "stack", st->stack);
+        if (labs)
+            cJSON_AddStringToObject(o, "label", labs[i]);
         cJSON_AddStringToObject(o, "kind", msnap_action_name(st->kind));
         cJSON_AddNumberToObject(o, "device", st->device);
         add_u64(o, "peak", st->peak);
@@ -693,6 +725,7 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
         cJSON_AddItemToObject(o, "frames", json_frames(s, st->stack));
         cJSON_AddItemToArray(ta, o);
     }
+    free(labs);
 
     cJSON_AddItemToObject(root, "findings", json_findings(s, m));
     add_u64(root, "nvtx_marks", s->n_marks);
@@ -719,6 +752,145 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
 }
 
 /* ---- entry point -------------------------------------------------------- */
+
+/* What the cross-rank table needs of one file. */
+typedef struct rank_row {
+    uint64_t peak_reserved, peak_allocated, ooms;
+    int blocks;
+} rank_row;
+
+/* Summarizes one file: prints the text (json == 0) or builds the JSON
+ * object into *root.  Fills *row.  Returns 0, 1 (an OOM) or 2 (unreadable,
+ * message printed). */
+static int summarize(const char *path, int json, int marks, int top,
+                     cJSON **root, rank_row *row)
+{
+    summary s;
+    char err[1024];
+    summary_init(&s, marks);
+    /* The findings model (viz/model.h) sees the same records in the same
+     * pass; a second pass only when the fragmentation moment is the peak
+     * (known at the end) and the input is a file. */
+    vm_opts mo = {.top = 8, .columns = 0, .at = VM_AT_DEFAULT};
+    vm_model *m = vm_new(&mo);
+    if (!m) {
+        fprintf(stderr, "memsnap summary: out of memory\n");
+        return 2;
+    }
+    s.feed = feed_model;
+    s.feed_ctx = m;
+    if (summary_read(&s, path, err, sizeof err) != 0 ||
+        (vm_end_pass1(m) != 0 &&
+         snprintf(err, sizeof err, "%s: out of memory", path) > 0)) {
+        fprintf(stderr, "%s\n", err);
+        summary_free(&s);
+        vm_free(m);
+        return 2;
+    }
+    if (strcmp(path, "-") != 0 && vm_read_pass2(m, path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        summary_free(&s);
+        vm_free(m);
+        return 2;
+    }
+    int rc = s.n_oom ? 1 : 0;
+    vm_peak_totals(m, &row->peak_allocated, &row->peak_reserved);
+    row->blocks = vm_blocks_seen(m);
+    row->ooms = s.n_oom;
+    if (json) {
+        *root = build_json(&s, m, path, top);
+        if (!*root) {
+            fprintf(stderr, "memsnap summary: out of memory\n");
+            rc = 2;
+        }
+    } else {
+        print_text(&s, m, path, top);
+    }
+    summary_free(&s);
+    vm_free(m);
+    return rc;
+}
+
+/* Several files: a section per file, then the cross-rank table. */
+static int summarize_several(char **paths, int n, int json, int marks, int top)
+{
+    rank_row *rows = calloc((size_t)n, sizeof *rows);
+    cJSON *all = json ? cJSON_CreateObject() : NULL;
+    cJSON *files = all ? cJSON_AddArrayToObject(all, "files") : NULL;
+    if (!rows || (json && !files)) {
+        fprintf(stderr, "memsnap summary: out of memory\n");
+        free(rows);
+        cJSON_Delete(all);
+        return 2;
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (!json)
+            printf("%s==== %s (%d of %d) ====\n", i ? "\n" : "", paths[i], i + 1, n);
+        cJSON *root = NULL;
+        int r = summarize(paths[i], json, marks, top, json ? &root : NULL, &rows[i]);
+        if (r == 2) {
+            free(rows);
+            cJSON_Delete(all);
+            return 2;
+        }
+        if (root)
+            cJSON_AddItemToArray(files, root);
+        if (r > rc)
+            rc = r;
+    }
+    int hi = 0;
+    for (int i = 1; i < n; i++)
+        if (rows[i].peak_reserved > rows[hi].peak_reserved)
+            hi = i;
+    char a[32], b[32];
+    if (json) {
+        cJSON *ra = cJSON_AddArrayToObject(all, "ranks");
+        for (int i = 0; i < n; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "file", paths[i]);
+            add_u64(o, "peak_reserved", rows[i].peak_reserved);
+            if (rows[i].blocks)
+                add_u64(o, "peak_allocated", rows[i].peak_allocated);
+            else
+                cJSON_AddNullToObject(o, "peak_allocated");
+            add_u64(o, "ooms", rows[i].ooms);
+            cJSON_AddItemToArray(ra, o);
+        }
+        cJSON_AddStringToObject(all, "highest_peak_reserved", paths[hi]);
+        char *text = cJSON_PrintUnformatted(all);
+        cJSON_Delete(all);
+        if (!text) {
+            fprintf(stderr, "memsnap summary: out of memory\n");
+            free(rows);
+            return 2;
+        }
+        printf("%s\n", text);
+        cJSON_free(text);
+    } else {
+        int w = 4;
+        for (int i = 0; i < n; i++)
+            if ((int)strlen(paths[i]) > w)
+                w = (int)strlen(paths[i]);
+        printf("\n==== %d files (one per rank) ====\n", n);
+        printf("  %-*s  %-14s %-14s %s\n", w, "file", "peak reserved",
+               "peak allocated", "OOMs");
+        for (int i = 0; i < n; i++)
+            printf("  %-*s  %-14s %-14s %" PRIu64 "%s\n", w, paths[i],
+                   summary_fmt_size(rows[i].peak_reserved, a, sizeof a),
+                   rows[i].blocks ? summary_fmt_size(rows[i].peak_allocated, b, sizeof b)
+                                  : "n/a",
+                   rows[i].ooms, i == hi ? "   <- highest peak" : "");
+        printf("highest peak reserved: %s (%s)\n", paths[hi],
+               summary_fmt_size(rows[hi].peak_reserved, a, sizeof a));
+    }
+    free(rows);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "memsnap summary: cannot write the output\n");
+        return 2;
+    }
+    return rc;
+}
 
 /* memsnap summary: see usage_text.  Returns the process exit status. */
 int cmd_summary(int argc, char **argv)
@@ -754,61 +926,34 @@ int cmd_summary(int argc, char **argv)
             return 2;
         }
     }
-    if (argc - optind != 1) {
-        fprintf(stderr, "memsnap summary: expected one snapshot file, got "
-                        "%d; try memsnap --help\n", argc - optind);
+    int nfiles = argc - optind;
+    if (nfiles < 1) {
+        fprintf(stderr, "memsnap summary: expected one snapshot file or more, "
+                        "got 0; try memsnap --help\n");
         return 2;
     }
-    const char *path = argv[optind];
-
-    summary s;
-    char err[1024];
-    summary_init(&s, marks);
-    /* The findings model (viz/model.h) sees the same records in the same
-     * pass; a second pass only when the fragmentation moment is the peak
-     * (known at the end) and the input is a file. */
-    vm_opts mo = {.top = 8, .columns = 0, .at = VM_AT_DEFAULT};
-    vm_model *m = vm_new(&mo);
-    if (!m) {
-        fprintf(stderr, "memsnap summary: out of memory\n");
-        return 2;
-    }
-    s.feed = feed_model;
-    s.feed_ctx = m;
-    if (summary_read(&s, path, err, sizeof err) != 0 ||
-        (vm_end_pass1(m) != 0 &&
-         snprintf(err, sizeof err, "%s: out of memory", path) > 0)) {
-        fprintf(stderr, "%s\n", err);
-        summary_free(&s);
-        vm_free(m);
-        return 2;
-    }
-    if (strcmp(path, "-") != 0 && vm_read_pass2(m, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        summary_free(&s);
-        vm_free(m);
-        return 2;
-    }
-    int rc = s.n_oom ? 1 : 0;
-    if (json) {
-        cJSON *root = build_json(&s, m, path, top);
-        char *text = root ? cJSON_PrintUnformatted(root) : NULL;
-        if (!text) {
-            fprintf(stderr, "memsnap summary: out of memory\n");
-            rc = 2;
-        } else {
+    vm_demangle_allow_loading(1);
+    if (nfiles == 1) {
+        cJSON *root = NULL;
+        rank_row row;
+        int rc = summarize(argv[optind], json, marks, top, json ? &root : NULL, &row);
+        if (rc == 2)
+            return 2;
+        if (json) {
+            char *text = cJSON_PrintUnformatted(root);
+            cJSON_Delete(root);
+            if (!text) {
+                fprintf(stderr, "memsnap summary: out of memory\n");
+                return 2;
+            }
             printf("%s\n", text);
+            cJSON_free(text);
         }
-        cJSON_free(text);
-        cJSON_Delete(root);
-    } else {
-        print_text(&s, m, path, top);
+        if (fflush(stdout) != 0) {
+            fprintf(stderr, "memsnap summary: cannot write the output\n");
+            return 2;
+        }
+        return rc;
     }
-    summary_free(&s);
-    vm_free(m);
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "memsnap summary: cannot write the output\n");
-        return 2;
-    }
-    return rc;
+    return summarize_several(argv + optind, nfiles, json, marks, top);
 }

@@ -41,6 +41,8 @@ static const subcommand subcommands[] = {
     {"replay", "the allocation sequence through other allocator configs",
      cmd_replay},
     {"render", "timeline and segment-map PNGs of a snapshot", cmd_render},
+    {"compare", "snapshots side by side on one scale, with the sites that changed",
+     cmd_compare},
     {"summary", "what a snapshot says: peaks, OOMs, leaks, top sites",
      cmd_summary},
     {"symbolize", "attach function/file:line to a snapshot's stacks",

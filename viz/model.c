@@ -104,6 +104,8 @@ struct vm_model {
     /* progress */
     uint64_t events, ev_idx, t_max, t_first;
     int have_first;
+    uint64_t t_first_cnt;        /* t of the earliest counters line */
+    int have_first_cnt;
     int blocks_seen;             /* pass 1: seen so far; pass 2: final */
     int counters_seen;
     uint64_t cur_x;              /* x of the current event (pass 2) */
@@ -281,10 +283,20 @@ void vm_free(vm_model *m)
 void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi)
 {
     *lo = 0;
-    if (m->o.x_mode == VM_X_EVENTS)
+    if (m->o.x_mode == VM_X_EVENTS) {
         *hi = m->events > 1 ? m->events - 1 : 1;
-    else
-        *hi = m->t_max ? m->t_max : 1;
+        return;
+    }
+    *hi = m->t_max ? m->t_max : 1;
+    if (m->o.x_from == VM_FROM_FIRST) {
+        uint64_t first = UINT64_MAX;
+        if (m->have_first)
+            first = m->t_first;
+        if (m->have_first_cnt && m->t_first_cnt < first)
+            first = m->t_first_cnt;
+        if (first != UINT64_MAX && first < *hi)
+            *lo = first;
+    }
 }
 
 int vm_col_of(const vm_model *m, uint64_t x)
@@ -1186,6 +1198,10 @@ static void take_counters(vm_model *m, const msnap_counters *c)
     uint64_t alloc = m->blocks_seen ? c->allocated : res;
     if (m->pass == 1) {
         m->counters_seen = 1;
+        if (!m->have_first_cnt || c->t_ns < m->t_first_cnt) {
+            m->have_first_cnt = 1;
+            m->t_first_cnt = c->t_ns;
+        }
         if (c->t_ns > m->t_max)
             m->t_max = c->t_ns;
         if (res > v->cnt_peak_reserved)
@@ -1614,39 +1630,51 @@ int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap)
     return st->depth;
 }
 
-/* Whether a frame is inside CUDA / memsnap plumbing rather than the
- * program (such frames name no site). */
-static int plumbing(const vm_model *m, uint32_t stack, int i)
+int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f)
 {
+    *f = (vm_frame_info){.fn = "", .file = "", .module = ""};
     uint64_t *v = vmap_get(&m->stack_map, 0, stack);
-    if (!v || i >= m->stacks[*v].depth)
+    if (!v)
         return 0;
-    const vm_module *md = module_of(m, m->stacks[*v].ips[i]);
-    if (!md)
-        return 0;
-    const char *b = base_name(md->path);
-    return !strncmp(b, "libmemsnap", 10) || !strncmp(b, "libcuda.", 8) ||
-           !strncmp(b, "libcudart", 9) || !strncmp(b, "libmsnap", 8);
+    const vm_stack_rec *st = &m->stacks[*v];
+    if (i < 0 || i >= st->depth)
+        return st->depth;
+    f->ip = st->ips[i];
+    uint64_t *y = vmap_get(&m->sym_map, 0, f->ip);
+    if (y) {
+        const vm_sym *s = &m->syms[*y];
+        f->fn = s->fn;
+        f->file = s->file;
+        f->line = s->line;
+        f->off = s->off;
+    }
+    const vm_module *md = module_of(m, f->ip);
+    if (md) {
+        f->module = md->path;
+        f->module_base = md->base;
+    }
+    return st->depth;
 }
 
-void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap)
+void vm_peak_totals(const vm_model *m, uint64_t *stacked, uint64_t *reserved)
 {
-    if (!stack) {
-        /* Pre-window allocations known only from a free carry no stack. */
-        snprintf(buf, cap, "%s", vm_ring_mode(m) ? "(no stack: allocated before the event window)"
-                                                 : "(no stack)");
-        return;
+    uint64_t cnt_res = 0, cnt_alloc = 0;
+    for (int d = 0; d < VM_NDEV; d++) {
+        cnt_res += m->dev[d].cnt_peak_reserved;
+        cnt_alloc += m->dev[d].cnt_peak_allocated;
     }
-    int depth = vm_frame(m, stack, 0, buf, cap);
-    if (!depth) {
-        snprintf(buf, cap, "stack %" PRIu32, stack);
+    *stacked = m->lk_maxever;
+    if (m->blocks_seen && cnt_alloc > *stacked)
+        *stacked = cnt_alloc;
+    *reserved = m->peak_sum_reserved > cnt_res ? m->peak_sum_reserved : cnt_res;
+}
+
+void vm_set_colour(vm_model *m, int slot, int rank, uint32_t rgb)
+{
+    if (slot < 0 || slot >= VM_NDEV || rank < 0 || rank >= VM_MAX_TOP)
         return;
-    }
-    for (int i = 0; i < depth; i++)
-        if (!plumbing(m, stack, i)) {
-            vm_frame(m, stack, i, buf, cap);
-            return;
-        }
+    m->dev[slot].colour[rank] = rgb;
+    m->dev[slot].colour_set[rank] = 1;
 }
 
 int vm_parse_at(const char *s, int *at, uint64_t *t_ns)

@@ -55,12 +55,15 @@
 enum vm_cls { VM_CLS_NONE = 0, VM_CLS_MEM = 1, VM_CLS_BLOCK = 2 };
 enum vm_at { VM_AT_DEFAULT = 0, VM_AT_OOM, VM_AT_PEAK, VM_AT_END, VM_AT_TIME };
 enum vm_x { VM_X_TIME = 0, VM_X_EVENTS };
+enum vm_from { VM_FROM_FIRST = 0, VM_FROM_ZERO };
 
 /* What the caller wants. */
 typedef struct vm_opts {
     int top;             /* top sites per device with their own colour (<= VM_MAX_TOP) */
     int columns;         /* timeline columns (plot width in pixels); 0 = no timeline */
     int x_mode;          /* VM_X_TIME or VM_X_EVENTS */
+    int x_from;          /* enum vm_from: time axis starts at the first event
+                          * or counters sample (default), or at t0 */
     int at;              /* enum vm_at: moment of the segment layout */
     uint64_t at_t_ns;    /* for VM_AT_TIME */
     uint64_t cap;        /* configured cap in bytes (--cap); 0 = header's or none */
@@ -171,6 +174,8 @@ typedef struct vm_dev {
     vm_col *cols;                    /* pass 2: opts.columns buckets */
     uint64_t *colvals;               /* columns x (VM_MAX_TOP+1): breakdown at total_max */
     int last_col;
+    uint32_t colour[VM_MAX_TOP];     /* colour of each rank when colour_set (compare, several files) */
+    uint8_t colour_set[VM_MAX_TOP];
 } vm_dev;
 
 typedef struct vm_model vm_model;
@@ -212,22 +217,66 @@ void vm_floor(const vm_model *m, uint64_t *first, uint64_t *last);
 const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total);
 const vm_layout *vm_layout_at(const vm_model *m);
 const vm_range *vm_ranges(const vm_model *m, size_t *n, uint64_t *total);
-/* x range of the timeline: [x_lo, x_hi] in ns or event index. */
+/* x range of the timeline: [x_lo, x_hi] in ns or event index.  In time
+ * mode x_lo is the first event's or the first counters sample's time,
+ * whichever is earlier (x_from = VM_FROM_FIRST), or 0 (VM_FROM_ZERO): a
+ * recorder's t0 is when the process started, often seconds before the
+ * first CUDA allocation. */
 void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi);
 /* Column of an x value (clamped to the columns). */
 int vm_col_of(const vm_model *m, uint64_t x);
 uint64_t vm_events(const vm_model *m);
 uint64_t vm_first_event_t(const vm_model *m);   /* t of the first event */
+/* Peaks of the whole process (all devices at one moment): the stacked
+ * layer (allocated when blocks are seen) and reserved; counters lines
+ * count when they are higher (ring mode). */
+void vm_peak_totals(const vm_model *m, uint64_t *stacked, uint64_t *reserved);
+/* Colour of rank r of device slot d: the one set with vm_set_colour, else
+ * the palette's (render.h viz_site_colour).  Ranks < 0 are "other". */
+void vm_set_colour(vm_model *m, int slot, int rank, uint32_t rgb);
 int vm_counters_seen(const vm_model *m);
 uint64_t vm_cap(const vm_model *m);             /* --cap or header settings */
 const char *vm_str(const vm_model *m, uint32_t id);
 const msnap_header *vm_header_info(const vm_model *m, char *mode, size_t modelen);
 int vm_ring_mode(const vm_model *m);
 /* Frame i of a stack as "fn (file:line)", "module+0xoff" or "0xip"; returns
- * the stack's depth (0 unknown).  vm_site_label: the frame that best names
- * the site (the innermost one outside the CUDA/memsnap libraries). */
+ * the stack's depth (0 unknown).  Names are as the file has them. */
 int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap);
+
+/* What the file says about frame i of a stack: its ip, the sym record's
+ * function/file/line/offset ("" / 0 when none) and the module record that
+ * holds the ip (path "" and base 0 when none).  Returns the stack's depth
+ * (0 when the stack is unknown); for i out of range only the depth. */
+typedef struct vm_frame_info {
+    uint64_t ip, off, module_base;
+    const char *fn, *file, *module;
+    int line;
+} vm_frame_info;
+int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f);
+
+/* Site labels (label.c): see the top of label.c for the rule. */
+#define VM_LABEL_MAX 160
+/* The frame that names a site: the innermost one outside the memory
+ * runtime and allocator libraries, shortened for a legend. */
 void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap);
+/* Labels for sites shown together (a legend, a list): like vm_site_label,
+ * and where two of them would read the same, each gets " from CALLER" (the
+ * first caller only its stack has) or " (stack N)". */
+void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
+                    char (*labels)[VM_LABEL_MAX]);
+/* A key that names the same site in another snapshot of the same program
+ * (another run, another rank, another allocator setting): a hash of the
+ * frames from the labelling frame outwards as "function (file:line)" (else
+ * module+offset), without addresses and without the allocator's frames. */
+uint64_t vm_site_key(const vm_model *m, uint32_t stack);
+/* A C++ function name shortened for a legend: demangled when it is
+ * mangled (_Z...) and a demangler is reachable, without the argument
+ * list, template arguments, return type, "(anonymous namespace)::" and
+ * " [clone ...]". */
+void vm_short_name(const char *fn, char *buf, size_t cap);
+/* Lets the demangler load libstdc++ when it is not in the process (the
+ * CLI does; default off, as for the symbolizer). */
+void vm_demangle_allow_loading(int allow);
 
 /* Live bytes of a top site (rank, or ntop for "other") of device slot at
  * column col, for tests and the painter. */

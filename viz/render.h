@@ -33,8 +33,15 @@
 #define VIZ_RESERVED 0x1f1f1fu   /* reserved line */
 #define VIZ_OOM 0xd62728u
 
-/* Colour of site rank r (0-based); r < 0 is "other". */
+/* Colour of site rank r (0-based) in the palette; r < 0 is "other". */
 uint32_t viz_site_colour(int rank);
+/* Colour of rank r of device slot in this model: vm_set_colour's when set
+ * (compare and several files give a site the same colour in every panel),
+ * else the palette's. */
+uint32_t viz_rank_colour(const vm_model *m, int slot, int rank);
+/* Fits a site label into n characters: drops leading namespaces of the
+ * naming function first, then cuts the end with "..". */
+void viz_fit_label(char *s, int n);
 
 /* Text scale for a picture width: 1 below 1000 pixels, 2 from there. */
 int viz_text_scale(int width);
@@ -59,6 +66,30 @@ int viz_y_of(const viz_geom *g, uint64_t v);
 int viz_timeline(const vm_model *m, canvas *c, int width, int height,
                  const char *title, viz_geom *geoms, int max_geoms,
                  int *ngeoms);
+
+/* One timeline panel: a device slot of a model, with its title line. */
+typedef struct viz_panel {
+    const vm_model *m;
+    int slot;
+    const char *title;
+} viz_panel;
+
+/* The device slots of a model that get a panel (at least one); returns
+ * their count, slots[] has room for VM_NDEV. */
+int viz_model_slots(const vm_model *m, int *slots);
+/* "PREFIX - device N (name, capacity)". */
+void viz_panel_title(const vm_model *m, int slot, const char *prefix,
+                     char *buf, size_t cap);
+/* The top of the y scale a panel of this slot would use on its own. */
+uint64_t viz_timeline_ymax(const vm_model *m, int slot);
+
+/* Paints n panels stacked top to bottom below a blank band of top_h
+ * pixels (for the caller's own header).  shared_y: every panel on the
+ * largest panel's y scale, so equal bytes are equal heights.  height 0 =
+ * automatic.  geoms as for viz_timeline.  0 ok, -1 out of memory. */
+int viz_timeline_panels(const viz_panel *p, int n, canvas *c, int width,
+                        int height, int top_h, int shared_y, viz_geom *geoms,
+                        int max_geoms, int *ngeoms);
 
 /* Segment-map geometry for tests: where the bytes of segment i start. */
 typedef struct viz_segrow {

@@ -53,7 +53,7 @@ static uint32_t span_colour(const vm_model *m, const vm_span *s)
     default:
         if (s->site == UINT32_MAX || s->site >= ns)
             return VIZ_OTHER;
-        return viz_site_colour(sites[s->site].rank);
+        return viz_rank_colour(m, sites[s->site].device, sites[s->site].rank);
     }
 }
 
@@ -143,6 +143,12 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
         const vm_dev *v = vm_device(m, d);
         if (!l->dev[d].segments)
             continue;
+        uint32_t stacks[VM_MAX_TOP];
+        char (*labs)[VM_LABEL_MAX] = malloc(VM_MAX_TOP * sizeof *labs);
+        for (int r = 0; r < v->ntop; r++)
+            stacks[r] = sites[v->top[r]].stack;
+        if (labs)
+            vm_site_labels(m, stacks, v->ntop, labs);
         for (int r = 0; r < v->ntop; r++) {
             uint64_t bytes = 0;
             for (size_t i = 0; i < l->nspans; i++)
@@ -151,14 +157,17 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
                     bytes += l->spans[i].size;
             if (!bytes)
                 continue;
-            char lab[128];
-            vm_site_label(m, sites[v->top[r]].stack, lab, sizeof lab);
-            if (strlen(lab) > 48)
-                strcpy(lab + 45, "..");
-            snprintf(it[nit].text, sizeof it[nit].text, "%s%s  %s here",
+            char lab[VM_LABEL_MAX];
+            if (labs)
+                snprintf(lab, sizeof lab, "%s", labs[r]);
+            else
+                vm_site_label(m, sites[v->top[r]].stack, lab, sizeof lab);
+            viz_fit_label(lab, 84);
+            snprintf(it[nit].text, sizeof it[nit].text, "%s%.100s  %s here",
                      ndev_rows > 1 ? "" : "", lab, viz_fmt_size_short(bytes, a, sizeof a));
-            it[nit++].colour = viz_site_colour(r);
+            it[nit++].colour = viz_rank_colour(m, d, r);
         }
+        free(labs);
     }
     for (size_t i = 0; i < l->nspans; i++)
         if ((l->spans[i].what == VM_SPAN_BLOCK || l->spans[i].what == VM_SPAN_USED) &&

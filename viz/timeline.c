@@ -48,6 +48,38 @@ uint32_t viz_site_colour(int rank)
     return rank >= NPAL ? rgb_lighten(c, 110) : c;
 }
 
+uint32_t viz_rank_colour(const vm_model *m, int slot, int rank)
+{
+    if (rank < 0 || rank >= VM_MAX_TOP || slot < 0 || slot >= VM_NDEV)
+        return VIZ_OTHER;
+    const vm_dev *v = vm_device(m, slot);
+    return v->colour_set[rank] ? v->colour[rank] : viz_site_colour(rank);
+}
+
+void viz_fit_label(char *s, int n)
+{
+    if ((int)strlen(s) <= n)
+        return;
+    /* First drop the leading namespaces of the function that names the
+     * site ("at::detail::empty_generic" -> "detail::empty_generic" ->
+     * "empty_generic"), keeping what tells it apart (" from ...", the
+     * file:line); then cut the end. */
+    for (;;) {
+        char *sep = strstr(s, "::");
+        char *stop = strpbrk(s, " (");
+        if (!sep || (stop && stop < sep) || (int)strlen(s) <= n)
+            break;
+        memmove(s, sep + 2, strlen(sep + 2) + 1);
+    }
+    if ((int)strlen(s) > n && n >= 3) {
+        s[n - 2] = '.';
+        s[n - 1] = '.';
+        s[n] = '\0';
+    } else if ((int)strlen(s) > n && n >= 0) {
+        s[n] = '\0';
+    }
+}
+
 int viz_text_scale(int width)
 {
     return width >= 1000 ? 2 : 1;
@@ -132,21 +164,29 @@ static uint64_t time_step(uint64_t span, int n)
     return 86400000000000ull * (span / 86400000000000ull / (uint64_t)n + 1);
 }
 
-/* Tick label of a time t for a step: unit chosen by the step. */
-static void time_label(uint64_t t, uint64_t step, char *buf, size_t cap)
+/* Tick label of a time t for a step: the unit is chosen by the step, and
+ * by the largest value hi of the axis when that would need 4+ digits (an
+ * axis that starts at 3.6 s with 1 ms steps reads "3.612 s", not
+ * "3612 ms"); as many decimals as the step needs. */
+static void time_label(uint64_t t, uint64_t step, uint64_t hi, char *buf,
+                       size_t cap)
 {
-    if (step >= 3600000000000ull)
-        snprintf(buf, cap, "%g h", (double)t / 3600e9);
-    else if (step >= 60000000000ull)
-        snprintf(buf, cap, "%g min", (double)t / 60e9);
-    else if (step >= 1000000000ull)
-        snprintf(buf, cap, "%g s", (double)t / 1e9);
-    else if (step >= 1000000ull)
-        snprintf(buf, cap, "%g ms", (double)t / 1e6);
-    else if (step >= 1000)
-        snprintf(buf, cap, "%g us", (double)t / 1e3);
-    else
-        snprintf(buf, cap, "%" PRIu64 " ns", t);
+    static const struct { double ns; const char *name; } units[] = {
+        {1, "ns"}, {1e3, "us"}, {1e6, "ms"}, {1e9, "s"}, {60e9, "min"},
+        {3600e9, "h"}};
+    int u = 0;
+    if (step >= 3600000000000ull) u = 5;
+    else if (step >= 60000000000ull) u = 4;
+    else if (step >= 1000000000ull) u = 3;
+    else if (step >= 1000000ull) u = 2;
+    else if (step >= 1000) u = 1;
+    while (u < 3 && (double)hi / units[u].ns >= 1000.0)
+        u++;
+    int dec = 0;
+    double st = (double)step / units[u].ns;
+    while (dec < 9 && st * pow(10, dec) - floor(st * pow(10, dec) + 1e-9) > 1e-6)
+        dec++;
+    snprintf(buf, cap, "%.*f %s", dec, (double)t / units[u].ns, units[u].name);
 }
 
 static uint64_t count_step(uint64_t span, int n)
@@ -235,16 +275,27 @@ static int legend_items(const vm_model *m, int slot, legend_item *it,
     size_t nsites;
     const vm_site *sites = vm_sites(m, &nsites);
     int n = 0;
-    char lab[128], sz[32];
+    char sz[32];
+    uint32_t stacks[VM_MAX_TOP];
+    char (*labs)[VM_LABEL_MAX] = malloc(VM_MAX_TOP * sizeof *labs);
+    for (int r = 0; r < v->ntop; r++)
+        stacks[r] = sites[v->top[r]].stack;
+    if (labs)
+        vm_site_labels(m, stacks, v->ntop, labs);
     for (int r = 0; r < v->ntop; r++) {
         const vm_site *s = &sites[v->top[r]];
-        vm_site_label(m, s->stack, lab, sizeof lab);
-        fit_text(lab, 48);
-        snprintf(it[n].text, sizeof it[n].text, "%s  peak %s", lab,
+        char lab[VM_LABEL_MAX];
+        if (labs)
+            snprintf(lab, sizeof lab, "%s", labs[r]);
+        else
+            vm_site_label(m, s->stack, lab, sizeof lab);
+        viz_fit_label(lab, 84);
+        snprintf(it[n].text, sizeof it[n].text, "%.100s  peak %s", lab,
                  viz_fmt_size_short(s->peak, sz, sizeof sz));
-        it[n].colour = viz_site_colour(r);
+        it[n].colour = viz_rank_colour(m, slot, r);
         it[n++].style = 0;
     }
+    free(labs);
     size_t others = 0;
     int cls = vm_blocks_seen(m) ? VM_CLS_BLOCK : VM_CLS_MEM;
     for (size_t i = 0; i < nsites; i++)
@@ -293,12 +344,15 @@ static int legend_items(const vm_model *m, int slot, legend_item *it,
 /* ---- panel -------------------------------------------------------------- */
 
 typedef struct panel_info {
+    const vm_model *m;
+    char title[256];
     int slot;
     int lanes;
     int nitems;
     legend_item items[MAX_ITEMS];
     uint64_t ymax, capacity, cap;
     int show_capacity, show_cap, has_oom, has_counters;
+    int legend_h;        /* legend height to leave room for; 0: its own */
 } panel_info;
 
 static int oom_on(const vm_model *m, int slot)
@@ -317,6 +371,7 @@ static void panel_prepare(const vm_model *m, int slot, panel_info *p,
 {
     const vm_dev *v = vm_device(m, slot);
     memset(p, 0, sizeof *p);
+    p->m = m;
     p->slot = slot;
     p->lanes = lanes;
     uint64_t top = v->peak_reserved > v->peak_stacked ? v->peak_reserved
@@ -376,9 +431,10 @@ static int panel_chrome_h(const panel_info *p, int width, int ts)
 }
 
 /* Draws one panel into the band [top, top + h). */
-static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
-                       int top, int h, const char *title, viz_geom *geom)
+static void panel_draw(canvas *c, const panel_info *p, int top, int h,
+                       viz_geom *geom)
 {
+    const vm_model *m = p->m;
     int W = c->w, ts = viz_text_scale(W), slot = p->slot;
     const vm_dev *v = vm_device(m, slot);
     const vm_opts *o = vm_options(m);
@@ -386,13 +442,7 @@ static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
     int y = top + 8;
 
     /* title */
-    if (slot == VM_DEV_UNKNOWN)
-        snprintf(buf, sizeof buf, "%s - device ? (unknown ordinal)", title);
-    else if (v->name[0] || v->total)
-        snprintf(buf, sizeof buf, "%s - device %d (%s, %s)", title, slot,
-                 v->name[0] ? v->name : "?", vm_fmt_size(v->total, a, sizeof a));
-    else
-        snprintf(buf, sizeof buf, "%s - device %d", title, slot);
+    snprintf(buf, sizeof buf, "%s", p->title);
     fit_text(buf, (W - 20) / (FONT_CELL_W * (ts + 1)));
     canvas_text(c, 10, y, buf, TEXT, ts + 1);
     y += FONT_CELL_H * (ts + 1) + 6;
@@ -444,8 +494,9 @@ static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
     int lane_h = (FONT_CELL_H + 4) * ts;
     int lanes_y = y;
     y += p->lanes * lane_h;
-    int legend_h = legend_flow(NULL, p->items, p->nitems, left_margin(ts),
-                               W - right_margin(ts), 0, ts);
+    int own_legend_h = legend_flow(NULL, p->items, p->nitems, left_margin(ts),
+                                   W - right_margin(ts), 0, ts);
+    int legend_h = p->legend_h > own_legend_h ? p->legend_h : own_legend_h;
     viz_geom g;
     g.x0 = left_margin(ts);
     g.x1 = g.x0 + o->columns;
@@ -509,14 +560,16 @@ static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
     int nt = o->columns / label_w;
     uint64_t xstep = o->x_mode == VM_X_EVENTS ? count_step(xhi - xlo, nt)
                                               : time_step(xhi - xlo, nt);
-    for (uint64_t xv = xlo; xv <= xhi; xv += xstep) {
+    /* Ticks at multiples of the step from the axis start on. */
+    uint64_t xfirst = (xlo + xstep - 1) / xstep * xstep;
+    for (uint64_t xv = xfirst; xv <= xhi; xv += xstep) {
         int xx = g.x0 + vm_col_of(m, xv);
         canvas_vline(c, xx, g.y0, g.y1 - 1, 1, GRID, 0);
         canvas_vline(c, xx, g.y1, g.y1 + 5, 1, AXIS, 0);
         if (o->x_mode == VM_X_EVENTS)
             count_label(xv, buf, sizeof buf);
         else
-            time_label(xv, xstep, buf, sizeof buf);
+            time_label(xv, xstep, xhi, buf, sizeof buf);
         int tw = canvas_text_w(buf, ts);
         int tx = xx - tw / 2;
         if (tx < g.x0 - 10)
@@ -525,9 +578,16 @@ static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
         if (xhi - xv < xstep)
             break;
     }
-    const char *xt = o->x_mode == VM_X_EVENTS
-                         ? "event index (events in file order)"
-                         : "time since the recorder started";
+    char xt[256];
+    if (o->x_mode == VM_X_EVENTS)
+        snprintf(xt, sizeof xt, "event index (events in file order)");
+    else if (xlo > 0)
+        snprintf(xt, sizeof xt, "time since the recorder started (the plot "
+                 "starts at the first event, %s; --from 0 shows from 0)",
+                 vm_fmt_time(xlo, a, sizeof a));
+    else
+        snprintf(xt, sizeof xt, "time since the recorder started");
+    fit_text(xt, o->columns / (FONT_CELL_W * ts));
     canvas_text(c, g.x0 + (o->columns - canvas_text_w(xt, ts)) / 2,
                 g.y1 + 8 + (FONT_CELL_H + 6) * ts, xt, MUTED, ts);
 
@@ -544,7 +604,7 @@ static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
             if (!val)
                 continue;
             int ya = viz_y_of(&g, cum + val), yb = viz_y_of(&g, cum);
-            canvas_rect(c, x, ya, x + 1, yb, r < K ? viz_site_colour(r) : VIZ_OTHER);
+            canvas_rect(c, x, ya, x + 1, yb, r < K ? viz_rank_colour(m, slot, r) : VIZ_OTHER);
             cum += val;
         }
     }
@@ -644,14 +704,12 @@ static void panel_draw(const vm_model *m, canvas *c, const panel_info *p,
     /* legend */
     legend_flow(c, p->items, p->nitems, left_margin(ts), W - right_margin(ts),
                 top + h - legend_h - 8, ts);
+    (void)own_legend_h;
 }
 
-int viz_timeline(const vm_model *m, canvas *c, int width, int height,
-                 const char *title, viz_geom *geoms, int max_geoms,
-                 int *ngeoms)
+int viz_model_slots(const vm_model *m, int *slots)
 {
-    int ts = viz_text_scale(width);
-    int slots[VM_NDEV], np = 0;
+    int np = 0;
     for (int d = 0; d < VM_NDEV; d++) {
         const vm_dev *v = vm_device(m, d);
         if (v->seen && (v->peak_reserved || v->peak_stacked ||
@@ -660,48 +718,128 @@ int viz_timeline(const vm_model *m, canvas *c, int width, int height,
     }
     if (!np)
         slots[np++] = 0;
-    size_t nr;
-    const vm_range *rg = vm_ranges(m, &nr, NULL);
-    int lanes = 0;
-    for (size_t i = 0; i < nr; i++)
-        if (rg[i].lane + 1 > lanes)
-            lanes = rg[i].lane + 1;
-    panel_info *p = calloc((size_t)np, sizeof *p);
+    return np;
+}
+
+void viz_panel_title(const vm_model *m, int slot, const char *prefix,
+                     char *buf, size_t cap)
+{
+    const vm_dev *v = vm_device(m, slot);
+    char a[32];
+    if (slot == VM_DEV_UNKNOWN)
+        snprintf(buf, cap, "%s - device ? (unknown ordinal)", prefix);
+    else if (v->name[0] || v->total)
+        snprintf(buf, cap, "%s - device %d (%s, %s)", prefix, slot,
+                 v->name[0] ? v->name : "?", vm_fmt_size(v->total, a, sizeof a));
+    else
+        snprintf(buf, cap, "%s - device %d", prefix, slot);
+}
+
+uint64_t viz_timeline_ymax(const vm_model *m, int slot)
+{
+    panel_info p;
+    panel_prepare(m, slot, &p, 0);
+    return p.ymax;
+}
+
+int viz_timeline_panels(const viz_panel *pan, int n, canvas *c, int width,
+                        int height, int top_h, int shared_y, viz_geom *geoms,
+                        int max_geoms, int *ngeoms)
+{
+    int ts = viz_text_scale(width);
+    if (n < 1)
+        return -1;
+    panel_info *p = calloc((size_t)n, sizeof *p);
     if (!p)
         return -1;
+    uint64_t ymax = 0;
+    int max_lanes = 0;
+    for (int i = 0; i < n; i++) {
+        size_t nr;
+        const vm_range *rg = vm_ranges(pan[i].m, &nr, NULL);
+        for (size_t k = 0; k < nr; k++)
+            if (rg[k].lane + 1 > max_lanes)
+                max_lanes = rg[k].lane + 1;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t nr;
+        const vm_range *rg = vm_ranges(pan[i].m, &nr, NULL);
+        int lanes = 0;
+        for (size_t k = 0; k < nr; k++)
+            if (rg[k].lane + 1 > lanes)
+                lanes = rg[k].lane + 1;
+        /* One y scale also means one plot height: same lanes, same room
+         * for the legend in every panel. */
+        panel_prepare(pan[i].m, pan[i].slot, &p[i], shared_y ? max_lanes : lanes);
+        snprintf(p[i].title, sizeof p[i].title, "%s", pan[i].title);
+        if (p[i].ymax > ymax)
+            ymax = p[i].ymax;
+    }
+    /* One y scale: the largest panel's; capacity and cap lines are drawn
+     * where they fall inside it. */
+    for (int i = 0; shared_y && i < n; i++) {
+        p[i].ymax = ymax;
+        p[i].show_capacity = p[i].capacity && p[i].capacity <= ymax;
+        p[i].show_cap = p[i].cap && p[i].cap <= ymax;
+    }
     int chrome = 0;
-    for (int i = 0; i < np; i++) {
-        panel_prepare(m, slots[i], &p[i], lanes);
+    for (int i = 0; i < n; i++) {
         size_t nranges;
-        vm_ranges(m, &nranges, NULL);
-        p[i].nitems = legend_items(m, slots[i], p[i].items, p[i].show_cap,
-                                   p[i].show_capacity, p[i].has_oom,
-                                   nranges > 0, p[i].has_counters);
+        vm_ranges(pan[i].m, &nranges, NULL);
+        p[i].nitems = legend_items(pan[i].m, pan[i].slot, p[i].items,
+                                   p[i].show_cap, p[i].show_capacity,
+                                   p[i].has_oom, nranges > 0, p[i].has_counters);
         int ch = panel_chrome_h(&p[i], width, ts);
         if (ch > chrome)
             chrome = ch;
     }
-    int plot_h = width * 2 / 5;
+    int legend_max = 0;
+    for (int i = 0; shared_y && i < n; i++) {
+        int lh = legend_flow(NULL, p[i].items, p[i].nitems, left_margin(ts),
+                             width - right_margin(ts), 0, ts);
+        if (lh > legend_max)
+            legend_max = lh;
+    }
+    for (int i = 0; i < n; i++)
+        p[i].legend_h = legend_max;
+    int plot_h = n > 2 ? width / 4 : width * 2 / 5;
     int panel_h = chrome + plot_h;
     if (height > 0) {
-        panel_h = height / np;
+        panel_h = (height - top_h) / n;
         if (panel_h < chrome + 40)
             panel_h = chrome + 40;
     }
-    if (canvas_init(c, width, panel_h * np, VIZ_BG)) {
+    if (canvas_init(c, width, top_h + panel_h * n, VIZ_BG)) {
         free(p);
         return -1;
     }
-    for (int i = 0; i < np; i++) {
+    for (int i = 0; i < n; i++) {
         viz_geom g;
-        panel_draw(m, c, &p[i], i * panel_h, panel_h, title, &g);
+        int top = top_h + i * panel_h;
+        panel_draw(c, &p[i], top, panel_h, &g);
         if (geoms && i < max_geoms)
             geoms[i] = g;
-        if (i)
-            canvas_hline(c, 0, width - 1, i * panel_h, 1, 0x999999, 0);
+        if (i || top_h)
+            canvas_hline(c, 0, width - 1, top, i ? 1 : 2, 0x999999, 0);
     }
     if (ngeoms)
-        *ngeoms = np;
+        *ngeoms = n;
     free(p);
     return 0;
+}
+
+int viz_timeline(const vm_model *m, canvas *c, int width, int height,
+                 const char *title, viz_geom *geoms, int max_geoms,
+                 int *ngeoms)
+{
+    int slots[VM_NDEV];
+    int np = viz_model_slots(m, slots);
+    viz_panel pan[VM_NDEV];
+    char titles[VM_NDEV][256];
+    for (int i = 0; i < np; i++) {
+        viz_panel_title(m, slots[i], title, titles[i], sizeof titles[i]);
+        pan[i] = (viz_panel){.m = m, .slot = slots[i], .title = titles[i]};
+    }
+    return viz_timeline_panels(pan, np, c, width, height, 0, 0, geoms,
+                               max_geoms, ngeoms);
 }

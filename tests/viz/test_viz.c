@@ -7,7 +7,13 @@
  *     block's site; free space is the free colour; unmapped is grey;
  *   - the title area holds text pixels;
  *   - leak suspects on a climbing floor, none on a healthy sawtooth;
- *   - fragmentation numbers exact; the OOM story; free_error undo.
+ *   - fragmentation numbers exact; the OOM story; free_error undo;
+ *   - the time axis starts at the first event (first coloured column at the
+ *     plot's left edge), or at 0 with VM_FROM_ZERO;
+ *   - site labels: the first frame outside the allocator libraries, short
+ *     C++ names, sites told apart;
+ *   - compare: one y scale (same bytes, same height in every panel), the
+ *     table and the changed sites.
  */
 #include <png.h>
 #include <stdio.h>
@@ -16,6 +22,7 @@
 #include <unistd.h>
 
 #include "../check.h"
+#include "compare.h"
 #include "model.h"
 #include "render.h"
 
@@ -364,6 +371,227 @@ static void test_parse_at(void)
     CHECK(vm_parse_at("5parsecs", &at, &t) != 0);
 }
 
+
+/* Renders m's timeline, writes it, reads it back; returns the pixels. */
+static uint8_t *timeline_png(vm_model *m, int W, const char *name, viz_geom *g,
+                             int *w, int *h)
+{
+    canvas c;
+    int ng = 0;
+    CHECK(viz_timeline(m, &c, W, 0, "T", g, 1, &ng) == 0);
+    char png[4200], err[256];
+    snprintf(png, sizeof png, "%s/%s", dir, name);
+    CHECK(canvas_write_png(&c, png, err, sizeof err) == 0);
+    canvas_free(&c);
+    return read_png(png, w, h);
+}
+
+/* First column (from the plot's left edge) with a site colour; -1 none. */
+static int first_coloured_col(const uint8_t *px, int w, const viz_geom *g)
+{
+    for (int x = g->x0; x < g->x1; x++)
+        for (int y = g->y0; y < g->y1; y++)
+            if (is_site_colour(px_at(px, w, x, y)) && px_at(px, w, x, y) != VIZ_OTHER)
+                return x - g->x0;
+    return -1;
+}
+
+/* The process started 5 s before its first allocation: the plot starts at
+ * the first event (its first coloured column is at the left edge); with
+ * VM_FROM_ZERO the data sits in the right sixth. */
+static void test_xrange(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    sbf(&b, "{\"a\":\"alloc\",\"t\":5000000000,\"p\":4096,\"n\":%llu,\"k\":1}\n", 64 * MiB);
+    sbf(&b, "{\"a\":\"alloc\",\"t\":5500000000,\"p\":8192000000,\"n\":%llu,\"k\":2}\n", 32 * MiB);
+    sbf(&b, "{\"a\":\"free\",\"t\":5900000000,\"p\":8192000000}\n");
+    sbf(&b, "{\"type\":\"trailer\",\"t\":6000000000,\"events\":3,\"dropped\":0,\"stacks_dropped\":0,\"reason\":\"exit\"}\n");
+    const char *path = write_snap("late.msnap", b.s);
+    free(b.s);
+    int W = 1200;
+    for (int from = VM_FROM_FIRST; from <= VM_FROM_ZERO; from++) {
+        vm_opts o = {.top = 8, .columns = viz_timeline_columns(W), .x_from = from};
+        vm_model *m = vm_new(&o);
+        char err[512];
+        CHECK(vm_read_file(m, path, 1, err, sizeof err) == 0);
+        uint64_t lo, hi;
+        vm_x_range(m, &lo, &hi);
+        CHECK_EQ_U64(lo, from == VM_FROM_FIRST ? 5000000000ull : 0);
+        CHECK_EQ_U64(hi, 6000000000ull);
+        viz_geom g;
+        int w, h;
+        uint8_t *px = timeline_png(m, W, from ? "late-zero.png" : "late.png", &g, &w, &h);
+        CHECK(px != NULL);
+        if (px) {
+            int col = first_coloured_col(px, w, &g);
+            int cols = g.x1 - g.x0;
+            if (from == VM_FROM_FIRST)
+                CHECK(col >= 0 && col <= 2);
+            else
+                CHECK(abs(col - cols * 5 / 6) <= 2);
+        }
+        free(px);
+        vm_free(m);
+    }
+}
+
+/* Labels: a PyTorch-like stack (allocator frames in libc10_cuda, cudaMalloc
+ * in libcudart with no file) is named by its first frame outside them, in
+ * short form; two sites that would read the same are told apart. */
+static void test_labels(void)
+{
+    char buf[VM_LABEL_MAX];
+    /* Short names, without a demangler first (the mini demangler), then
+     * with libstdc++'s. */
+    vm_short_name("_ZN2at6native10empty_cudaEN3c108ArrayRefIlEESt8optionalINS1_10ScalarTypeEE", buf, sizeof buf);
+    CHECK(!strcmp(buf, "at::native::empty_cuda"));
+    vm_short_name("_ZN3c104cuda20CUDACachingAllocator6Native12_GLOBAL__N_117ExpandableSegment3mapENS3_12SegmentRangeE", buf, sizeof buf);
+    CHECK(!strcmp(buf, "c10::cuda::CUDACachingAllocator::Native::ExpandableSegment::map"));
+    vm_demangle_allow_loading(1);
+    vm_short_name("_ZN2at4cuda4blas20gemm_internal_cublasIffEEvcclllNS_10OpMathTypeIT_E4typeEPKS4_lS8_lS6_PT0_l", buf, sizeof buf);
+    CHECK(!strcmp(buf, "at::cuda::blas::gemm_internal_cublas"));
+    vm_short_name("_ZN2at5emptyEN3c108ArrayRefIlEENS0_13TensorOptionsESt8optionalINS0_12MemoryFormatEE.constprop.0", buf, sizeof buf);
+    CHECK(!strcmp(buf, "at::empty"));
+    vm_short_name("at::native::empty_cuda(c10::ArrayRef<long>, std::optional<c10::ScalarType>)", buf, sizeof buf);
+    CHECK(!strcmp(buf, "at::native::empty_cuda"));
+    vm_short_name("void at::native::(anonymous namespace)::launch<float, 4>(int) [clone .isra.0]", buf, sizeof buf);
+    CHECK(!strcmp(buf, "at::native::launch"));
+    vm_short_name("std::vector<int, std::allocator<int> >::operator[](unsigned long)", buf, sizeof buf);
+    CHECK(!strcmp(buf, "std::vector::operator[]"));
+    vm_short_name("main", buf, sizeof buf);
+    CHECK(!strcmp(buf, "main"));
+    vm_short_name("_Zjunk", buf, sizeof buf);
+    CHECK(!strcmp(buf, "_Zjunk"));
+
+    static const char snap[] =
+        "{\"type\":\"header\",\"format\":\"memsnap\",\"version\":\"1.0\",\"pid\":1,"
+        "\"host\":\"t\",\"argv\":[\"t\"],\"clock\":\"CLOCK_MONOTONIC\",\"t0_unix_ns\":0,"
+        "\"mode\":\"stream\",\"settings\":{},\"devices\":[]}\n"
+        "{\"type\":\"module\",\"base\":\"0x100000\",\"size\":65536,\"path\":\"/x/libcudart.so.13\",\"build_id\":\"\"}\n"
+        "{\"type\":\"module\",\"base\":\"0x200000\",\"size\":65536,\"path\":\"/x/torch/lib/libc10_cuda.so\",\"build_id\":\"\"}\n"
+        "{\"type\":\"module\",\"base\":\"0x300000\",\"size\":65536,\"path\":\"/x/torch/lib/libtorch_cuda.so\",\"build_id\":\"\"}\n"
+        "{\"type\":\"module\",\"base\":\"0x400000\",\"size\":65536,\"path\":\"/usr/bin/python3\",\"build_id\":\"\"}\n"
+        /* stacks 1..3: cudart, c10_cuda, then torch; 1 and 2 from different
+         * callers; 3 the same path as 1 but another line inside c10 */
+        "{\"type\":\"stack\",\"id\":1,\"ips\":[\"0x100010\",\"0x200010\",\"0x300010\",\"0x300100\",\"0x400001\",\"0x400002\",\"0x400003\",\"0x400004\",\"0x400005\"]}\n"
+        "{\"type\":\"stack\",\"id\":2,\"ips\":[\"0x100010\",\"0x200010\",\"0x300010\",\"0x300200\",\"0x400001\",\"0x400002\",\"0x400003\",\"0x400004\",\"0x400005\"]}\n"
+        "{\"type\":\"stack\",\"id\":3,\"ips\":[\"0x100010\",\"0x200020\",\"0x300010\",\"0x300100\",\"0x400001\",\"0x400002\",\"0x400003\",\"0x400004\",\"0x400005\"]}\n"
+        /* stack 4: every frame in the runtime: the innermost names it */
+        "{\"type\":\"stack\",\"id\":4,\"ips\":[\"0x100010\",\"0x200010\"]}\n"
+        /* stack 5: no module records; names decide */
+        "{\"type\":\"stack\",\"id\":5,\"ips\":[\"0x900010\",\"0x900020\"]}\n"
+        "{\"type\":\"sym\",\"ip\":\"0x100010\",\"fn\":\"cudaMalloc\",\"file\":\"\",\"line\":0,\"off\":16}\n"
+        "{\"type\":\"sym\",\"ip\":\"0x200010\",\"fn\":\"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int, unsigned long, CUstream_st*)\",\"file\":\"c10/cuda/CUDACachingAllocator.cpp\",\"line\":1200}\n"
+        "{\"type\":\"sym\",\"ip\":\"0x200020\",\"fn\":\"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int, unsigned long, CUstream_st*)\",\"file\":\"c10/cuda/CUDACachingAllocator.cpp\",\"line\":1250}\n"
+        "{\"type\":\"sym\",\"ip\":\"0x300010\",\"fn\":\"at::native::empty_cuda(c10::ArrayRef<long>, std::optional<c10::ScalarType>)\",\"file\":\"aten/src/ATen/native/cuda/EmptyTensor.cpp\",\"line\":42}\n"
+        "{\"type\":\"sym\",\"ip\":\"0x300100\",\"fn\":\"_ZN2at6native5randnEN3c108ArrayRefIlEE\",\"file\":\"\",\"line\":0,\"off\":8}\n"
+        "{\"type\":\"sym\",\"ip\":\"0x300200\",\"fn\":\"at::native::zeros(c10::ArrayRef<long>)\",\"file\":\"\",\"line\":0,\"off\":8}\n"
+        "{\"type\":\"sym\",\"ip\":\"0x900010\",\"fn\":\"memsnap_alloc_malloc\",\"file\":\"alloc.c\",\"line\":314}\n"
+        "{\"type\":\"sym\",\"ip\":\"0x900020\",\"fn\":\"kv_reserve\",\"file\":\"server.c\",\"line\":88}\n"
+        "{\"a\":\"alloc\",\"t\":10,\"p\":4096,\"n\":1048576,\"k\":1}\n"
+        "{\"a\":\"alloc\",\"t\":11,\"p\":8192,\"n\":2097152,\"k\":2}\n"
+        "{\"a\":\"alloc\",\"t\":12,\"p\":12288,\"n\":3145728,\"k\":3}\n"
+        "{\"a\":\"alloc\",\"t\":13,\"p\":16384,\"n\":4194304,\"k\":4}\n"
+        "{\"a\":\"alloc\",\"t\":14,\"p\":20480,\"n\":5242880,\"k\":5}\n";
+    const char *path = write_snap("labels.msnap", snap);
+    vm_model *m = load(path, 8, 0, VM_AT_END);
+    vm_site_label(m, 1, buf, sizeof buf);
+    CHECK(!strcmp(buf, "at::native::empty_cuda (EmptyTensor.cpp:42)"));
+    vm_site_label(m, 4, buf, sizeof buf);
+    CHECK(!strcmp(buf, "cudaMalloc"));
+    vm_site_label(m, 5, buf, sizeof buf);
+    CHECK(!strcmp(buf, "kv_reserve (server.c:88)"));
+    uint32_t st[3] = {1, 2, 3};
+    char labs[3][VM_LABEL_MAX];
+    vm_site_labels(m, st, 3, labs);
+    /* 2 has a caller of its own; 1 and 3 differ only inside c10 */
+    CHECK(!strcmp(labs[1], "at::native::empty_cuda (EmptyTensor.cpp:42) from native::zeros"));
+    CHECK(!strcmp(labs[0], "at::native::empty_cuda (EmptyTensor.cpp:42) (stack 1)"));
+    CHECK(!strcmp(labs[2], "at::native::empty_cuda (EmptyTensor.cpp:42) (stack 3)"));
+    /* 1 and 3 are the same site for matching across snapshots, 2 is not */
+    CHECK(vm_site_key(m, 1) == vm_site_key(m, 3));
+    CHECK(vm_site_key(m, 1) != vm_site_key(m, 2));
+    vm_free(m);
+}
+
+/* compare: A holds 100 MiB; B the same 100 MiB and 300 MiB more later.  On
+ * one y scale the 100 MiB are equally high in both panels; the table and
+ * the changed site are right. */
+static void test_compare(void)
+{
+    const char *paths[2];
+    for (int k = 0; k < 2; k++) {
+        sb b = {0};
+        sbf(&b, "%s", header);
+        sbf(&b, "{\"a\":\"alloc\",\"t\":1000000,\"p\":4096,\"n\":%llu,\"k\":1}\n", 100 * MiB);
+        if (k)
+            sbf(&b, "{\"a\":\"alloc\",\"t\":600000000,\"p\":900000000,\"n\":%llu,\"k\":2}\n", 300 * MiB);
+        sbf(&b, "{\"type\":\"trailer\",\"t\":1000000000,\"events\":2,\"dropped\":0,\"stacks_dropped\":0,\"reason\":\"exit\"}\n");
+        paths[k] = write_snap(k ? "cmp-b.msnap" : "cmp-a.msnap", b.s);
+        free(b.s);
+    }
+    int W = 1000;
+    vm_model *models[2];
+    for (int k = 0; k < 2; k++)
+        models[k] = load(paths[k], 8, viz_timeline_columns(W), VM_AT_DEFAULT);
+    vm_opts o = {.top = 8, .columns = viz_timeline_columns(W)};
+    for (int k = 0; k < 2; k++) {
+        vm_free(models[k]);
+        models[k] = vm_new(&o);
+        char err[512];
+        CHECK(vm_read_file(models[k], paths[k], 1, err, sizeof err) == 0);
+    }
+    viz_match_colours(models, 2);
+    viz_cmp cmp;
+    CHECK(viz_cmp_build(models, 2, 5, &cmp) == 0);
+    CHECK_EQ_U64(cmp.rows[0].peak_reserved, 100 * MiB);
+    CHECK_EQ_U64(cmp.rows[1].peak_reserved, 400 * MiB);
+    CHECK(cmp.nchanges == 1);
+    if (cmp.nchanges) {
+        CHECK(cmp.changes[0].other == 1);
+        CHECK_EQ_U64(cmp.changes[0].before, 0);
+        CHECK_EQ_U64(cmp.changes[0].after, 300 * MiB);
+        CHECK(!strcmp(cmp.changes[0].label, "activations (a.c:2)"));
+    }
+    const char *names[2] = {"a.msnap", "b.msnap"};
+    canvas c;
+    viz_geom g[2];
+    int ng = 0;
+    CHECK(viz_compare(models, names, 2, &cmp, &c, W, 0, g, 2, &ng) == 0);
+    CHECK(ng == 2);
+    CHECK(g[0].ymax == g[1].ymax);
+    CHECK(g[0].y1 - g[0].y0 == g[1].y1 - g[1].y0);
+    char png[4200], err[256];
+    snprintf(png, sizeof png, "%s/cmp.png", dir);
+    CHECK(canvas_write_png(&c, png, err, sizeof err) == 0);
+    canvas_free(&c);
+    int w, h;
+    uint8_t *px = read_png(png, &w, &h);
+    CHECK(px != NULL);
+    /* the 100 MiB site: same colour, same height, in both panels */
+    int hts[2] = {-1, -1};
+    uint32_t cols[2] = {0, 0};
+    for (int k = 0; px && k < 2; k++) {
+        int x = g[k].x0 + vm_col_of(models[k], 300000000);
+        for (int y = g[k].y0; y < g[k].y1; y++)
+            if (is_site_colour(px_at(px, w, x, y))) {
+                hts[k] = g[k].y1 - y;
+                cols[k] = px_at(px, w, x, y);
+                break;
+            }
+    }
+    if (!(hts[0] > 0 && abs(hts[0] - hts[1]) <= 1))
+        fprintf(stderr, "heights %d %d\n", hts[0], hts[1]);
+    CHECK(hts[0] > 0 && abs(hts[0] - hts[1]) <= 1);
+    CHECK(abs(hts[0] - (g[0].y1 - viz_y_of(&g[0], 100 * MiB))) <= 1);
+    CHECK(cols[0] == cols[1]);
+    free(px);
+    viz_cmp_free(&cmp);
+    for (int k = 0; k < 2; k++)
+        vm_free(models[k]);
+}
+
 int main(int argc, char **argv)
 {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
@@ -372,5 +600,8 @@ int main(int argc, char **argv)
     test_leaks();
     test_oom_and_free_error();
     test_parse_at();
+    test_xrange();
+    test_labels();
+    test_compare();
     return check_summary();
 }

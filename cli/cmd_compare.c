@@ -1,0 +1,244 @@
+/* memsnap compare: two or more snapshots side by side — before/after runs,
+ * expandable segments vs fixed pools, one rank against another.
+ *
+ * This file parses the arguments and prints; the comparison (table, site
+ * matching, the sites whose peak changed most) and the picture are the viz
+ * library (viz/compare.h, docs/render.md).  Prints the table and the
+ * changes, writes OUT (a PNG: the same table above a timeline panel per
+ * snapshot, all on one y scale) and prints its path last.
+ *
+ * Exit status: 0 ok, 2 usage error, unreadable input or an unwritable PNG
+ * (one line on stderr).
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "compare.h"
+#include "model.h"
+#include "render.h"
+
+#define MAX_FILES 26
+
+static const char usage_text[] =
+    "usage: memsnap compare A B [C...] [-o OUT.png] [--top N] [--changes N]\n"
+    "                       [--from first|0] [--width W] [--height H]\n"
+    "\n"
+    "Compares snapshots (plain or zstd; each read twice, so not stdin):\n"
+    "a table per snapshot (peak allocated, peak reserved, fragmentation\n"
+    "1 - largest_free/total_free at the OOM or the peak, 1 - peak allocated /\n"
+    "peak reserved, OOMs, events), the allocation sites whose peak changed\n"
+    "most between A and each other snapshot (sites are matched by their\n"
+    "frames, not by address), and a PNG with the same table above one\n"
+    "timeline per snapshot, all on one y scale, a site in one colour in\n"
+    "every panel.\n"
+    "\n"
+    "  -o, --output OUT     the PNG (default: compare.png)\n"
+    "  --top N              sites with their own colour per panel (default 8,\n"
+    "                       at most 24)\n"
+    "  --changes N          changed sites listed per snapshot (default 5, 0..20)\n"
+    "  --from first|0       time axes start at the first event (default) or 0\n"
+    "  --width W            picture width, 320..8192 (default 1600)\n"
+    "  --height H           picture height (default: automatic)\n"
+    "  -h, --help           this help\n"
+    "\n"
+    "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
+
+static int bad(const char *what, const char *arg)
+{
+    fprintf(stderr, "memsnap compare: %s \"%s\"; try memsnap compare --help\n",
+            what, arg);
+    return 2;
+}
+
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+/* The table and the changes as text. */
+static void print_table(const viz_cmp *cmp, char **paths)
+{
+    char l[16], a[32], b[32], t[32];
+    int w = 8;
+    for (int i = 0; i < cmp->n; i++)
+        if ((int)strlen(paths[i]) > w)
+            w = (int)strlen(paths[i]);
+    printf("   %-*s  %-15s %-14s %-10s %-10s %-7s %s\n", w, "snapshot",
+           "peak allocated", "peak reserved", "frag free", "frag peak",
+           "events", "OOM");
+    for (int i = 0; i < cmp->n; i++) {
+        const viz_cmp_row *r = &cmp->rows[i];
+        char ff[16], fp[16], ev[24];
+        if (r->frag_known) {
+            snprintf(ff, sizeof ff, "%.3f", r->frag_free);
+            snprintf(fp, sizeof fp, "%.3f", r->frag_peak);
+        } else {
+            snprintf(ff, sizeof ff, "n/a");
+            snprintf(fp, sizeof fp, "n/a");
+        }
+        snprintf(ev, sizeof ev, "%" PRIu64, r->events);
+        printf("%s: %-*s  %-15s %-14s %-10s %-10s %-7s ",
+               viz_cmp_letter(i, l, sizeof l), w, paths[i],
+               r->blocks ? vm_fmt_size(r->peak_stacked, a, sizeof a)
+                         : "n/a (no blocks)",
+               vm_fmt_size(r->peak_reserved, b, sizeof b), ff, fp, ev);
+        if (r->ooms)
+            printf("%" PRIu64 " (first at %s, requested %s)\n", r->ooms,
+                   vm_fmt_time(r->oom_t, t, sizeof t),
+                   vm_fmt_size(r->oom_requested, a, sizeof a));
+        else
+            printf("none\n");
+    }
+    printf("(frag free = 1 - largest_free/total_free inside reserved at the OOM, "
+           "else the peak; frag peak = 1 - peak allocated/peak reserved; n/a "
+           "without allocator blocks)\n");
+    for (int j = 1; j < cmp->n; j++) {
+        char l0[16];
+        int any = 0;
+        for (size_t k = 0; k < cmp->nchanges; k++)
+            any |= cmp->changes[k].other == j;
+        printf("\nsites whose peak changed most, %s against %s:%s\n",
+               viz_cmp_letter(j, l, sizeof l), viz_cmp_letter(0, l0, sizeof l0),
+               any ? "" : " none");
+        for (size_t k = 0; k < cmp->nchanges; k++) {
+            const viz_cmp_change *c = &cmp->changes[k];
+            if (c->other != j)
+                continue;
+            uint64_t d = c->after > c->before ? c->after - c->before
+                                              : c->before - c->after;
+            char dd[32];
+            printf("  %s%-11s %11s -> %-11s %s\n", c->after > c->before ? "+" : "-",
+                   vm_fmt_size(d, dd, sizeof dd),
+                   vm_fmt_size(c->before, a, sizeof a),
+                   vm_fmt_size(c->after, b, sizeof b), c->label);
+        }
+    }
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"top", required_argument, NULL, 't'},
+        {"changes", required_argument, NULL, 'c'},
+        {"from", required_argument, NULL, 'f'},
+        {"width", required_argument, NULL, 'W'},
+        {"height", required_argument, NULL, 'H'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    vm_opts o = {.top = 8, .x_mode = VM_X_TIME, .at = VM_AT_DEFAULT};
+    const char *out = "compare.png";
+    int width = 1600, height = 0, changes = 5, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 't':
+            if (parse_int(optarg, 0, VM_MAX_TOP, &o.top))
+                return bad("--top wants a count from 0 to 24, got", optarg);
+            break;
+        case 'c':
+            if (parse_int(optarg, 0, 20, &changes))
+                return bad("--changes wants a count from 0 to 20, got", optarg);
+            break;
+        case 'f':
+            if (!strcmp(optarg, "first")) o.x_from = VM_FROM_FIRST;
+            else if (!strcmp(optarg, "0")) o.x_from = VM_FROM_ZERO;
+            else return bad("--from wants first or 0, got", optarg);
+            break;
+        case 'W':
+            if (parse_int(optarg, 320, 8192, &width))
+                return bad("--width wants pixels from 320 to 8192, got", optarg);
+            break;
+        case 'H':
+            if (parse_int(optarg, 200, 16384, &height))
+                return bad("--height wants pixels from 200 to 16384, got", optarg);
+            break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default:
+            fprintf(stderr, "memsnap compare: unknown or incomplete option "
+                            "\"%s\"; try memsnap --help\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    int n = argc - optind;
+    if (n < 2) {
+        fprintf(stderr, "memsnap compare: expected two snapshot files or more, "
+                        "got %d; try memsnap --help\n", n);
+        return 2;
+    }
+    if (n > MAX_FILES) {
+        fprintf(stderr, "memsnap compare: at most %d snapshot files, got %d; "
+                        "try memsnap --help\n", MAX_FILES, n);
+        return 2;
+    }
+    char **paths = argv + optind;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(paths[i], "-")) {
+            fprintf(stderr, "memsnap compare: needs files, not stdin (each is "
+                            "read twice); try memsnap --help\n");
+            return 2;
+        }
+    vm_demangle_allow_loading(1);
+    o.columns = viz_timeline_columns(width);
+    vm_model *models[MAX_FILES] = {0};
+    const char *names[MAX_FILES];
+    char err[1024];
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        names[i] = base_name(paths[i]);
+        models[i] = vm_new(&o);
+        if (!models[i]) {
+            fprintf(stderr, "memsnap compare: out of memory\n");
+            rc = 2;
+        } else if (vm_read_file(models[i], paths[i], 1, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            rc = 2;
+        }
+    }
+    viz_cmp cmp = {0};
+    if (!rc) {
+        viz_match_colours(models, n);
+        if (viz_cmp_build(models, n, changes, &cmp)) {
+            fprintf(stderr, "memsnap compare: out of memory\n");
+            rc = 2;
+        }
+    }
+    canvas cv = {0};
+    if (!rc && viz_compare(models, names, n, &cmp, &cv, width, height, NULL, 0,
+                           NULL)) {
+        fprintf(stderr, "memsnap compare: out of memory\n");
+        rc = 2;
+    }
+    if (!rc && canvas_write_png(&cv, out, err, sizeof err)) {
+        fprintf(stderr, "memsnap compare: %s\n", err);
+        rc = 2;
+    }
+    if (!rc) {
+        print_table(&cmp, paths);
+        printf("\n%s\n", out);
+    }
+    canvas_free(&cv);
+    viz_cmp_free(&cmp);
+    for (int i = 0; i < n; i++)
+        vm_free(models[i]);
+    if (!rc && fflush(stdout) != 0)
+        rc = 2;
+    return rc;
+}
