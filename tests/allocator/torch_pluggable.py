@@ -55,8 +55,8 @@ def child(mode, lib, out):
     losses = []
     for _ in range(4):
         opt.zero_grad(set_to_none=True)
-        out = model(x)
-        loss = ((out - y) ** 2).mean()  # deterministic reductions only
+        pred = model(x)   # not "out": that is the result file's path
+        loss = ((pred - y) ** 2).mean()  # deterministic reductions only
         loss.backward()
         opt.step()
         losses.append(loss.detach())
