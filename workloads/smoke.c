@@ -89,6 +89,9 @@ __attribute__((noinline)) static void optimizer_step(CUdeviceptr va, int pages, 
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     check(cuMemSetAccess(va, pages * gran, &acc, 1), "cuMemSetAccess");
     check(cuMemsetD8(va, 0, pages * gran), "cuMemsetD8");
+    /* cuMemsetD8 may still be running and cuMemUnmap does not wait for it
+     * (an illegal address on the H200; the simulated device cannot tell). */
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
     check(cuMemUnmap(va, pages * gran), "cuMemUnmap");
     for (int i = 0; i < pages; i++)
         check(cuMemRelease(h[i]), "cuMemRelease");

@@ -483,9 +483,13 @@ static int decode_kernels(server_t *sv, CUdeviceptr x, CUdeviceptr qkv, CUdevice
         else
             sv->h_pages[(size_t)b * mp] = q->kv;
     }
+    /* The page table holds 8-byte pointers: it starts on a 16-byte boundary
+     * after the three int arrays (at 12 * max_batch it was misaligned for odd
+     * max_batch: a misaligned 8-byte read in ms_kv_append, found on the H200
+     * with compute-sanitizer at --max-batch 1). */
     CUdeviceptr d_tok = sv->io, d_pos = d_tok + 4 * (uint64_t)sv->o->max_batch,
                 d_len = d_pos + 4 * (uint64_t)sv->o->max_batch,
-                d_pages = d_len + 4 * (uint64_t)sv->o->max_batch;
+                d_pages = (d_len + 4 * (uint64_t)sv->o->max_batch + 15) & ~(CUdeviceptr)15;
     CUresult e = CUDA_SUCCESS;
 #define K(call, what)                                                                      \
     do {                                                                                   \
@@ -667,7 +671,8 @@ int server_run(const options_t *o, mem_t *m, gpu_t *g, results_t *r)
     nvtxRangePop();
     if (rc)
         goto done;
-    sv.io_bytes = 12 * (uint64_t)o->max_batch + 8 * (uint64_t)o->max_batch * sv.max_pages;
+    sv.io_bytes = ((12 * (uint64_t)o->max_batch + 15) & ~15ull) +
+                  8 * (uint64_t)o->max_batch * sv.max_pages;   /* see decode_kernels */
     if ((rc = dalloc(&sv, sv.io_bytes, &sv.io, "batch inputs")))
         goto done;
     /* KV budget: what the scheduler may promise to requests */
