@@ -318,7 +318,8 @@ static void write_segments(texp *x, FILE *f, msnap_interop_stats *st)
     track_each(&x->tr, TRK_ASYNC, vec_add, &segs);
     track_each(&x->tr, TRK_VMM_MAP, vec_add, &maps);
     track_each(&x->tr, TRK_BLOCK, vec_add, &blocks);
-    qsort(maps.v, maps.n, sizeof(trk_obj), cmp_obj);
+    if (maps.n) /* qsort wants a non-NULL base even for 0 elements */
+        qsort(maps.v, maps.n, sizeof(trk_obj), cmp_obj);
     /* neighbouring mappings are one expandable segment */
     trk_obj *mp = maps.v;
     for (size_t i = 0; i < maps.n;) {
@@ -330,8 +331,10 @@ static void write_segments(texp *x, FILE *f, msnap_interop_stats *st)
         vec_add(&segs, &run);
         i = j;
     }
-    qsort(segs.v, segs.n, sizeof(trk_obj), cmp_obj);
-    qsort(blocks.v, blocks.n, sizeof(trk_obj), cmp_obj);
+    if (segs.n)
+        qsort(segs.v, segs.n, sizeof(trk_obj), cmp_obj);
+    if (blocks.n)
+        qsort(blocks.v, blocks.n, sizeof(trk_obj), cmp_obj);
     trk_obj *sg = segs.v, *bk = blocks.v;
     size_t bi = 0;
     int sfirst = 1;
