@@ -41,7 +41,7 @@
 #include "cli.h"
 #include "memsnap/format.h"
 #include "memsnap/symbolize.h"
-#include "u64map.h"
+#include "memsnap/u64map.h"
 
 static const char usage_text[] =
     "usage: memsnap symbolize SNAP [-o OUT | --in-place]\n"

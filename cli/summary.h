@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "memsnap/format.h"
-#include "u64map.h"
+#include "memsnap/u64map.h"
 
 /* Device slots: 0..MSNAP_MAX_DEVICES-1 are CUDA ordinals; the last slot
  * gathers device -1 (unknown) and out-of-range ordinals. */

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "memsnap/format.h"
-#include "u64map.h"
+#include "memsnap/u64map.h"
 
 /* ---- spill: fixed-size event records in an unlinked temporary file ----- */
 typedef struct spill_rec {

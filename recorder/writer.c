@@ -46,7 +46,7 @@
 #include "memsnap/symbolize.h"
 #include "pathpat.h"
 #include "recorder.h"
-#include "u64map.h"
+#include "memsnap/u64map.h"
 
 /* ---- live state ----------------------------------------------------------------------- */
 

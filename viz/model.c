@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmap.h"
+#include "memsnap/u64map.h"
 
 enum { L_MEM = 1, L_BLOCK, L_VA, L_PHYS, L_MAP };
 #define NO_SITE UINT32_MAX
@@ -77,7 +77,7 @@ struct vm_model {
     vm_dev dev[VM_NDEV];
 
     /* live set */
-    vmap live_map;
+    u64map live_map;
     vm_live *live;
     size_t nlive, cap_live;
     uint32_t *lfree;
@@ -86,12 +86,12 @@ struct vm_model {
     int undo_pos;
 
     /* sites */
-    vmap site_map;
+    u64map site_map;
     vm_site *sites;
     size_t nsites, cap_sites;
 
     /* tables */
-    vmap stack_map, sym_map, str_map;
+    u64map stack_map, sym_map, str_map;
     vm_stack_rec *stacks;
     size_t nstacks, cap_stacks;
     vm_sym *syms;
@@ -243,16 +243,16 @@ void vm_free(vm_model *m)
 {
     if (!m)
         return;
-    vmap_clear(&m->live_map);
+    u64map_free(&m->live_map);
     free(m->live);
     free(m->lfree);
-    vmap_clear(&m->site_map);
+    u64map_free(&m->site_map);
     free(m->sites);
-    vmap_clear(&m->stack_map);
+    u64map_free(&m->stack_map);
     for (size_t i = 0; i < m->nstacks; i++)
         free(m->stacks[i].ips);
     free(m->stacks);
-    vmap_clear(&m->sym_map);
+    u64map_free(&m->sym_map);
     for (size_t i = 0; i < m->nsyms; i++) {
         free(m->syms[i].fn);
         free(m->syms[i].file);
@@ -261,7 +261,7 @@ void vm_free(vm_model *m)
     for (size_t i = 0; i < m->nmods; i++)
         free(m->mods[i].path);
     free(m->mods);
-    vmap_clear(&m->str_map);
+    u64map_free(&m->str_map);
     for (size_t i = 0; i < m->nstrs; i++)
         free(m->strs[i]);
     free(m->strs);
@@ -322,11 +322,11 @@ static uint32_t site_for(vm_model *m, uint32_t stack, int cls, int kind,
 {
     uint64_t key = (uint64_t)stack | (uint64_t)cls << 32 |
                    (uint64_t)(slot + 1) << 40;
-    uint64_t *v = vmap_get(&m->site_map, 0, key);
+    uint64_t *v = u64map_get(&m->site_map, 0, key);
     if (v)
         return (uint32_t)*v;
     if (grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites) ||
-        vmap_put(&m->site_map, 0, key, m->nsites))
+        u64map_put(&m->site_map, 0, key, m->nsites))
         return NO_SITE;
     m->sites[m->nsites] = (vm_site){.stack = stack, .cls = (uint8_t)cls,
                                     .kind = (uint8_t)kind,
@@ -541,7 +541,7 @@ static void live_slot_release(vm_model *m, uint32_t idx)
 static int entry_add(vm_model *m, int layer, uint64_t key, vm_live e)
 {
     uint64_t old;
-    if (vmap_del(&m->live_map, (uint32_t)layer, key, &old)) {
+    if (u64map_del(&m->live_map, (uint32_t)layer, key, &old)) {
         if (entry_delta(m, &m->live[old], -1))
             return -1;
         live_slot_release(m, (uint32_t)old);
@@ -554,7 +554,7 @@ static int entry_add(vm_model *m, int layer, uint64_t key, vm_live e)
             return -1;
         idx = (uint32_t)m->nlive++;
     }
-    if (vmap_put(&m->live_map, (uint32_t)layer, key, idx))
+    if (u64map_put(&m->live_map, (uint32_t)layer, key, idx))
         return -1;
     e.layer = (uint8_t)layer;
     int cls = cls_of(e.kind, e.device);
@@ -576,7 +576,7 @@ static int entry_add(vm_model *m, int layer, uint64_t key, vm_live e)
 static int entry_remove(vm_model *m, int layer, uint64_t key, vm_live *out)
 {
     uint64_t idx;
-    if (!vmap_del(&m->live_map, (uint32_t)layer, key, &idx))
+    if (!u64map_del(&m->live_map, (uint32_t)layer, key, &idx))
         return 0;
     vm_live e = m->live[idx];
     live_slot_release(m, (uint32_t)idx);
@@ -759,7 +759,7 @@ static int layout_build(vm_model *m, vm_layout *l)
             break;
         case MSNAP_A_VMM_MAP: {
             /* The site of a mapping is the site of its physical memory. */
-            uint64_t *h = vmap_get(&m->live_map, L_PHYS, e.aux);
+            uint64_t *h = u64map_get(&m->live_map, L_PHYS, e.aux);
             e.site = h ? m->live[*h].site : NO_SITE;
             if (h && e.device == VM_DEV_UNKNOWN)
                 e.device = m->live[*h].device;
@@ -1108,7 +1108,7 @@ static void take_device(vm_model *m, const msnap_device_info *d)
 
 static int take_stack(vm_model *m, const msnap_stack *st)
 {
-    uint64_t *v = vmap_get(&m->stack_map, 0, st->id);
+    uint64_t *v = u64map_get(&m->stack_map, 0, st->id);
     size_t i;
     if (v) {
         i = (size_t)*v;
@@ -1116,7 +1116,7 @@ static int take_stack(vm_model *m, const msnap_stack *st)
     } else {
         if (grow((void **)&m->stacks, &m->cap_stacks, m->nstacks,
                  sizeof *m->stacks) ||
-            vmap_put(&m->stack_map, 0, st->id, m->nstacks))
+            u64map_put(&m->stack_map, 0, st->id, m->nstacks))
             return -1;
         i = m->nstacks++;
     }
@@ -1134,7 +1134,7 @@ static int take_stack(vm_model *m, const msnap_stack *st)
 
 static int take_sym(vm_model *m, const msnap_symbol *y)
 {
-    uint64_t *v = vmap_get(&m->sym_map, 0, y->ip);
+    uint64_t *v = u64map_get(&m->sym_map, 0, y->ip);
     if (v) {
         vm_sym *d = &m->syms[*v];
         if (d->fn[0] || !y->function || !y->function[0])
@@ -1152,7 +1152,7 @@ static int take_sym(vm_model *m, const msnap_symbol *y)
         return 0;
     }
     if (grow((void **)&m->syms, &m->cap_syms, m->nsyms, sizeof *m->syms) ||
-        vmap_put(&m->sym_map, 0, y->ip, m->nsyms))
+        u64map_put(&m->sym_map, 0, y->ip, m->nsyms))
         return -1;
     vm_sym *d = &m->syms[m->nsyms++];
     *d = (vm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
@@ -1174,14 +1174,14 @@ static int take_str(vm_model *m, const msnap_str *x)
     char *copy = dupstr(x->s);
     if (!copy)
         return -1;
-    uint64_t *v = vmap_get(&m->str_map, 0, x->id);
+    uint64_t *v = u64map_get(&m->str_map, 0, x->id);
     if (v) {
         free(m->strs[*v]);
         m->strs[*v] = copy;
         return 0;
     }
     if (grow((void **)&m->strs, &m->cap_strs, m->nstrs, sizeof *m->strs) ||
-        vmap_put(&m->str_map, 0, x->id, m->nstrs)) {
+        u64map_put(&m->str_map, 0, x->id, m->nstrs)) {
         free(copy);
         return -1;
     }
@@ -1314,7 +1314,7 @@ int vm_end_pass1(vm_model *m)
     for (size_t i = 0; i < m->nstate; i++) {
         vm_live *s = &m->state[i];
         uint64_t key = s->layer == L_PHYS ? s->aux : s->addr;
-        if (vmap_get(&m->live_map, s->layer, key))
+        if (u64map_get(&m->live_map, s->layer, key))
             continue;
         if (grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
             return -1;
@@ -1404,7 +1404,7 @@ int vm_end_pass1(vm_model *m)
 int vm_begin_pass2(vm_model *m)
 {
     /* Clean replay state; tables, sites' totals and peaks stay. */
-    vmap_clear(&m->live_map);
+    u64map_free(&m->live_map);
     m->nlive = 0;
     m->nlfree = 0;
     memset(m->undo, 0, sizeof m->undo);
@@ -1581,7 +1581,7 @@ uint64_t vm_col_value(const vm_model *m, int slot, int col, int rank)
 
 const char *vm_str(const vm_model *m, uint32_t id)
 {
-    uint64_t *v = vmap_get(&m->str_map, 0, id);
+    uint64_t *v = u64map_get(&m->str_map, 0, id);
     return v ? m->strs[*v] : "";
 }
 
@@ -1602,7 +1602,7 @@ static const vm_module *module_of(const vm_model *m, uint64_t ip)
 
 int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap)
 {
-    uint64_t *v = vmap_get(&m->stack_map, 0, stack);
+    uint64_t *v = u64map_get(&m->stack_map, 0, stack);
     if (cap)
         buf[0] = '\0';
     if (!v)
@@ -1611,7 +1611,7 @@ int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap)
     if (i < 0 || i >= st->depth)
         return st->depth;
     uint64_t ip = st->ips[i];
-    uint64_t *y = vmap_get(&m->sym_map, 0, ip);
+    uint64_t *y = u64map_get(&m->sym_map, 0, ip);
     if (y && m->syms[*y].fn[0]) {
         const vm_sym *s = &m->syms[*y];
         if (s->file[0] && s->line)
@@ -1633,14 +1633,14 @@ int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap)
 int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f)
 {
     *f = (vm_frame_info){.fn = "", .file = "", .module = ""};
-    uint64_t *v = vmap_get(&m->stack_map, 0, stack);
+    uint64_t *v = u64map_get(&m->stack_map, 0, stack);
     if (!v)
         return 0;
     const vm_stack_rec *st = &m->stacks[*v];
     if (i < 0 || i >= st->depth)
         return st->depth;
     f->ip = st->ips[i];
-    uint64_t *y = vmap_get(&m->sym_map, 0, f->ip);
+    uint64_t *y = u64map_get(&m->sym_map, 0, f->ip);
     if (y) {
         const vm_sym *s = &m->syms[*y];
         f->fn = s->fn;

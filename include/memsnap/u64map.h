@@ -1,5 +1,6 @@
 /* u64map: a small hash map from (tag, 64-bit key) to a 64-bit value, for the
- * CLI's per-allocation live state and its id tables (stacks, strings, syms).
+ * per-allocation live state and id tables (stacks, strings, syms) of the
+ * recorder's writer, the CLI, the renderer and the interop tools.
  *
  * Open addressing with linear probing in a power-of-two table kept at most
  * half full; deletion uses backward shifting (no tombstones), so a map that
@@ -7,8 +8,8 @@
  * keeps separate key spaces apart in one map (e.g. device pointers and VMM
  * handles).  Header-only: every function is static inline.
  */
-#ifndef MEMSNAP_CLI_U64MAP_H
-#define MEMSNAP_CLI_U64MAP_H
+#ifndef MEMSNAP_U64MAP_H
+#define MEMSNAP_U64MAP_H
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ static inline size_t u64map_home_(uint64_t key, uint32_t tag, size_t cap)
 
 /* Returns a pointer to the value stored for (tag, key), NULL when absent.
  * The pointer is valid until the next insert or delete. */
-static inline uint64_t *u64map_get(u64map *m, uint32_t tag, uint64_t key)
+static inline uint64_t *u64map_get(const u64map *m, uint32_t tag, uint64_t key)
 {
     if (!m->cap)
         return NULL;
