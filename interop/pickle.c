@@ -31,7 +31,8 @@
  * No cycles: a container that has become an item of another one is sealed;
  * adding to a sealed container (only a recursive structure needs that) is
  * refused.  Limits: strings up to 1 GiB, 4M stack entries, memo ids below
- * 2^27.
+ * 2^27 and at most 65536 past the number of memo entries set so far (the
+ * pickler numbers them in order), so the memo table grows with the input.
  */
 #include "value.h"
 
@@ -41,6 +42,7 @@
 
 #define PK_MAX_STACK (1u << 22)
 #define PK_MAX_MEMO (1u << 27)
+#define PK_MEMO_SKIP 65536u /* how far a memo id may run ahead of the count */
 #define PK_MAX_STR (1ull << 30)
 
 static ival pk_mark = {.type = IV_MARK};
@@ -147,8 +149,12 @@ static int memo_put(pk *p, uint64_t id)
         pk_fail(p, "memo put with an empty stack");
         return -1;
     }
-    if (id >= PK_MAX_MEMO) {
-        pk_fail(p, "memo id %llu too large", (unsigned long long)id);
+    /* Python's pickler numbers memo entries in order (id = entries so far),
+     * so an id far past the count is hostile: without this bound a 9-byte
+     * pickle made the memo table 1 GiB (found by fuzz_torch_import). */
+    if (id >= PK_MAX_MEMO || id > p->memolen + PK_MEMO_SKIP) {
+        pk_fail(p, "memo id %llu too large (%zu memo entries so far)",
+                (unsigned long long)id, p->memolen);
         return -1;
     }
     if (id >= p->memocap) {

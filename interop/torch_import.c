@@ -238,7 +238,9 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
     uint64_t size = iv_u64(iv_get(v, "size"), &ok);
     uint64_t stream = iv_u64(iv_get(v, "stream"), &ok);
     double us = iv_num(iv_get(v, "time_us"), &ok);
-    if (!action || !ok || us < 0) {
+    /* time_us must fit in uint64 nanoseconds (and not be NaN): the
+     * conversion below is undefined otherwise */
+    if (!action || !ok || !(us >= 0 && us < 1.8e16)) {
         snprintf(err, errlen, "device_traces[%u]: an entry without a valid action, addr, size, "
                               "stream or time_us", dev);
         return -1;

@@ -77,6 +77,12 @@ broken) # truncated / garbage input: one clear line, exit 2
     [ $rc = 2 ] && [ "$(wc -l <"$S/err")" = 1 ] || fail "$f: exit $rc: $(cat "$S/err")"
   done
   grep -q "byte" "$S/err" || true ;;
+fuzzed) # inputs found by fuzz_torch_import (data/fuzz_*): one clean line, exit 2
+  for f in "$D"/fuzz_*; do
+    "$M" import "$f" -o "$S/x.msnap" 2>"$S/err"; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$S/err")" = 1 ] || fail "$f: exit $rc: $(cat "$S/err")"
+    [ ! -e "$S/x.msnap" ] || fail "$f: output left behind"
+  done ;;
 replay_determinism)
   for i in 1 2; do
     "$M" replay "$D/roundtrip.msnap" --alloc-conf "" --alloc-conf "expandable_segments:true" \
