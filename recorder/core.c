@@ -45,9 +45,10 @@ static MSNAP_TLS uint32_t t_tid;
 
 core_slot *g_queue;
 uint64_t g_queue_mask;
-_Atomic uint64_t g_queue_head;
-_Atomic uint64_t g_queue_tail;
-_Atomic uint32_t g_writer_wake;
+/* Each on a line of its own: head is the producers', tail the writer's. */
+_Atomic uint64_t g_queue_head __attribute__((aligned(128)));
+_Atomic uint64_t g_queue_tail __attribute__((aligned(128)));
+_Atomic uint32_t g_writer_wake __attribute__((aligned(128)));
 
 core_device g_devices[MSNAP_MAX_DEVICES];
 
@@ -258,10 +259,16 @@ void core_emit(msnap_event *e, int urgent)
     }
     s->ev = *e;
     atomic_store_explicit(&s->seq, t + 1, memory_order_release);
-    /* Keep the writer ahead of a burst: wake it at a quarter full. */
-    uint64_t tail = atomic_load_explicit(&g_queue_tail, memory_order_relaxed);
-    if (urgent || t - tail == (g_queue_mask + 1) / 4)
+    /* Keep the writer ahead of a burst: wake it at a quarter full.  Looked at
+     * every 256th ticket only: g_queue_tail is the writer's line, and reading
+     * it on every event would pull that line across cores each time. */
+    if (urgent) {
         core_wake_writer();
+    } else if ((t & 255) == 0) {
+        uint64_t tail = atomic_load_explicit(&g_queue_tail, memory_order_relaxed);
+        if (t - tail >= (g_queue_mask + 1) / 4)
+            core_wake_writer();
+    }
 }
 
 /* ---- start, fork, exit --------------------------------------------------------------- */

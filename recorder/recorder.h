@@ -111,10 +111,13 @@ uint32_t core_intern(const char *s);
 void core_emit(msnap_event *e, int urgent);
 
 /* Queue access for the writer. */
+/* One queue slot: two whole cache lines, so that threads filling
+ * neighbouring slots, and the writer draining them, never share a line. */
 typedef struct core_slot {
     _Atomic uint64_t seq;
     msnap_event ev;
-} core_slot;
+    char pad[128 - 8 - sizeof(msnap_event)];
+} __attribute__((aligned(128))) core_slot;
 extern core_slot *g_queue;
 extern uint64_t g_queue_mask;
 extern _Atomic uint64_t g_queue_head;   /* next ticket to hand out */
