@@ -34,23 +34,6 @@ enum { L_MEM = 1, L_BLOCK, L_VA, L_PHYS, L_MAP };
 #define MAX_THREADS 64
 #define MAX_DEPTH 32
 
-typedef struct vm_stack_rec {
-    uint32_t id;
-    int depth;
-    uint64_t *ips;
-} vm_stack_rec;
-
-typedef struct vm_sym {
-    uint64_t ip, off;
-    char *fn, *file;
-    int line;
-} vm_sym;
-
-typedef struct vm_module {
-    uint64_t base, size;
-    char *path;
-} vm_module;
-
 /* An allocation known to be live before the first recorded event. */
 typedef struct vm_pre {
     vm_live e;
@@ -90,16 +73,8 @@ struct vm_model {
     vm_site *sites;
     size_t nsites, cap_sites;
 
-    /* tables */
-    u64map stack_map, sym_map, str_map;
-    vm_stack_rec *stacks;
-    size_t nstacks, cap_stacks;
-    vm_sym *syms;
-    size_t nsyms, cap_syms;
-    vm_module *mods;
-    size_t nmods, cap_mods;
-    char **strs;
-    size_t nstrs, cap_strs;
+    /* the file's stack/sym/module/str tables (pass 1) */
+    vm_symtab tab;
 
     /* progress */
     uint64_t events, ev_idx, t_max, t_first;
@@ -150,26 +125,6 @@ struct vm_model {
 };
 
 /* ---- small helpers ---------------------------------------------------- */
-
-static int grow(void **arr, size_t *cap, size_t n, size_t esz)
-{
-    if (n < *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 64;
-    while (ncap <= n)
-        ncap *= 2;
-    void *na = realloc(*arr, ncap * esz);
-    if (!na)
-        return -1;
-    *arr = na;
-    *cap = ncap;
-    return 0;
-}
-
-static char *dupstr(const char *s)
-{
-    return strdup(s ? s : "");
-}
 
 static int dev_slot(int d)
 {
@@ -248,23 +203,7 @@ void vm_free(vm_model *m)
     free(m->lfree);
     u64map_free(&m->site_map);
     free(m->sites);
-    u64map_free(&m->stack_map);
-    for (size_t i = 0; i < m->nstacks; i++)
-        free(m->stacks[i].ips);
-    free(m->stacks);
-    u64map_free(&m->sym_map);
-    for (size_t i = 0; i < m->nsyms; i++) {
-        free(m->syms[i].fn);
-        free(m->syms[i].file);
-    }
-    free(m->syms);
-    for (size_t i = 0; i < m->nmods; i++)
-        free(m->mods[i].path);
-    free(m->mods);
-    u64map_free(&m->str_map);
-    for (size_t i = 0; i < m->nstrs; i++)
-        free(m->strs[i]);
-    free(m->strs);
+    vm_symtab_free(&m->tab);
     free(m->dirty);
     free(m->leaks);
     free(m->pre);
@@ -325,7 +264,7 @@ static uint32_t site_for(vm_model *m, uint32_t stack, int cls, int kind,
     uint64_t *v = u64map_get(&m->site_map, 0, key);
     if (v)
         return (uint32_t)*v;
-    if (grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites) ||
+    if (vm_grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites) ||
         u64map_put(&m->site_map, 0, key, m->nsites))
         return NO_SITE;
     m->sites[m->nsites] = (vm_site){.stack = stack, .cls = (uint8_t)cls,
@@ -342,7 +281,7 @@ static int site_touch(vm_model *m, vm_site *s, uint32_t idx)
         s->snap_ver = m->cand_ver;
     }
     if (s->dirty != m->serial + 1) {
-        if (grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
+        if (vm_grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
                  sizeof *m->dirty))
             return -1;
         m->dirty[m->ndirty++] = idx;
@@ -532,7 +471,7 @@ static int entry_delta(vm_model *m, const vm_live *e, int sign)
 
 static void live_slot_release(vm_model *m, uint32_t idx)
 {
-    if (grow((void **)&m->lfree, &m->cap_lfree, m->nlfree, sizeof *m->lfree) == 0)
+    if (vm_grow((void **)&m->lfree, &m->cap_lfree, m->nlfree, sizeof *m->lfree) == 0)
         m->lfree[m->nlfree++] = idx;
 }
 
@@ -550,7 +489,7 @@ static int entry_add(vm_model *m, int layer, uint64_t key, vm_live e)
     if (m->nlfree) {
         idx = m->lfree[--m->nlfree];
     } else {
-        if (grow((void **)&m->live, &m->cap_live, m->nlive, sizeof *m->live))
+        if (vm_grow((void **)&m->live, &m->cap_live, m->nlive, sizeof *m->live))
             return -1;
         idx = (uint32_t)m->nlive++;
     }
@@ -603,7 +542,7 @@ static int do_free(vm_model *m, int layer, uint64_t key, const msnap_event *ev,
         return 0;
     }
     if (m->pass == 1 && ev->size) {
-        if (grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
+        if (vm_grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
             return -1;
         m->pre[m->npre++] = (vm_pre){
             .key = key,
@@ -663,7 +602,7 @@ static int span_push(vm_layout *l, size_t *cap, vm_segment *sg, uint64_t a,
             return 0;
         }
     }
-    if (grow((void **)&l->spans, cap, l->nspans, sizeof *l->spans))
+    if (vm_grow((void **)&l->spans, cap, l->nspans, sizeof *l->spans))
         return -1;
     l->spans[l->nspans++] = (vm_span){.addr = a, .size = b - a, .site = site,
                                       .what = (uint8_t)what};
@@ -792,7 +731,7 @@ static int layout_build(vm_model *m, vm_layout *l)
     }
     qsort(segs, ns, sizeof *segs, cmp_live_addr);
     for (size_t i = 0; i < ns; i++) {
-        if (grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
+        if (vm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
             goto out;
         vm_segment *sg = &l->segs[l->nsegs++];
         *sg = (vm_segment){.addr = segs[i].addr, .size = segs[i].size,
@@ -847,7 +786,7 @@ static int layout_build(vm_model *m, vm_layout *l)
             if (inside)
                 continue;
             int d = blocks[i].device;
-            if (grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
+            if (vm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
                 goto out;
             vm_segment *sg = &l->segs[l->nsegs++];
             *sg = (vm_segment){.addr = blocks[i].addr, .size = blocks[i].size,
@@ -1106,89 +1045,6 @@ static void take_device(vm_model *m, const msnap_device_info *d)
     snprintf(v->name, sizeof v->name, "%s", d->name);
 }
 
-static int take_stack(vm_model *m, const msnap_stack *st)
-{
-    uint64_t *v = u64map_get(&m->stack_map, 0, st->id);
-    size_t i;
-    if (v) {
-        i = (size_t)*v;
-        free(m->stacks[i].ips);
-    } else {
-        if (grow((void **)&m->stacks, &m->cap_stacks, m->nstacks,
-                 sizeof *m->stacks) ||
-            u64map_put(&m->stack_map, 0, st->id, m->nstacks))
-            return -1;
-        i = m->nstacks++;
-    }
-    int depth = st->depth < 0 ? 0 : st->depth;
-    m->stacks[i] = (vm_stack_rec){.id = st->id, .depth = 0, .ips = NULL};
-    if (depth) {
-        m->stacks[i].ips = malloc((size_t)depth * sizeof(uint64_t));
-        if (!m->stacks[i].ips)
-            return -1;
-        memcpy(m->stacks[i].ips, st->ips, (size_t)depth * sizeof(uint64_t));
-        m->stacks[i].depth = depth;
-    }
-    return 0;
-}
-
-static int take_sym(vm_model *m, const msnap_symbol *y)
-{
-    uint64_t *v = u64map_get(&m->sym_map, 0, y->ip);
-    if (v) {
-        vm_sym *d = &m->syms[*v];
-        if (d->fn[0] || !y->function || !y->function[0])
-            return 0;
-        char *fn = dupstr(y->function), *file = dupstr(y->file);
-        if (!fn || !file) {
-            free(fn);
-            free(file);
-            return -1;
-        }
-        free(d->fn);
-        free(d->file);
-        *d = (vm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
-                      .fn = fn, .file = file};
-        return 0;
-    }
-    if (grow((void **)&m->syms, &m->cap_syms, m->nsyms, sizeof *m->syms) ||
-        u64map_put(&m->sym_map, 0, y->ip, m->nsyms))
-        return -1;
-    vm_sym *d = &m->syms[m->nsyms++];
-    *d = (vm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
-                  .fn = dupstr(y->function), .file = dupstr(y->file)};
-    return d->fn && d->file ? 0 : -1;
-}
-
-static int take_module(vm_model *m, const msnap_module *md)
-{
-    if (grow((void **)&m->mods, &m->cap_mods, m->nmods, sizeof *m->mods))
-        return -1;
-    vm_module *d = &m->mods[m->nmods++];
-    *d = (vm_module){.base = md->base, .size = md->size, .path = dupstr(md->path)};
-    return d->path ? 0 : -1;
-}
-
-static int take_str(vm_model *m, const msnap_str *x)
-{
-    char *copy = dupstr(x->s);
-    if (!copy)
-        return -1;
-    uint64_t *v = u64map_get(&m->str_map, 0, x->id);
-    if (v) {
-        free(m->strs[*v]);
-        m->strs[*v] = copy;
-        return 0;
-    }
-    if (grow((void **)&m->strs, &m->cap_strs, m->nstrs, sizeof *m->strs) ||
-        u64map_put(&m->str_map, 0, x->id, m->nstrs)) {
-        free(copy);
-        return -1;
-    }
-    m->strs[m->nstrs++] = copy;
-    return 0;
-}
-
 static void take_counters(vm_model *m, const msnap_counters *c)
 {
     if (c->device < 0)
@@ -1226,7 +1082,7 @@ static int take_live(vm_model *m, const msnap_live *l)
 {
     if (m->pass != 1 || !m->in_state || !layer_of_kind(l->kind))
         return 0;
-    if (grow((void **)&m->state, &m->cap_state, m->nstate, sizeof *m->state))
+    if (vm_grow((void **)&m->state, &m->cap_state, m->nstate, sizeof *m->state))
         return -1;
     m->state[m->nstate++] = (vm_live){
         .addr = l->addr, .size = l->size, .t = l->t_ns, .aux = l->aux,
@@ -1260,13 +1116,10 @@ int vm_feed(vm_model *m, const msnap_record *r)
     case MSNAP_REC_EVENT:
         return apply_event(m, &r->u.event);
     case MSNAP_REC_STACK:
-        return m->pass == 1 ? take_stack(m, &r->u.stack) : 0;
     case MSNAP_REC_MODULE:
-        return m->pass == 1 ? take_module(m, &r->u.module) : 0;
     case MSNAP_REC_SYMBOL:
-        return m->pass == 1 ? take_sym(m, &r->u.symbol) : 0;
     case MSNAP_REC_STR:
-        return m->pass == 1 ? take_str(m, &r->u.str) : 0;
+        return m->pass == 1 ? vm_symtab_take(&m->tab, r) : 0;
     case MSNAP_REC_COUNTERS:
         take_counters(m, &r->u.counters);
         return 0;
@@ -1316,7 +1169,7 @@ int vm_end_pass1(vm_model *m)
         uint64_t key = s->layer == L_PHYS ? s->aux : s->addr;
         if (u64map_get(&m->live_map, s->layer, key))
             continue;
-        if (grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
+        if (vm_grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
             return -1;
         m->pre[m->npre++] = (vm_pre){.e = *s, .key = key};
     }
@@ -1579,81 +1432,21 @@ uint64_t vm_col_value(const vm_model *m, int slot, int col, int rank)
     return v->colvals[(size_t)col * (VM_MAX_TOP + 1) + rank];
 }
 
+const vm_symtab *vm_symtab_of(const vm_model *m) { return &m->tab; }
+
 const char *vm_str(const vm_model *m, uint32_t id)
 {
-    uint64_t *v = u64map_get(&m->str_map, 0, id);
-    return v ? m->strs[*v] : "";
-}
-
-static const char *base_name(const char *p)
-{
-    const char *b = strrchr(p, '/');
-    return b ? b + 1 : p;
-}
-
-/* Module of an ip, NULL when none. */
-static const vm_module *module_of(const vm_model *m, uint64_t ip)
-{
-    for (size_t i = 0; i < m->nmods; i++)
-        if (ip >= m->mods[i].base && ip - m->mods[i].base < m->mods[i].size)
-            return &m->mods[i];
-    return NULL;
+    return vm_symtab_str(&m->tab, id);
 }
 
 int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap)
 {
-    uint64_t *v = u64map_get(&m->stack_map, 0, stack);
-    if (cap)
-        buf[0] = '\0';
-    if (!v)
-        return 0;
-    const vm_stack_rec *st = &m->stacks[*v];
-    if (i < 0 || i >= st->depth)
-        return st->depth;
-    uint64_t ip = st->ips[i];
-    uint64_t *y = u64map_get(&m->sym_map, 0, ip);
-    if (y && m->syms[*y].fn[0]) {
-        const vm_sym *s = &m->syms[*y];
-        if (s->file[0] && s->line)
-            snprintf(buf, cap, "%s (%s:%d)", s->fn, base_name(s->file), s->line);
-        else if (s->file[0])
-            snprintf(buf, cap, "%s (%s)", s->fn, base_name(s->file));
-        else
-            snprintf(buf, cap, "%s+0x%" PRIx64, s->fn, s->off);
-        return st->depth;
-    }
-    const vm_module *md = module_of(m, ip);
-    if (md)
-        snprintf(buf, cap, "%s+0x%" PRIx64, base_name(md->path), ip - md->base);
-    else
-        snprintf(buf, cap, "0x%" PRIx64, ip);
-    return st->depth;
+    return vm_symtab_frame(&m->tab, stack, i, VM_MOD_SIZED, buf, cap);
 }
 
 int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f)
 {
-    *f = (vm_frame_info){.fn = "", .file = "", .module = ""};
-    uint64_t *v = u64map_get(&m->stack_map, 0, stack);
-    if (!v)
-        return 0;
-    const vm_stack_rec *st = &m->stacks[*v];
-    if (i < 0 || i >= st->depth)
-        return st->depth;
-    f->ip = st->ips[i];
-    uint64_t *y = u64map_get(&m->sym_map, 0, f->ip);
-    if (y) {
-        const vm_sym *s = &m->syms[*y];
-        f->fn = s->fn;
-        f->file = s->file;
-        f->line = s->line;
-        f->off = s->off;
-    }
-    const vm_module *md = module_of(m, f->ip);
-    if (md) {
-        f->module = md->path;
-        f->module_base = md->base;
-    }
-    return st->depth;
+    return vm_symtab_frame_get(&m->tab, stack, i, f);
 }
 
 void vm_peak_totals(const vm_model *m, uint64_t *stacked, uint64_t *reserved)

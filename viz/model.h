@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "memsnap/format.h"
+#include "symtab.h"
 
 #define VM_NDEV (MSNAP_MAX_DEVICES + 1) /* last slot: device -1 / unknown */
 #define VM_DEV_UNKNOWN MSNAP_MAX_DEVICES
@@ -236,6 +237,9 @@ void vm_peak_totals(const vm_model *m, uint64_t *stacked, uint64_t *reserved);
 void vm_set_colour(vm_model *m, int slot, int rank, uint32_t rgb);
 int vm_counters_seen(const vm_model *m);
 uint64_t vm_cap(const vm_model *m);             /* --cap or header settings */
+/* The file's stack/sym/module/str tables (symtab.h), complete after
+ * pass 1; `memsnap summary` prints its frames from them. */
+const vm_symtab *vm_symtab_of(const vm_model *m);
 const char *vm_str(const vm_model *m, uint32_t id);
 const msnap_header *vm_header_info(const vm_model *m, char *mode, size_t modelen);
 int vm_ring_mode(const vm_model *m);
@@ -243,15 +247,9 @@ int vm_ring_mode(const vm_model *m);
  * the stack's depth (0 unknown).  Names are as the file has them. */
 int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap);
 
-/* What the file says about frame i of a stack: its ip, the sym record's
- * function/file/line/offset ("" / 0 when none) and the module record that
- * holds the ip (path "" and base 0 when none).  Returns the stack's depth
- * (0 when the stack is unknown); for i out of range only the depth. */
-typedef struct vm_frame_info {
-    uint64_t ip, off, module_base;
-    const char *fn, *file, *module;
-    int line;
-} vm_frame_info;
+/* What the file says about frame i of a stack (vm_frame_info, symtab.h):
+ * its ip, sym record and sized module.  Returns the stack's depth (0 when
+ * the stack is unknown); for i out of range only the depth. */
 int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f);
 
 /* Site labels (label.c): see the top of label.c for the rule. */
