@@ -78,7 +78,7 @@ static const char *command_line(const summary *s, char *buf, size_t cap)
     return buf;
 }
 
-static void print_findings(summary *s, vm_model *m);
+static void print_findings(vm_model *m);
 
 /* The labels of the listed sites, told apart (viz/label.c); NULL when out
  * of memory.  free() the result. */
@@ -110,21 +110,31 @@ static void print_level(const char *name, const sm_level *l)
            summary_fmt_size(l->cur, b, sizeof b));
 }
 
+/* Frame i of a stack as the summary prints it, from the file's tables that
+ * the findings model keeps (viz/symtab.h; a size-0 last module record
+ * reaches upwards).  Returns the stack's depth, 0 when unknown. */
+static int frame(const vm_model *m, uint32_t stack, int i, char *buf,
+                 size_t cap)
+{
+    return vm_symtab_frame(vm_symtab_of(m), stack, i, VM_MOD_OPEN_LAST, buf,
+                           cap);
+}
+
 /* Prints up to TOP_FRAMES frames of a stack, indented. */
-static void print_frames(const summary *s, uint32_t stack, const char *indent)
+static void print_frames(const vm_model *m, uint32_t stack, const char *indent)
 {
     char f[1024];
     if (!stack) {
         printf("%s(no stack recorded)\n", indent);
         return;
     }
-    int depth = summary_frame(s, stack, 0, f, sizeof f);
+    int depth = frame(m, stack, 0, f, sizeof f);
     if (!depth) {
         printf("%s(stack %" PRIu32 " not in the file)\n", indent, stack);
         return;
     }
     for (int i = 0; i < depth && i < TOP_FRAMES; i++) {
-        summary_frame(s, stack, i, f, sizeof f);
+        frame(m, stack, i, f, sizeof f);
         printf("%s%s\n", indent, f);
     }
     if (depth > TOP_FRAMES)
@@ -230,7 +240,7 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
                f->dev_total ? summary_fmt_size(f->dev_free, b, sizeof b) : "?",
                f->dev_total ? summary_fmt_size(f->dev_total, c, sizeof c) : "?",
                msnap_api_name(f->api), f->result);
-        print_frames(s, f->stack, "      ");
+        print_frames(m, f->stack, "      ");
     }
     printf("failed frees: %" PRIu64 "\n", s->n_free_error);
     for (size_t i = 0; i < s->nfree_fails; i++) {
@@ -238,7 +248,7 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
         printf("  at %s: 0x%" PRIx64 " %s (CUresult %d)\n",
                fmt_time(f->t, t, sizeof t),
                f->addr, msnap_api_name(f->api), f->result);
-        print_frames(s, f->stack, "      ");
+        print_frames(m, f->stack, "      ");
     }
     if (s->unmatched_frees)
         printf("frees of allocations not in the file: %" PRIu64
@@ -275,24 +285,24 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
                    msnap_action_name(st->kind), st->stack);
             if (labs)
                 printf("      site: %s\n", labs[i]);
-            print_frames(s, st->stack, "      ");
+            print_frames(m, st->stack, "      ");
         }
         free(labs);
     }
 
-    print_findings(s, m);
+    print_findings(m);
 
     printf("\nnvtx marks: %" PRIu64 "\n", s->n_marks);
     for (size_t i = 0; i < s->nmarks; i++) {
-        const sm_mark *m = &s->marks[i];
-        printf("  %-12s \"%s\"\n", fmt_time(m->t, t, sizeof t),
-               summary_str(s, m->str));
-        for (int d = 0; d < m->ndev; d++)
+        const sm_mark *mk = &s->marks[i];
+        printf("  %-12s \"%s\"\n", fmt_time(mk->t, t, sizeof t),
+               vm_str(m, mk->str));
+        for (int d = 0; d < mk->ndev; d++)
             printf("      device %d: reserved %s, async %s, allocated %s\n",
-                   d, summary_fmt_size(m->vals[d].reserved, a, sizeof a),
-                   summary_fmt_size(m->vals[d].async, b, sizeof b),
+                   d, summary_fmt_size(mk->vals[d].reserved, a, sizeof a),
+                   summary_fmt_size(mk->vals[d].async, b, sizeof b),
                    s->allocated_seen
-                       ? summary_fmt_size(m->vals[d].allocated, c, sizeof c)
+                       ? summary_fmt_size(mk->vals[d].allocated, c, sizeof c)
                        : "not seen");
     }
 }
@@ -319,13 +329,13 @@ static cJSON *json_level(const sm_level *l)
 }
 
 /* ["frame", ...] for a stack (at most TOP_FRAMES... all frames in JSON). */
-static cJSON *json_frames(const summary *s, uint32_t stack)
+static cJSON *json_frames(const vm_model *m, uint32_t stack)
 {
     cJSON *a = cJSON_CreateArray();
     char f[1024];
-    int depth = stack ? summary_frame(s, stack, 0, f, sizeof f) : 0;
+    int depth = stack ? frame(m, stack, 0, f, sizeof f) : 0;
     for (int i = 0; i < depth; i++) {
-        summary_frame(s, stack, i, f, sizeof f);
+        frame(m, stack, i, f, sizeof f);
         cJSON_AddItemToArray(a, cJSON_CreateString(f));
     }
     return a;
@@ -342,7 +352,7 @@ static cJSON *json_counts(const uint64_t *v, int n, const char *(*name)(int))
 }
 
 /* One failure entry. */
-static cJSON *json_fail(const summary *s, const sm_fail *f, int is_free)
+static cJSON *json_fail(const vm_model *m, const sm_fail *f, int is_free)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "action", msnap_action_name(f->action));
@@ -358,7 +368,7 @@ static cJSON *json_fail(const summary *s, const sm_fail *f, int is_free)
     cJSON_AddStringToObject(o, "api", msnap_api_name(f->api));
     cJSON_AddNumberToObject(o, "result", f->result);
     cJSON_AddNumberToObject(o, "stack", f->stack);
-    cJSON_AddItemToObject(o, "frames", json_frames(s, f->stack));
+    cJSON_AddItemToObject(o, "frames", json_frames(m, f->stack));
     return o;
 }
 
@@ -403,7 +413,7 @@ static const char *oom_verdict(const vm_oom *o)
            "than the request";
 }
 
-static void print_findings(summary *s, vm_model *m)
+static void print_findings(vm_model *m)
 {
     char a[32], b[32], c[32], d[32], t[32];
     size_t nleaks;
@@ -433,7 +443,7 @@ static void print_findings(summary *s, vm_model *m)
                plural(leaks[i].rises), leaks[i].falls,
                summary_fmt_size(st->live, c, sizeof c),
                msnap_action_name(st->kind), st->stack);
-        print_frames(s, st->stack, "      ");
+        print_frames(m, st->stack, "      ");
     }
 
     const vm_layout *l = vm_layout_at(m);
@@ -501,7 +511,7 @@ static void print_findings(summary *s, vm_model *m)
 }
 
 /* The findings as a JSON object. */
-static cJSON *json_findings(const summary *s, vm_model *m)
+static cJSON *json_findings(vm_model *m)
 {
     cJSON *f = cJSON_CreateObject();
     cJSON_AddStringToObject(f, "stacked_layer",
@@ -527,7 +537,7 @@ static cJSON *json_findings(const summary *s, vm_model *m)
         add_u64(o, "rises", leaks[i].rises);
         add_u64(o, "falls", leaks[i].falls);
         add_u64(o, "live_at_end", st->live);
-        cJSON_AddItemToObject(o, "frames", json_frames(s, st->stack));
+        cJSON_AddItemToObject(o, "frames", json_frames(m, st->stack));
         cJSON_AddItemToArray(la, o);
     }
     const vm_layout *l = vm_layout_at(m);
@@ -681,11 +691,11 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
     add_u64(root, "alloc_error_count", s->n_alloc_error);
     cJSON *oa = cJSON_AddArrayToObject(root, "ooms");
     for (size_t i = 0; i < s->nfails; i++)
-        cJSON_AddItemToArray(oa, json_fail(s, &s->fails[i], 0));
+        cJSON_AddItemToArray(oa, json_fail(m, &s->fails[i], 0));
     add_u64(root, "failed_free_count", s->n_free_error);
     cJSON *fa = cJSON_AddArrayToObject(root, "failed_frees");
     for (size_t i = 0; i < s->nfree_fails; i++)
-        cJSON_AddItemToArray(fa, json_fail(s, &s->free_fails[i], 1));
+        cJSON_AddItemToArray(fa, json_fail(m, &s->free_fails[i], 1));
     add_u64(root, "unmatched_frees", s->unmatched_frees);
 
     uint64_t lc = 0, lb = 0;
@@ -722,27 +732,27 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
         add_u64(o, "bytes_total", st->bytes);
         add_u64(o, "live_at_end", st->live);
         add_u64(o, "live_count_at_end", st->live_count);
-        cJSON_AddItemToObject(o, "frames", json_frames(s, st->stack));
+        cJSON_AddItemToObject(o, "frames", json_frames(m, st->stack));
         cJSON_AddItemToArray(ta, o);
     }
     free(labs);
 
-    cJSON_AddItemToObject(root, "findings", json_findings(s, m));
+    cJSON_AddItemToObject(root, "findings", json_findings(m));
     add_u64(root, "nvtx_marks", s->n_marks);
     if (s->want_marks) {
         cJSON *ma = cJSON_AddArrayToObject(root, "marks");
         for (size_t i = 0; i < s->nmarks; i++) {
-            const sm_mark *m = &s->marks[i];
+            const sm_mark *mk = &s->marks[i];
             cJSON *o = cJSON_CreateObject();
-            add_u64(o, "t_ns", m->t);
-            cJSON_AddStringToObject(o, "message", summary_str(s, m->str));
+            add_u64(o, "t_ns", mk->t);
+            cJSON_AddStringToObject(o, "message", vm_str(m, mk->str));
             cJSON *dv = cJSON_AddArrayToObject(o, "devices");
-            for (int d = 0; d < m->ndev; d++) {
+            for (int d = 0; d < mk->ndev; d++) {
                 cJSON *x = cJSON_CreateObject();
                 cJSON_AddNumberToObject(x, "device", d);
-                add_u64(x, "reserved", m->vals[d].reserved);
-                add_u64(x, "async", m->vals[d].async);
-                add_u64(x, "allocated", m->vals[d].allocated);
+                add_u64(x, "reserved", mk->vals[d].reserved);
+                add_u64(x, "async", mk->vals[d].async);
+                add_u64(x, "allocated", mk->vals[d].allocated);
                 cJSON_AddItemToArray(dv, x);
             }
             cJSON_AddItemToArray(ma, o);

@@ -12,7 +12,7 @@
  * and the totals of the entry's layer and device move with it; the peak of
  * a total is updated on every increase.  Allocation sites (stack ids) carry
  * their own live bytes and peak.  The file's stack, module, sym and str
- * records go into tables used only when the result is printed.
+ * records are the feed's business (summary.h).
  */
 #include "summary.h"
 
@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "symtab.h" /* vm_grow, vm_dupstr */
 
 enum { L_MEM = 1, L_BLOCK, L_VA, L_PHYS, L_MAP };
 
@@ -29,28 +31,6 @@ void summary_init(summary *s, int want_marks)
 {
     memset(s, 0, sizeof *s);
     s->want_marks = want_marks;
-}
-
-/* Grows *arr (element size esz) so that index n fits.  0 ok, -1 no memory. */
-static int grow(void **arr, size_t *cap, size_t n, size_t esz)
-{
-    if (n < *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 64;
-    while (ncap <= n)
-        ncap *= 2;
-    void *na = realloc(*arr, ncap * esz);
-    if (!na)
-        return -1;
-    *arr = na;
-    *cap = ncap;
-    return 0;
-}
-
-/* strdup that treats NULL as "". */
-static char *dupstr(const char *s)
-{
-    return strdup(s ? s : "");
 }
 
 /* Device slot for a device ordinal. */
@@ -110,7 +90,7 @@ static uint32_t site_for(summary *s, uint32_t stack, int kind, int slot)
     uint64_t *v = u64map_get(&s->site_map, 0, stack);
     if (v)
         return (uint32_t)*v;
-    if (grow((void **)&s->sites, &s->cap_sites, s->nsites, sizeof *s->sites))
+    if (vm_grow((void **)&s->sites, &s->cap_sites, s->nsites, sizeof *s->sites))
         return NO_SITE;
     if (u64map_put(&s->site_map, 0, stack, s->nsites))
         return NO_SITE;
@@ -131,7 +111,7 @@ static void live_remove(summary *s, uint32_t idx)
         sm_site *st = &s->sites[e->site];
         st->live = e->size > st->live ? 0 : st->live - e->size;
     }
-    if (grow((void **)&s->live_free, &s->cap_live_free, s->nlive_free,
+    if (vm_grow((void **)&s->live_free, &s->cap_live_free, s->nlive_free,
              sizeof *s->live_free) == 0)
         s->live_free[s->nlive_free++] = idx;
 }
@@ -151,7 +131,7 @@ static int live_add(summary *s, int layer, uint64_t key, int kind, int slot,
     if (s->nlive_free) {
         idx = s->live_free[--s->nlive_free];
     } else {
-        if (grow((void **)&s->live, &s->cap_live, s->nlive_slots,
+        if (vm_grow((void **)&s->live, &s->cap_live, s->nlive_slots,
                  sizeof *s->live))
             return -1;
         idx = (uint32_t)s->nlive_slots++;
@@ -371,7 +351,7 @@ static int take_header(summary *s, const msnap_header *h)
     if (!s->argv)
         return -1;
     for (int i = 0; i < s->argc; i++)
-        if (!(s->argv[i] = dupstr(h->argv[i])))
+        if (!(s->argv[i] = vm_dupstr(h->argv[i])))
             return -1;
     s->ndevinfo = h->ndevices < 0 ? 0
                 : h->ndevices > MSNAP_MAX_DEVICES ? MSNAP_MAX_DEVICES
@@ -393,97 +373,6 @@ static void take_device(summary *s, const msnap_device_info *d)
     if (s->ndevinfo < MSNAP_MAX_DEVICES)
         s->devinfo[s->ndevinfo++] = *d;
     s->dev[dev_slot(d->index)].seen = 1;
-}
-
-/* Stores a stack record (a later record with the same id replaces it). */
-static int take_stack(summary *s, const msnap_stack *st)
-{
-    uint64_t *v = u64map_get(&s->stack_map, 0, st->id);
-    size_t i;
-    if (v) {
-        i = (size_t)*v;
-        free(s->stacks[i].ips);
-    } else {
-        if (grow((void **)&s->stacks, &s->cap_stacks, s->nstacks,
-                 sizeof *s->stacks) ||
-            u64map_put(&s->stack_map, 0, st->id, s->nstacks))
-            return -1;
-        i = s->nstacks++;
-    }
-    int depth = st->depth < 0 ? 0 : st->depth;
-    s->stacks[i] = (sm_stack){.id = st->id, .depth = depth, .ips = NULL};
-    if (depth) {
-        s->stacks[i].ips = malloc((size_t)depth * sizeof(uint64_t));
-        if (!s->stacks[i].ips) {
-            s->stacks[i].depth = 0;
-            return -1;
-        }
-        memcpy(s->stacks[i].ips, st->ips, (size_t)depth * sizeof(uint64_t));
-    }
-    return 0;
-}
-
-/* Stores a sym record: the first one with a function name for an ip wins
- * (a named record replaces an earlier nameless one). */
-static int take_sym(summary *s, const msnap_symbol *y)
-{
-    uint64_t *v = u64map_get(&s->sym_map, 0, y->ip);
-    if (v) {
-        sm_sym *d = &s->syms[*v];
-        if (d->fn[0] || !y->function || !y->function[0])
-            return 0;
-        char *fn = dupstr(y->function), *file = dupstr(y->file);
-        if (!fn || !file) {
-            free(fn);
-            free(file);
-            return -1;
-        }
-        free(d->fn);
-        free(d->file);
-        *d = (sm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
-                      .fn = fn, .file = file};
-        return 0;
-    }
-    if (grow((void **)&s->syms, &s->cap_syms, s->nsyms, sizeof *s->syms) ||
-        u64map_put(&s->sym_map, 0, y->ip, s->nsyms))
-        return -1;
-    sm_sym *d = &s->syms[s->nsyms++];
-    *d = (sm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
-                  .fn = dupstr(y->function), .file = dupstr(y->file)};
-    return d->fn && d->file ? 0 : -1;
-}
-
-/* Stores a module record. */
-static int take_module(summary *s, const msnap_module *m)
-{
-    if (grow((void **)&s->modules, &s->cap_modules, s->nmodules,
-             sizeof *s->modules))
-        return -1;
-    sm_module *d = &s->modules[s->nmodules++];
-    *d = (sm_module){.base = m->base, .size = m->size,
-                     .path = dupstr(m->path), .build_id = dupstr(m->build_id)};
-    return d->path && d->build_id ? 0 : -1;
-}
-
-/* Stores an interned string (a later record with the same id replaces). */
-static int take_str(summary *s, const msnap_str *x)
-{
-    char *copy = dupstr(x->s);
-    if (!copy)
-        return -1;
-    uint64_t *v = u64map_get(&s->str_map, 0, x->id);
-    if (v) {
-        free(s->strs[*v]);
-        s->strs[*v] = copy;
-        return 0;
-    }
-    if (grow((void **)&s->strs, &s->cap_strs, s->nstrs, sizeof *s->strs) ||
-        u64map_put(&s->str_map, 0, x->id, s->nstrs)) {
-        free(copy);
-        return -1;
-    }
-    s->strs[s->nstrs++] = copy;
-    return 0;
 }
 
 /* Folds a counters record into the peaks (see summary.h: ring mode). */
@@ -584,10 +473,11 @@ int summary_read(summary *s, const char *path, char *err, size_t errlen)
             break;
         case MSNAP_REC_DEVICE: take_device(s, &rec.u.device); break;
         case MSNAP_REC_EVENT: mem = apply_event(s, &rec.u.event); break;
-        case MSNAP_REC_STACK: mem = take_stack(s, &rec.u.stack); break;
-        case MSNAP_REC_MODULE: mem = take_module(s, &rec.u.module); break;
-        case MSNAP_REC_SYMBOL: mem = take_sym(s, &rec.u.symbol); break;
-        case MSNAP_REC_STR: mem = take_str(s, &rec.u.str); break;
+        case MSNAP_REC_STACK:   /* tables: the feed's (summary.h) */
+        case MSNAP_REC_MODULE:
+        case MSNAP_REC_SYMBOL:
+        case MSNAP_REC_STR:
+            break;
         case MSNAP_REC_COUNTERS: take_counters(s, &rec.u.counters); break;
         case MSNAP_REC_STATE_BEGIN:
             in_state = 1;
@@ -661,60 +551,6 @@ const sm_site *summary_sites_by_peak(summary *s, size_t *n)
     return s->sites;
 }
 
-/* Last path component. */
-static const char *base_name(const char *p)
-{
-    const char *b = strrchr(p, '/');
-    return b ? b + 1 : p;
-}
-
-int summary_frame(const summary *s, uint32_t stack, int i, char *buf,
-                  size_t cap)
-{
-    uint64_t *v = u64map_get((u64map *)&s->stack_map, 0, stack);
-    if (!v) {
-        if (cap)
-            buf[0] = '\0';
-        return 0;
-    }
-    const sm_stack *st = &s->stacks[*v];
-    if (i < 0 || i >= st->depth) {
-        if (cap)
-            buf[0] = '\0';
-        return st->depth;
-    }
-    uint64_t ip = st->ips[i];
-    uint64_t *y = u64map_get((u64map *)&s->sym_map, 0, ip);
-    if (y && s->syms[*y].fn[0]) {
-        const sm_sym *sy = &s->syms[*y];
-        if (sy->file[0] && sy->line)
-            snprintf(buf, cap, "%s (%s:%d)", sy->fn, base_name(sy->file),
-                     sy->line);
-        else if (sy->file[0])
-            snprintf(buf, cap, "%s (%s)", sy->fn, base_name(sy->file));
-        else
-            snprintf(buf, cap, "%s+0x%" PRIx64, sy->fn, sy->off);
-        return st->depth;
-    }
-    for (size_t m = 0; m < s->nmodules; m++) {
-        const sm_module *md = &s->modules[m];
-        if (ip >= md->base && (md->size == 0 || ip - md->base < md->size) &&
-            (md->size || m + 1 == s->nmodules)) {
-            snprintf(buf, cap, "%s+0x%" PRIx64, base_name(md->path),
-                     ip - md->base);
-            return st->depth;
-        }
-    }
-    snprintf(buf, cap, "0x%" PRIx64, ip);
-    return st->depth;
-}
-
-const char *summary_str(const summary *s, uint32_t id)
-{
-    uint64_t *v = u64map_get((u64map *)&s->str_map, 0, id);
-    return v ? s->strs[*v] : "";
-}
-
 const char *summary_fmt_size(uint64_t bytes, char *buf, size_t cap)
 {
     static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -747,24 +583,5 @@ void summary_free(summary *s)
     free(s->live_free);
     u64map_free(&s->site_map);
     free(s->sites);
-    u64map_free(&s->stack_map);
-    for (size_t i = 0; i < s->nstacks; i++)
-        free(s->stacks[i].ips);
-    free(s->stacks);
-    u64map_free(&s->sym_map);
-    for (size_t i = 0; i < s->nsyms; i++) {
-        free(s->syms[i].fn);
-        free(s->syms[i].file);
-    }
-    free(s->syms);
-    for (size_t i = 0; i < s->nmodules; i++) {
-        free(s->modules[i].path);
-        free(s->modules[i].build_id);
-    }
-    free(s->modules);
-    u64map_free(&s->str_map);
-    for (size_t i = 0; i < s->nstrs; i++)
-        free(s->strs[i]);
-    free(s->strs);
     memset(s, 0, sizeof *s);
 }

@@ -20,8 +20,11 @@
  * from the live entry; a free of an address never seen counts as unmatched
  * (its size, if the line has one, is still taken off the totals).
  *
- * Memory: the live set, one aggregate per stack id, the stack/module/sym/str
- * tables of the file, and the OOM/failed-free/mark lists; never the events.
+ * Memory: the live set, one aggregate per stack id and the OOM/failed-free/
+ * mark lists; never the events.  The file's stack/module/sym/str records
+ * are left to the feed: `memsnap summary` prints its frames and mark
+ * messages from the tables of the findings model (viz/symtab.h,
+ * vm_symtab_of).
  *
  * Peaks: from the replay.  When the file also carries "counters" records
  * (ring mode keeps them for the whole run while events cover only the last
@@ -95,23 +98,6 @@ typedef struct sm_live {
     uint32_t site;      /* index into sites, UINT32_MAX when none */
 } sm_live;
 
-typedef struct sm_stack {
-    uint32_t id;
-    int depth;
-    uint64_t *ips;
-} sm_stack;
-
-typedef struct sm_sym {
-    uint64_t ip, off;
-    char *fn, *file;
-    int line;
-} sm_sym;
-
-typedef struct sm_module {
-    uint64_t base, size;
-    char *path, *build_id;
-} sm_module;
-
 #define SM_MAX_LISTED 1000 /* OOMs / failed frees / marks kept in detail */
 
 typedef struct summary {
@@ -180,23 +166,12 @@ typedef struct summary {
     int undo_pos;
 
     /* Called with every record read (NULL: none): lets `memsnap summary`
-     * feed its findings model (viz/model.h) in the same pass.  A non-zero
+     * feed its findings model (viz/model.h) in the same pass; the model
+     * also keeps the file's stack/sym/module/str tables.  A non-zero
      * return stops the read as out of memory. */
     int (*feed)(void *ctx, const msnap_record *r);
     void *feed_ctx;
 
-    /* tables from the file */
-    u64map stack_map;          /* id -> index into stacks */
-    sm_stack *stacks;
-    size_t nstacks, cap_stacks;
-    u64map sym_map;            /* ip -> index into syms */
-    sm_sym *syms;
-    size_t nsyms, cap_syms;
-    sm_module *modules;
-    size_t nmodules, cap_modules;
-    u64map str_map;            /* id -> index into strs */
-    char **strs;
-    size_t nstrs, cap_strs;
 } summary;
 
 /* Reads the snapshot at path into *s (which summary_init prepared).
@@ -216,15 +191,6 @@ void summary_host_live(const summary *s, uint64_t *count, uint64_t *bytes);
 /* Sorts the sites by peak live bytes (largest first, ties by stack id) and
  * returns them; the array stays owned by s. */
 const sm_site *summary_sites_by_peak(summary *s, size_t *n);
-
-/* Describes frame i of stack id into buf: "fn (file:line)" from a sym
- * record, else "module+0xoff" from the module records, else "0xip".
- * Returns the number of frames of the stack (0 when the id is unknown). */
-int summary_frame(const summary *s, uint32_t stack, int i, char *buf,
-                  size_t cap);
-
-/* The string of an interned-string id, "" when unknown. */
-const char *summary_str(const summary *s, uint32_t id);
 
 /* Human-readable size with a 1024 base: "512 B", "1.50 KiB", "2.00 GiB". */
 const char *summary_fmt_size(uint64_t bytes, char *buf, size_t cap);
