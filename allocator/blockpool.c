@@ -139,7 +139,7 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
     if (__atomic_load_n(&g_norphans, __ATOMIC_RELAXED))
         orphans_retry();
     memsnap_blockpool *p = calloc(1, sizeof *p);
-    if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
+    if (!p || ms_lock_init(&p->lock) != 0) {
         free(p);
         ms_set_error("memsnap_blockpool_create: out of host memory");
         return MEMSNAP_ALLOC_ERR_NOMEM;

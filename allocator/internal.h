@@ -172,6 +172,9 @@ MS_HIDDEN int ms_driver_error(const memsnap_alloc_driver *drv, const char *fn, C
 MS_HIDDEN int ms_ctx_enter(memsnap_alloc *a, int *pushed);
 MS_HIDDEN void ms_ctx_leave(memsnap_alloc *a, int pushed);
 MS_HIDDEN void ms_find_hooks(ms_trace_fn *trace, ms_annotate_fn *annotate);
+/* Initialises an allocator lock: an adaptive mutex (spins briefly before
+ * sleeping).  0 or an errno value. */
+MS_HIDDEN int ms_lock_init(pthread_mutex_t *m);
 MS_HIDDEN const char *ms_human(uint64_t bytes, char *buf, size_t len);
 MS_HIDDEN int ms_is_oom(CUresult rc);
 
