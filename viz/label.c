@@ -272,17 +272,11 @@ void vm_short_name(const char *fn, char *buf, size_t cap)
 
 /* ---- which frame names the site ----------------------------------------- */
 
-static const char *base_name(const char *p)
-{
-    const char *b = strrchr(p, '/');
-    return b ? b + 1 : p;
-}
-
 /* Whether frame f is inside the memory runtime / allocator libraries. */
 static int in_runtime(const vm_frame_info *f)
 {
     if (f->module[0]) {
-        const char *b = base_name(f->module);
+        const char *b = vm_base_name(f->module);
         static const char *libs[] = {"libcuda.", "libcudart", "libc10_cuda",
                                      "libc10.", "libmemsnap", "libmsnap"};
         for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
@@ -327,7 +321,7 @@ static void frame_name(const vm_model *m, uint32_t stack, int i, char *buf,
     if (f.fn[0])
         vm_short_name(f.fn, buf, cap);
     else if (f.module[0])
-        snprintf(buf, cap, "%s+0x%" PRIx64, base_name(f.module),
+        snprintf(buf, cap, "%s+0x%" PRIx64, vm_base_name(f.module),
                  f.ip - f.module_base);
     else
         snprintf(buf, cap, "0x%" PRIx64, f.ip);
@@ -342,9 +336,9 @@ static void frame_label(const vm_model *m, uint32_t stack, int i, char *buf,
     char fn[VM_LABEL_MAX];
     frame_name(m, stack, i, fn, sizeof fn);
     if (f.fn[0] && f.file[0] && f.line)
-        snprintf(buf, cap, "%s (%s:%d)", fn, base_name(f.file), f.line);
+        snprintf(buf, cap, "%s (%s:%d)", fn, vm_base_name(f.file), f.line);
     else if (f.fn[0] && f.file[0])
-        snprintf(buf, cap, "%s (%s)", fn, base_name(f.file));
+        snprintf(buf, cap, "%s (%s)", fn, vm_base_name(f.file));
     else
         snprintf(buf, cap, "%s", fn);
 }

@@ -140,13 +140,6 @@ const char *vm_symtab_str(const vm_symtab *t, uint32_t id)
     return v ? t->strs[*v] : "";
 }
 
-/* Last path component. */
-static const char *base_name(const char *p)
-{
-    const char *b = strrchr(p, '/');
-    return b ? b + 1 : p;
-}
-
 const vm_module *vm_symtab_module_of(const vm_symtab *t, uint64_t ip,
                                      int match)
 {
@@ -183,16 +176,16 @@ int vm_symtab_frame(const vm_symtab *t, uint32_t stack, int i, int match,
     if (y && t->syms[*y].fn[0]) {
         const vm_sym *s = &t->syms[*y];
         if (s->file[0] && s->line)
-            snprintf(buf, cap, "%s (%s:%d)", s->fn, base_name(s->file), s->line);
+            snprintf(buf, cap, "%s (%s:%d)", s->fn, vm_base_name(s->file), s->line);
         else if (s->file[0])
-            snprintf(buf, cap, "%s (%s)", s->fn, base_name(s->file));
+            snprintf(buf, cap, "%s (%s)", s->fn, vm_base_name(s->file));
         else
             snprintf(buf, cap, "%s+0x%" PRIx64, s->fn, s->off);
         return st->depth;
     }
     const vm_module *md = vm_symtab_module_of(t, ip, match);
     if (md)
-        snprintf(buf, cap, "%s+0x%" PRIx64, base_name(md->path), ip - md->base);
+        snprintf(buf, cap, "%s+0x%" PRIx64, vm_base_name(md->path), ip - md->base);
     else
         snprintf(buf, cap, "0x%" PRIx64, ip);
     return st->depth;

@@ -43,6 +43,13 @@ static inline int vm_grow(void **arr, size_t *cap, size_t n, size_t esz)
     return 0;
 }
 
+/* Last component of a path ("a/b/c.so" -> "c.so"). */
+static inline const char *vm_base_name(const char *p)
+{
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
 /* strdup that treats NULL as "". */
 static inline char *vm_dupstr(const char *s)
 {
