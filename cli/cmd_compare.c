@@ -20,6 +20,7 @@
 #include "compare.h"
 #include "model.h"
 #include "render.h"
+#include "viz_args.h"
 
 #define MAX_FILES 26
 
@@ -46,29 +47,6 @@ static const char usage_text[] =
     "  -h, --help           this help\n"
     "\n"
     "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
-
-static int bad(const char *what, const char *arg)
-{
-    fprintf(stderr, "memsnap compare: %s \"%s\"; try memsnap compare --help\n",
-            what, arg);
-    return 2;
-}
-
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-static const char *base_name(const char *p)
-{
-    const char *b = strrchr(p, '/');
-    return b ? b + 1 : p;
-}
 
 /* The table and the changes as text. */
 static void print_table(const viz_cmp *cmp, char **paths)
@@ -141,69 +119,39 @@ int cmd_compare(int argc, char **argv)
         {"height", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    vm_opts o = {.top = 8, .x_mode = VM_X_TIME, .at = VM_AT_DEFAULT};
+    viz_args a;
+    viz_args_init(&a, "compare", usage_text);
+    a.max_height = 16384;
+    a.min_files = 2;
+    a.max_files = MAX_FILES;
+    a.stdin_msg = "needs files, not stdin (each is read twice)";
     const char *out = "compare.png";
-    int width = 1600, height = 0, changes = 5, c;
+    int changes = 5, c, rc;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
-        case 't':
-            if (parse_int(optarg, 0, VM_MAX_TOP, &o.top))
-                return bad("--top wants a count from 0 to 24, got", optarg);
-            break;
         case 'c':
-            if (parse_int(optarg, 0, 20, &changes))
-                return bad("--changes wants a count from 0 to 20, got", optarg);
+            if (viz_args_int(optarg, 0, 20, &changes))
+                return viz_args_bad(&a, "--changes wants a count from 0 to 20, got", optarg);
             break;
-        case 'f':
-            if (!strcmp(optarg, "first")) o.x_from = VM_FROM_FIRST;
-            else if (!strcmp(optarg, "0")) o.x_from = VM_FROM_ZERO;
-            else return bad("--from wants first or 0, got", optarg);
-            break;
-        case 'W':
-            if (parse_int(optarg, 320, 8192, &width))
-                return bad("--width wants pixels from 320 to 8192, got", optarg);
-            break;
-        case 'H':
-            if (parse_int(optarg, 200, 16384, &height))
-                return bad("--height wants pixels from 200 to 16384, got", optarg);
-            break;
-        case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap compare: unknown or incomplete option "
-                            "\"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            if ((rc = viz_args_option(&a, c, optarg, argv)) != VIZ_ARGS_MORE)
+                return rc;
         }
     }
-    int n = argc - optind;
-    if (n < 2) {
-        fprintf(stderr, "memsnap compare: expected two snapshot files or more, "
-                        "got %d; try memsnap --help\n", n);
-        return 2;
-    }
-    if (n > MAX_FILES) {
-        fprintf(stderr, "memsnap compare: at most %d snapshot files, got %d; "
-                        "try memsnap --help\n", MAX_FILES, n);
-        return 2;
-    }
-    char **paths = argv + optind;
-    for (int i = 0; i < n; i++)
-        if (!strcmp(paths[i], "-")) {
-            fprintf(stderr, "memsnap compare: needs files, not stdin (each is "
-                            "read twice); try memsnap --help\n");
-            return 2;
-        }
-    vm_demangle_allow_loading(1);
-    o.columns = viz_timeline_columns(width);
+    char **paths;
+    int n, width = a.width, height = a.height;
+    if ((rc = viz_args_files(&a, argc, argv, &paths, &n)) != 0)
+        return rc;
     vm_model *models[MAX_FILES] = {0};
     const char *names[MAX_FILES];
     char err[1024];
-    int rc = 0;
+    rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        names[i] = base_name(paths[i]);
-        models[i] = vm_new(&o);
+        names[i] = vm_base_name(paths[i]);
+        models[i] = vm_new(&a.o);
         if (!models[i]) {
             fprintf(stderr, "memsnap compare: out of memory\n");
             rc = 2;

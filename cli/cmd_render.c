@@ -21,6 +21,7 @@
 #include "compare.h"
 #include "model.h"
 #include "render.h"
+#include "viz_args.h"
 
 #define MAX_FILES 64
 
@@ -85,17 +86,6 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
-/* Parses a positive integer in [lo, hi].  0 ok, -1 bad. */
-static int parse_int(const char *s, long lo, long hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 /* PREFIX from SNAP: SNAP without a trailing .zst and .msnap. */
 static void default_prefix(const char *snap, char *buf, size_t cap)
 {
@@ -139,12 +129,6 @@ static void common_prefix(char **paths, int n, char *buf, size_t cap)
         snprintf(buf, cap, "%.4000s", first);
 }
 
-static const char *base_name(const char *p)
-{
-    const char *b = strrchr(p, '/');
-    return b ? b + 1 : p;
-}
-
 /* Several files: one timeline with a panel per file on one y scale, a
  * segment map per file.  Returns the exit status. */
 static int render_several(char **paths, int n, const vm_opts *o,
@@ -155,7 +139,7 @@ static int render_several(char **paths, int n, const vm_opts *o,
     char err[1024], pfx[4096], out[4200];
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        names[i] = base_name(paths[i]);
+        names[i] = vm_base_name(paths[i]);
         models[i] = vm_new(o);
         if (!models[i]) {
             fprintf(stderr, "memsnap render: out of memory\n");
@@ -190,7 +174,7 @@ static int render_several(char **paths, int n, const vm_opts *o,
         char fp[4096], title[512];
         default_prefix(paths[i], fp, sizeof fp);
         if (prefix)   /* -o PREFIX: PREFIX-FILE-segments.png */
-            snprintf(out, sizeof out, "%s-%s-segments.png", prefix, base_name(fp));
+            snprintf(out, sizeof out, "%s-%s-segments.png", prefix, vm_base_name(fp));
         else
             snprintf(out, sizeof out, "%s-segments.png", fp);
         snprintf(title, sizeof title, "Memory segments of %s", names[i]);
@@ -215,13 +199,6 @@ static int render_several(char **paths, int n, const vm_opts *o,
     return rc;
 }
 
-static int bad(const char *what, const char *arg)
-{
-    fprintf(stderr, "memsnap render: %s \"%s\"; try memsnap render --help\n",
-            what, arg);
-    return 2;
-}
-
 int cmd_render(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -235,73 +212,42 @@ int cmd_render(int argc, char **argv)
         {"cap", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    vm_opts o = {.top = 8, .x_mode = VM_X_TIME, .at = VM_AT_DEFAULT};
+    viz_args a;
+    viz_args_init(&a, "render", usage_text);
+    a.max_files = MAX_FILES;
+    a.stdin_msg = "needs a file, not stdin (it reads the snapshot twice)";
+    vm_opts *o = &a.o;
     const char *prefix = NULL;
-    int width = 1600, height = 0, c;
+    int c, rc;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': prefix = optarg; break;
         case 'a':
-            if (vm_parse_at(optarg, &o.at, &o.at_t_ns))
-                return bad("--at wants oom, peak, end or a time like 12.5s, got", optarg);
-            break;
-        case 't':
-            if (parse_int(optarg, 0, VM_MAX_TOP, &o.top))
-                return bad("--top wants a count from 0 to 24, got", optarg);
+            if (vm_parse_at(optarg, &o->at, &o->at_t_ns))
+                return viz_args_bad(&a, "--at wants oom, peak, end or a time like 12.5s, got", optarg);
             break;
         case 'x':
-            if (!strcmp(optarg, "time")) o.x_mode = VM_X_TIME;
-            else if (!strcmp(optarg, "events")) o.x_mode = VM_X_EVENTS;
-            else return bad("--x wants time or events, got", optarg);
-            break;
-        case 'f':
-            if (!strcmp(optarg, "first")) o.x_from = VM_FROM_FIRST;
-            else if (!strcmp(optarg, "0")) o.x_from = VM_FROM_ZERO;
-            else return bad("--from wants first or 0, got", optarg);
-            break;
-        case 'W':
-            if (parse_int(optarg, 320, 8192, &width))
-                return bad("--width wants pixels from 320 to 8192, got", optarg);
-            break;
-        case 'H':
-            if (parse_int(optarg, 200, 8192, &height))
-                return bad("--height wants pixels from 200 to 8192, got", optarg);
+            if (!strcmp(optarg, "time")) o->x_mode = VM_X_TIME;
+            else if (!strcmp(optarg, "events")) o->x_mode = VM_X_EVENTS;
+            else return viz_args_bad(&a, "--x wants time or events, got", optarg);
             break;
         case 'c':
-            if (parse_size(optarg, &o.cap))
-                return bad("--cap wants a size like 40G or 512M, got", optarg);
+            if (parse_size(optarg, &o->cap))
+                return viz_args_bad(&a, "--cap wants a size like 40G or 512M, got", optarg);
             break;
-        case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap render: unknown or incomplete option "
-                            "\"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            if ((rc = viz_args_option(&a, c, optarg, argv)) != VIZ_ARGS_MORE)
+                return rc;
         }
     }
-    int nfiles = argc - optind;
-    if (nfiles < 1) {
-        fprintf(stderr, "memsnap render: expected one snapshot file or more, "
-                        "got 0; try memsnap --help\n");
-        return 2;
-    }
-    if (nfiles > MAX_FILES) {
-        fprintf(stderr, "memsnap render: at most %d snapshot files, got %d; "
-                        "try memsnap --help\n", MAX_FILES, nfiles);
-        return 2;
-    }
-    char **paths = argv + optind;
-    for (int i = 0; i < nfiles; i++)
-        if (!strcmp(paths[i], "-")) {
-            fprintf(stderr, "memsnap render: needs a file, not stdin (it reads "
-                            "the snapshot twice); try memsnap --help\n");
-            return 2;
-        }
-    vm_demangle_allow_loading(1);
-    o.columns = viz_timeline_columns(width);
+    char **paths;
+    int nfiles, width = a.width, height = a.height;
+    if ((rc = viz_args_files(&a, argc, argv, &paths, &nfiles)) != 0)
+        return rc;
     if (nfiles > 1)
-        return render_several(paths, nfiles, &o, prefix, width, height);
+        return render_several(paths, nfiles, o, prefix, width, height);
 
     const char *path = paths[0];
     char pfx[4096], tl[4200], sg[4200], err[1024];
@@ -312,12 +258,12 @@ int cmd_render(int argc, char **argv)
     snprintf(tl, sizeof tl, "%s-timeline.png", pfx);
     snprintf(sg, sizeof sg, "%s-segments.png", pfx);
 
-    vm_model *m = vm_new(&o);
+    vm_model *m = vm_new(o);
     if (!m) {
         fprintf(stderr, "memsnap render: out of memory\n");
         return 2;
     }
-    int rc = vm_read_file(m, path, 1, err, sizeof err);
+    rc = vm_read_file(m, path, 1, err, sizeof err);
     if (rc) {
         fprintf(stderr, "%s\n", err);
         vm_free(m);

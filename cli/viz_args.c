@@ -1,0 +1,97 @@
+/* Options shared by `memsnap render` and `memsnap compare` (viz_args.h). */
+#include "viz_args.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render.h"
+
+void viz_args_init(viz_args *a, const char *cmd, const char *usage)
+{
+    *a = (viz_args){.cmd = cmd, .usage = usage, .max_height = 8192,
+                    .min_files = 1, .max_files = 64,
+                    .stdin_msg = "needs a file, not stdin",
+                    .o = {.top = 8, .x_mode = VM_X_TIME, .at = VM_AT_DEFAULT},
+                    .width = 1600, .height = 0};
+}
+
+int viz_args_bad(const viz_args *a, const char *what, const char *arg)
+{
+    fprintf(stderr, "memsnap %s: %s \"%s\"; try memsnap %s --help\n", a->cmd,
+            what, arg, a->cmd);
+    return 2;
+}
+
+int viz_args_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int viz_args_option(viz_args *a, int c, const char *arg, char **argv)
+{
+    char what[96];
+    switch (c) {
+    case 't':
+        if (viz_args_int(arg, 0, VM_MAX_TOP, &a->o.top))
+            return viz_args_bad(a, "--top wants a count from 0 to 24, got", arg);
+        return VIZ_ARGS_MORE;
+    case 'f':
+        if (!strcmp(arg, "first")) a->o.x_from = VM_FROM_FIRST;
+        else if (!strcmp(arg, "0")) a->o.x_from = VM_FROM_ZERO;
+        else return viz_args_bad(a, "--from wants first or 0, got", arg);
+        return VIZ_ARGS_MORE;
+    case 'W':
+        if (viz_args_int(arg, 320, 8192, &a->width))
+            return viz_args_bad(a, "--width wants pixels from 320 to 8192, got", arg);
+        return VIZ_ARGS_MORE;
+    case 'H':
+        if (viz_args_int(arg, 200, a->max_height, &a->height)) {
+            snprintf(what, sizeof what,
+                     "--height wants pixels from 200 to %d, got", a->max_height);
+            return viz_args_bad(a, what, arg);
+        }
+        return VIZ_ARGS_MORE;
+    case 'h':
+        fputs(a->usage, stdout);
+        return 0;
+    default:
+        fprintf(stderr, "memsnap %s: unknown or incomplete option \"%s\"; "
+                        "try memsnap --help\n", a->cmd, argv[optind - 1]);
+        return 2;
+    }
+}
+
+int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n)
+{
+    static const char *count[] = {"zero", "one", "two", "three"};
+    int nfiles = argc - optind;
+    if (nfiles < a->min_files) {
+        fprintf(stderr, "memsnap %s: expected %s snapshot file%s or more, "
+                        "got %d; try memsnap --help\n", a->cmd,
+                count[a->min_files & 3], a->min_files == 1 ? "" : "s", nfiles);
+        return 2;
+    }
+    if (nfiles > a->max_files) {
+        fprintf(stderr, "memsnap %s: at most %d snapshot files, got %d; "
+                        "try memsnap --help\n", a->cmd, a->max_files, nfiles);
+        return 2;
+    }
+    *paths = argv + optind;
+    *n = nfiles;
+    for (int i = 0; i < nfiles; i++)
+        if (!strcmp((*paths)[i], "-")) {
+            fprintf(stderr, "memsnap %s: %s; try memsnap --help\n", a->cmd,
+                    a->stdin_msg);
+            return 2;
+        }
+    vm_demangle_allow_loading(1);
+    a->o.columns = viz_timeline_columns(a->width);
+    return 0;
+}

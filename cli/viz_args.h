@@ -1,0 +1,49 @@
+/* The command-line options `memsnap render` and `memsnap compare` share:
+ * --top, --from, --width, --height, -h/--help, the unknown-option message,
+ * and the checks on the snapshot files after the options (how many, not
+ * stdin: each file is read twice).  Each command keeps its own option
+ * table, usage text and own options; its getopt switch hands every other
+ * character to viz_args_option.  Messages are one line on stderr:
+ * "memsnap CMD: ...". */
+#ifndef MEMSNAP_CLI_VIZ_ARGS_H
+#define MEMSNAP_CLI_VIZ_ARGS_H
+
+#include "model.h"
+
+typedef struct viz_args {
+    /* set by the command (viz_args_init sets the rest) */
+    const char *cmd;          /* "render", "compare" */
+    const char *usage;        /* printed by --help */
+    int max_height;           /* --height upper bound */
+    int min_files, max_files;
+    const char *stdin_msg;    /* the refusal of "-", after "memsnap CMD: " */
+    /* results */
+    vm_opts o;                /* top and x_from from here; columns set by viz_args_files */
+    int width, height;        /* default 1600, 0 (automatic) */
+} viz_args;
+
+/* Defaults: top 8, time axis from the first event, width 1600, height
+ * automatic, 1..64 files. */
+void viz_args_init(viz_args *a, const char *cmd, const char *usage);
+
+/* "memsnap CMD: WHAT "ARG"; try memsnap CMD --help" on stderr; returns 2. */
+int viz_args_bad(const viz_args *a, const char *what, const char *arg);
+
+/* A whole decimal integer in [lo, hi] into *out.  0 ok, -1 bad. */
+int viz_args_int(const char *s, long lo, long hi, int *out);
+
+/* Handles getopt_long's character c when it is not the command's own:
+ * 't' --top, 'f' --from, 'W' --width, 'H' --height, 'h' --help, anything
+ * else an unknown option (argv for its name).  Returns VIZ_ARGS_MORE when
+ * the option was taken, else the exit status (0 after --help, 2 after a
+ * message). */
+#define VIZ_ARGS_MORE (-1)
+int viz_args_option(viz_args *a, int c, const char *arg, char **argv);
+
+/* The snapshot files after the options (argv + optind): checks their
+ * number and that none is "-", then lets the demangler load libstdc++ and
+ * sets a->o.columns from the width.  0 with *paths and *n set, else 2
+ * after a message. */
+int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n);
+
+#endif
