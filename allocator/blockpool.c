@@ -139,7 +139,9 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
     if (__atomic_load_n(&g_norphans, __ATOMIC_RELAXED))
         orphans_retry();
     memsnap_blockpool *p = calloc(1, sizeof *p);
-    if (!p || ms_lock_init(&p->lock) != 0) {
+    /* A plain mutex: the pool's critical section is a list pop, and spinning
+     * made 8 threads slower on the H200 host (docs/benchmarks.md). */
+    if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p);
         ms_set_error("memsnap_blockpool_create: out of host memory");
         return MEMSNAP_ALLOC_ERR_NOMEM;
