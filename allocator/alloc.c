@@ -84,27 +84,8 @@ MS_EXPORT int memsnap_alloc_create(const memsnap_alloc_config *cfg, int device,
         rc = ms_driver_error(&a->drv, "cuInit", cr);
         goto err;
     }
-    CUcontext cur = NULL;
-    if ((cr = a->drv.cuCtxGetCurrent(&cur)) != CUDA_SUCCESS) {
-        rc = ms_driver_error(&a->drv, "cuCtxGetCurrent", cr);
+    if ((rc = ms_ctx_acquire(&a->drv, device, &a->ctx, &a->ctx_retained)) != MEMSNAP_ALLOC_OK)
         goto err;
-    }
-    if (cur) {
-        CUdevice d = -1;
-        if ((cr = a->drv.cuCtxGetDevice(&d)) != CUDA_SUCCESS) {
-            rc = ms_driver_error(&a->drv, "cuCtxGetDevice", cr);
-            goto err;
-        }
-        if (d == device)
-            a->ctx = cur;
-    }
-    if (!a->ctx) {
-        if ((cr = a->drv.cuDevicePrimaryCtxRetain(&a->ctx, device)) != CUDA_SUCCESS) {
-            rc = ms_driver_error(&a->drv, "cuDevicePrimaryCtxRetain", cr);
-            goto err;
-        }
-        a->ctx_retained = 1;
-    }
     if ((rc = ms_ctx_enter(a, &pushed)) != MEMSNAP_ALLOC_OK)
         goto err;
     entered = 1;

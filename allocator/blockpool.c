@@ -163,27 +163,8 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
         rc = ms_driver_error(&p->drv, "cuInit", cr);
         goto err;
     }
-    CUcontext cur = NULL;
-    if ((cr = p->drv.cuCtxGetCurrent(&cur)) != CUDA_SUCCESS) {
-        rc = ms_driver_error(&p->drv, "cuCtxGetCurrent", cr);
+    if ((rc = ms_ctx_acquire(&p->drv, device, &p->ctx, &p->ctx_retained)) != MEMSNAP_ALLOC_OK)
         goto err;
-    }
-    if (cur) {
-        CUdevice d = -1;
-        if ((cr = p->drv.cuCtxGetDevice(&d)) != CUDA_SUCCESS) {
-            rc = ms_driver_error(&p->drv, "cuCtxGetDevice", cr);
-            goto err;
-        }
-        if (d == device)
-            p->ctx = cur;
-    }
-    if (!p->ctx) {
-        if ((cr = p->drv.cuDevicePrimaryCtxRetain(&p->ctx, device)) != CUDA_SUCCESS) {
-            rc = ms_driver_error(&p->drv, "cuDevicePrimaryCtxRetain", cr);
-            goto err;
-        }
-        p->ctx_retained = 1;
-    }
     if ((rc = pool_ctx_enter(p, &pushed)) != MEMSNAP_ALLOC_OK)
         goto err;
     entered = 1;

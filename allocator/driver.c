@@ -84,6 +84,33 @@ int ms_driver_error(const memsnap_alloc_driver *drv, const char *fn, CUresult rc
     return ms_is_oom(rc) ? MEMSNAP_ALLOC_ERR_OOM : MEMSNAP_ALLOC_ERR_DRIVER;
 }
 
+/* The context an allocator for device works in: the calling thread's current
+ * context when it belongs to device, else device's primary context, retained
+ * (*retained = 1; the caller releases it when done).  MEMSNAP_ALLOC_OK or an
+ * error with the message set. */
+int ms_ctx_acquire(const memsnap_alloc_driver *drv, int device, CUcontext *ctx, int *retained)
+{
+    CUresult cr;
+    CUcontext cur = NULL;
+    *ctx = NULL;
+    *retained = 0;
+    if ((cr = drv->cuCtxGetCurrent(&cur)) != CUDA_SUCCESS)
+        return ms_driver_error(drv, "cuCtxGetCurrent", cr);
+    if (cur) {
+        CUdevice d = -1;
+        if ((cr = drv->cuCtxGetDevice(&d)) != CUDA_SUCCESS)
+            return ms_driver_error(drv, "cuCtxGetDevice", cr);
+        if (d == device)
+            *ctx = cur;
+    }
+    if (!*ctx) {
+        if ((cr = drv->cuDevicePrimaryCtxRetain(ctx, device)) != CUDA_SUCCESS)
+            return ms_driver_error(drv, "cuDevicePrimaryCtxRetain", cr);
+        *retained = 1;
+    }
+    return MEMSNAP_ALLOC_OK;
+}
+
 int ms_ctx_enter(memsnap_alloc *a, int *pushed)
 {
     *pushed = 0;

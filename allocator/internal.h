@@ -169,6 +169,8 @@ struct memsnap_alloc {
 /* driver.c */
 MS_HIDDEN void ms_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 MS_HIDDEN int ms_driver_error(const memsnap_alloc_driver *drv, const char *fn, CUresult rc);
+MS_HIDDEN int ms_ctx_acquire(const memsnap_alloc_driver *drv, int device, CUcontext *ctx,
+                             int *retained);
 MS_HIDDEN int ms_ctx_enter(memsnap_alloc *a, int *pushed);
 MS_HIDDEN void ms_ctx_leave(memsnap_alloc *a, int pushed);
 MS_HIDDEN void ms_find_hooks(ms_trace_fn *trace, ms_annotate_fn *annotate);
