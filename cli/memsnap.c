@@ -32,21 +32,23 @@ typedef struct subcommand {
     int (*fn)(int argc, char **argv);
 } subcommand;
 
+/* In the order a user meets them: record, read, then the what-if and
+ * interchange tools. */
 static const subcommand subcommands[] = {
     {"run", "run a command under the recorder, writing a snapshot", cmd_run},
+    {"summary", "what a snapshot says: peaks, OOMs, leaks, top sites",
+     cmd_summary},
+    {"render", "timeline and segment-map PNGs of a snapshot", cmd_render},
+    {"compare", "snapshots side by side on one scale, with the sites that changed",
+     cmd_compare},
+    {"symbolize", "attach function/file:line to a snapshot's stacks",
+     cmd_symbolize},
+    {"replay", "the allocation sequence through other allocator configs",
+     cmd_replay},
     {"export", "a snapshot as PyTorch memory_viz JSON or a Perfetto trace",
      cmd_export},
     {"import", "a PyTorch memory snapshot (JSON or pickle) as a snapshot",
      cmd_import},
-    {"replay", "the allocation sequence through other allocator configs",
-     cmd_replay},
-    {"render", "timeline and segment-map PNGs of a snapshot", cmd_render},
-    {"compare", "snapshots side by side on one scale, with the sites that changed",
-     cmd_compare},
-    {"summary", "what a snapshot says: peaks, OOMs, leaks, top sites",
-     cmd_summary},
-    {"symbolize", "attach function/file:line to a snapshot's stacks",
-     cmd_symbolize},
 };
 
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
