@@ -97,17 +97,9 @@ MS_EXPORT int memsnap_alloc_create(const memsnap_alloc_config *cfg, int device,
     a->device_total = total;
     a->limit = a->cfg.device_limit ? a->cfg.device_limit : total;
     if (a->cfg.mode == MEMSNAP_ALLOC_EXPANDABLE) {
-        CUmemAllocationProp prop;
-        memset(&prop, 0, sizeof prop);
-        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id = device;
         size_t g = 0;
-        cr = a->drv.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-        if (cr != CUDA_SUCCESS) {
-            rc = ms_driver_error(&a->drv, "cuMemGetAllocationGranularity", cr);
+        if ((rc = ms_vmm_granularity(&a->drv, device, &g)) != MEMSNAP_ALLOC_OK)
             goto err;
-        }
         if (g == 0 || g % MS_MIN_BLOCK) {
             ms_set_error("memsnap_alloc_create: unusable VMM granularity %zu", g);
             rc = MEMSNAP_ALLOC_ERR_DRIVER;

@@ -168,17 +168,10 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
     if ((rc = pool_ctx_enter(p, &pushed)) != MEMSNAP_ALLOC_OK)
         goto err;
     entered = 1;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device;
+    CUmemAllocationProp prop = ms_device_prop(device);
     size_t g = 0;
-    cr = p->drv.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    if (cr != CUDA_SUCCESS) {
-        rc = ms_driver_error(&p->drv, "cuMemGetAllocationGranularity", cr);
+    if ((rc = ms_vmm_granularity(&p->drv, device, &g)) != MEMSNAP_ALLOC_OK)
         goto err;
-    }
     p->gran = g ? g : (2ull << 20);
     p->va_size = ms_align_up(p->block_size * nblocks, p->gran);
     if ((cr = p->drv.cuMemAddressReserve(&p->base, p->va_size, p->gran, 0, 0)) != CUDA_SUCCESS) {

@@ -84,6 +84,30 @@ int ms_driver_error(const memsnap_alloc_driver *drv, const char *fn, CUresult rc
     return ms_is_oom(rc) ? MEMSNAP_ALLOC_ERR_OOM : MEMSNAP_ALLOC_ERR_DRIVER;
 }
 
+/* The properties of pinned device memory on device: what every cuMemCreate
+ * and granularity query of the allocator uses. */
+CUmemAllocationProp ms_device_prop(int device)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    return prop;
+}
+
+/* The minimum VMM granularity of device in *g.  MEMSNAP_ALLOC_OK or an error
+ * with the message set; *g may be 0 (the caller decides what that means). */
+int ms_vmm_granularity(const memsnap_alloc_driver *drv, int device, size_t *g)
+{
+    CUmemAllocationProp prop = ms_device_prop(device);
+    *g = 0;
+    CUresult cr = drv->cuMemGetAllocationGranularity(g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (cr != CUDA_SUCCESS)
+        return ms_driver_error(drv, "cuMemGetAllocationGranularity", cr);
+    return MEMSNAP_ALLOC_OK;
+}
+
 /* The context an allocator for device works in: the calling thread's current
  * context when it belongs to device, else device's primary context, retained
  * (*retained = 1; the caller releases it when done).  MEMSNAP_ALLOC_OK or an

@@ -139,11 +139,7 @@ static int exp_create(memsnap_alloc *a, int stream, int pool, ms_segment **out)
  * unmapped yet hold). */
 static int map_range(memsnap_alloc *a, ms_segment *s, uint64_t addr, uint64_t len)
 {
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = a->device;
+    CUmemAllocationProp prop = ms_device_prop(a->device);
     size_t first = (size_t)((addr - s->base) / a->gran), n = (size_t)(len / a->gran), i;
     int err = MEMSNAP_ALLOC_OK;
     CUresult rc;
