@@ -38,6 +38,7 @@
 
 #include "recorder.h"
 #include "stacktab.h"
+#include "mapmem.h"
 
 _Atomic int g_state;                 /* 0 not started, 1 recording, -1 off */
 MSNAP_TLS int t_in_hook;
@@ -103,13 +104,6 @@ int core_is_own_code(const void *p)
 {
     uintptr_t a = (uintptr_t)p;
     return a >= own_lo && a < own_hi;
-}
-
-static void *map_zeroed(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
 }
 
 static uint64_t round_pow2(uint64_t v)
@@ -313,7 +307,7 @@ static int tables_init(void)
 {
     if (!g_queue) {
         uint64_t cap = round_pow2(g_cfg.queue_events);
-        g_queue = map_zeroed(cap * sizeof(core_slot));
+        g_queue = rec_map_zeroed(cap * sizeof(core_slot));
         if (!g_queue)
             return -1;
         g_queue_mask = cap - 1;
@@ -331,9 +325,9 @@ static int tables_init(void)
         g_stacks_ready = 1;
     }
     if (!str_slots) {
-        str_slots = map_zeroed(STR_SLOTS * sizeof(uint32_t));
-        str_off = map_zeroed(STR_SLOTS * sizeof(uint32_t));
-        str_arena = map_zeroed(STR_ARENA);
+        str_slots = rec_map_zeroed(STR_SLOTS * sizeof(uint32_t));
+        str_off = rec_map_zeroed(STR_SLOTS * sizeof(uint32_t));
+        str_arena = rec_map_zeroed(STR_ARENA);
         if (!str_slots || !str_off || !str_arena)
             return -1;
     }

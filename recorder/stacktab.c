@@ -15,13 +15,7 @@
 #include <sys/mman.h>
 
 #include "stacktab.h"
-
-static void *map_zeroed(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
+#include "mapmem.h"
 
 int stacktab_init(stacktab *t, uint64_t max_stacks, uint64_t arena_frames)
 {
@@ -29,9 +23,9 @@ int stacktab_init(stacktab *t, uint64_t max_stacks, uint64_t arena_frames)
     uint64_t nslots = 1;
     while (nslots < max_stacks * 2)
         nslots <<= 1;
-    t->slots = map_zeroed(nslots * sizeof *t->slots);
-    t->entries = map_zeroed((max_stacks + 1) * sizeof *t->entries);
-    t->arena = map_zeroed(arena_frames * sizeof *t->arena);
+    t->slots = rec_map_zeroed(nslots * sizeof *t->slots);
+    t->entries = rec_map_zeroed((max_stacks + 1) * sizeof *t->entries);
+    t->arena = rec_map_zeroed(arena_frames * sizeof *t->arena);
     if (!t->slots || !t->entries || !t->arena) {
         stacktab_destroy(t);
         return -1;
