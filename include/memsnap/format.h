@@ -55,7 +55,16 @@ extern "C" {
     X(MSNAP_A_NVTX_PUSH, "nvtx_push")       /* NVTX range push; str = message */\
     X(MSNAP_A_NVTX_POP, "nvtx_pop")                                             \
     X(MSNAP_A_NVTX_MARK, "nvtx_mark")       /* NVTX mark or memsnap_annotate */ \
-    X(MSNAP_A_DUMP, "dump")                 /* a dump was taken; str = reason */
+    X(MSNAP_A_DUMP, "dump")                 /* a dump was taken; str = reason */\
+    X(MSNAP_A_BLOCK_FREE_REQUESTED, "block_free_requested") /* freed by the   \
+                                               program, block still waits for  \
+                                               other streams' uses (PyTorch) */\
+    X(MSNAP_A_SEGMENT_ALLOC, "segment_alloc") /* an allocator's own segment    \
+                                               view (PyTorch): informational,  \
+                                               reserved comes from the driver */\
+    X(MSNAP_A_SEGMENT_FREE, "segment_free")                                     \
+    X(MSNAP_A_SEGMENT_MAP, "segment_map")   /* expandable segment pages mapped */\
+    X(MSNAP_A_SEGMENT_UNMAP, "segment_unmap")
 
 typedef enum msnap_action {
 #define MSNAP_X_ENUM(e, s) e,
@@ -89,7 +98,9 @@ typedef enum msnap_action {
     X(MSNAP_API_NVTX, "nvtx")                                                   \
     X(MSNAP_API_USER, "memsnap_api")        /* memsnap_annotate, memsnap_dump */\
     X(MSNAP_API_ALLOCATOR, "allocator")     /* libmemsnap_alloc trace hook */   \
-    X(MSNAP_API_RECORDER, "recorder")       /* the recorder itself */
+    X(MSNAP_API_RECORDER, "recorder")       /* the recorder itself */         \
+    X(MSNAP_API_TORCH, "torch")             /* PyTorch's CUDA caching allocator \
+                                               (its trace tracker) */
 
 typedef enum msnap_api {
 #define MSNAP_X_ENUM(e, s) e,
@@ -102,6 +113,15 @@ const char *msnap_action_name(int action);   /* "?" when out of range */
 int msnap_action_from_name(const char *name); /* -1 when unknown */
 const char *msnap_api_name(int api);
 int msnap_api_from_name(const char *name);
+
+/* ---- Python frames in stacks. ------------------------------------------
+ * A stack's ips hold machine addresses, except entries with this bit set:
+ * those are Python frames (the recorder's id for a code object and a
+ * bytecode offset), named only by their "sym" line (fn = qualified name,
+ * file = the .py file, line = the line).  No user-space address has bit 63
+ * set on the platforms memsnap runs on. */
+#define MSNAP_PYFRAME_BIT (1ULL << 63)
+static inline int msnap_ip_is_python(uint64_t ip) { return (ip & MSNAP_PYFRAME_BIT) != 0; }
 
 /* ---- The event record (64 bytes, fixed size). ---------------------------
  * The recorder's hot path fills one of these; the writer formats it.  Field
