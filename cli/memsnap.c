@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "memsnap/format.h"
+#include "viz_args.h"
 
 /* cmd_render.c (declared here rather than in cli.h, which belongs to the
  * other subcommands' owners). */
@@ -68,6 +69,19 @@ static void usage(FILE *f)
                "contains an OOM),\n2 bad input or usage.  See docs/cli.md.\n");
 }
 
+/* Whether subcommand cmd names allocation sites (and so reads the user's
+ * site rules, MEMSNAP_SITE_RULES) in this run: summary, render and compare,
+ * unless asked for their help. */
+static int labels_sites(const char *cmd, int argc, char **argv)
+{
+    if (strcmp(cmd, "summary") && strcmp(cmd, "render") && strcmp(cmd, "compare"))
+        return 0;
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return 0;
+    return 1;
+}
+
 /* Dispatches to the subcommand named by argv[1]. */
 int main(int argc, char **argv)
 {
@@ -98,8 +112,11 @@ int main(int argc, char **argv)
         return 0;
     }
     for (size_t i = 0; i < NSUB; i++)
-        if (!strcmp(cmd, subcommands[i].name))
+        if (!strcmp(cmd, subcommands[i].name)) {
+            if (labels_sites(cmd, argc, argv) && viz_args_site_rules(cmd))
+                return 2;
             return subcommands[i].fn(argc - 1, argv + 1);
+        }
     if (cmd[0] == '-')
         fprintf(stderr, "memsnap: unknown option \"%s\"; try memsnap --help\n",
                 cmd);

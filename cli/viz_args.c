@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "render.h"
+#include "siterules.h"
 
 void viz_args_init(viz_args *a, const char *cmd, const char *usage)
 {
@@ -93,5 +94,15 @@ int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n)
         }
     vm_demangle_allow_loading(1);
     a->o.columns = viz_timeline_columns(a->width);
+    return 0;
+}
+
+int viz_args_site_rules(const char *cmd)
+{
+    char err[1200];
+    if (sr_load_env(err, sizeof err)) {
+        fprintf(stderr, "memsnap %s: %s\n", cmd, err);
+        return 2;
+    }
     return 0;
 }

@@ -46,4 +46,10 @@ int viz_args_option(viz_args *a, int c, const char *arg, char **argv);
  * after a message. */
 int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n);
 
+/* The user's site rules (viz/siterules.h) for the commands that label
+ * allocation sites (summary, render, compare): the file named by
+ * MEMSNAP_SITE_RULES, when set.  0 ok, else 2 after one line on stderr:
+ * "memsnap CMD: MEMSNAP_SITE_RULES=PATH: line N: why". */
+int viz_args_site_rules(const char *cmd);
+
 #endif

@@ -32,6 +32,7 @@
  * The last four frames (process entry) are never used.
  */
 #include "model.h"
+#include "siterules.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -180,6 +181,21 @@ static void strip_templates(const char *s, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* Cuts what the compiler and the linker add to a C name: a clone's
+ * ".constprop.N", ".isra.N", ".part.N", ".cold", ".lto_priv.N", clang's
+ * ".llvm.N", and a symbol version ("@@GLIBC_2.34").  The same function
+ * then reads the same in every build. */
+static void cut_compiler_suffix(char *w)
+{
+    static const char *marks[] = {".constprop.", ".isra.", ".part.", ".cold",
+                                  ".lto_priv.", ".llvm.", "@"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        char *p = strstr(w, marks[i]);
+        if (p && p > w)
+            *p = '\0';
+    }
+}
+
 void vm_short_name(const char *fn, char *buf, size_t cap)
 {
     if (!cap)
@@ -224,6 +240,7 @@ void vm_short_name(const char *fn, char *buf, size_t cap)
     char *clone = strstr(w, " [clone");
     if (clone)
         *clone = '\0';
+    cut_compiler_suffix(w);
     int angle = 0, paren = 0;
     long cut = -1;
     for (long i = 0; w[i]; i++) {
@@ -270,94 +287,165 @@ void vm_short_name(const char *fn, char *buf, size_t cap)
     free(dem);
 }
 
-/* ---- which frame names the site ----------------------------------------- */
+/* ---- every stack of the file, labelled once ----------------------------- */
 
-/* Whether frame f is inside the memory runtime / allocator libraries. */
-static int in_runtime(const vm_frame_info *f)
+/* What the label needs of one distinct ip, computed once. */
+typedef struct lab_ip {
+    uint8_t cls, matched, python;   /* enum sr_class; a rule decided; Python frame */
+    const char *file;               /* the sym record's file (the table's string) */
+    char *name;                     /* short function, module+0xoff or 0xip */
+    char *text;                     /* name (file:line), file as a base name */
+    uint64_t h0, h1;                /* hashes of name and text */
+} lab_ip;
+
+/* One stack record (same index as the table's stacks). */
+typedef struct lab_stack {
+    int kf;             /* first frame outside the memory runtime (0 when none) */
+    int lf;             /* the labelling frame; -1 for an empty stack */
+    uint32_t site;      /* index into sites */
+} lab_stack;
+
+/* One site: the stacks whose frames from kf outwards read the same. */
+typedef struct lab_site {
+    uint64_t key;
+    size_t rep;         /* its first stack (index) */
+    uint32_t min_id;    /* its smallest stack id */
+    const char *base;   /* the labelling frame's text (an ip's) */
+    char *label;
+} lab_site;
+
+typedef struct lab_cache {
+    unsigned gen;                   /* sr_generation() it was built for */
+    u64map ipix;                    /* ip -> index into ips */
+    lab_ip *ips;
+    size_t nips, cap_ips;
+    lab_stack *st;
+    lab_site *sites;
+    size_t nsites, cap_sites;
+    u64map keyix;                   /* key -> index into sites */
+} lab_cache;
+
+/* Frees a cache (the table's labels_free). */
+static void cache_free(void *p)
 {
-    if (f->module[0]) {
-        const char *b = vm_base_name(f->module);
-        static const char *libs[] = {"libcuda.", "libcudart", "libc10_cuda",
-                                     "libc10.", "libmemsnap", "libmsnap"};
-        for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
-            if (!strncmp(b, libs[i], strlen(libs[i])))
-                return 1;
+    lab_cache *c = p;
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nips; i++) {
+        free(c->ips[i].name);
+        free(c->ips[i].text);
     }
-    /* By name: frames without a module record, and the allocators when
-     * they are linked into the program itself (memsnap_alloc_* in a static
-     * binary). */
-    const char *fn = f->fn;
-    static const char *names[] = {
-        "c10::cuda::CUDACachingAllocator::", "_ZN3c104cuda20CUDACachingAllocator",
-        "cudaMalloc", "cuMem", "memsnap_", "msnap_"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strncmp(fn, names[i], strlen(names[i])))
-            return 1;
-    return 0;
+    free(c->ips);
+    u64map_free(&c->ipix);
+    free(c->st);
+    for (size_t i = 0; i < c->nsites; i++)
+        free(c->sites[i].label);
+    free(c->sites);
+    u64map_free(&c->keyix);
+    free(c);
 }
 
-/* Index of the frame that names the stack's site; -1 for an unknown stack. */
-static int label_frame(const vm_model *m, uint32_t stack)
+/* FNV-1a of a string, continuing from h. */
+static uint64_t fnv(uint64_t h, const char *s)
 {
-    vm_frame_info f;
-    int depth = vm_frame_get(m, stack, 0, &f);
-    if (!depth)
-        return -1;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+#define FNV0 1469598103934665603ull
+
+/* The cached facts of ip; NULL when out of memory. */
+static const lab_ip *ip_info(lab_cache *c, const vm_symtab *t, uint64_t ip)
+{
+    uint64_t *v = u64map_get(&c->ipix, 0, ip);
+    if (v)
+        return &c->ips[*v];
+    if (vm_grow((void **)&c->ips, &c->cap_ips, c->nips, sizeof *c->ips) ||
+        u64map_put(&c->ipix, 0, ip, c->nips))
+        return NULL;
+    lab_ip *d = &c->ips[c->nips++];
+    *d = (lab_ip){.python = (uint8_t)msnap_ip_is_python(ip), .file = ""};
+    const char *fn = "";
+    int line = 0;
+    uint64_t *y = u64map_get(&t->sym_map, 0, ip);
+    if (y) {
+        fn = t->syms[*y].fn;
+        d->file = t->syms[*y].file;
+        line = t->syms[*y].line;
+    }
+    const vm_module *md = d->python ? NULL : vm_symtab_module_of(t, ip, VM_MOD_SIZED);
+    char name[VM_LABEL_MAX], text[VM_LABEL_MAX + 64];
+    if (fn[0] && d->python)
+        snprintf(name, sizeof name, "%s", fn);   /* a qualname: nothing to shorten */
+    else if (fn[0])
+        vm_short_name(fn, name, sizeof name);
+    else if (md)
+        snprintf(name, sizeof name, "%s+0x%" PRIx64, vm_base_name(md->path),
+                 ip - md->base);
+    else
+        snprintf(name, sizeof name, "0x%" PRIx64, ip);
+    if (fn[0] && d->file[0] && line)
+        snprintf(text, sizeof text, "%s (%s:%d)", name, vm_base_name(d->file), line);
+    else if (fn[0] && d->file[0])
+        snprintf(text, sizeof text, "%s (%s)", name, vm_base_name(d->file));
+    else
+        snprintf(text, sizeof text, "%s", name);
+    sr_frame f = {.fn = fn, .short_fn = fn[0] ? name : "", .file = d->file,
+                  .module = md ? md->path : "", .python = d->python};
+    int matched;
+    d->cls = (uint8_t)sr_classify(&f, &matched);
+    d->matched = (uint8_t)matched;
+    d->name = strdup(name);
+    d->text = strdup(text);
+    if (!d->name || !d->text)
+        return NULL;   /* freed with the cache */
+    d->h0 = fnv(FNV0, name);
+    d->h1 = fnv(FNV0, text);
+    return d;
+}
+
+/* Whether two paths are in the same directory (both non-empty). */
+static int same_dir(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    size_t la = sa ? (size_t)(sa - a) : 0, lb = sb ? (size_t)(sb - b) : 0;
+    return a[0] && b[0] && la == lb && !strncmp(a, b, la);
+}
+
+/* The classes of a stack's frames into cls[0..depth).  A run of frames no
+ * rule decided, called from the memory runtime (or the stack's start) and
+ * calling a runtime frame whose source file is in their directory, are
+ * the runtime's own static helpers (memsnap's allocator linked into the
+ * program: ms_fixed_grow <- slow_path <- memsnap_alloc_malloc). */
+static void stack_classes(const lab_ip *const *f, int depth, uint8_t *cls)
+{
+    for (int i = 0; i < depth; i++)
+        cls[i] = f[i]->cls;
     for (int i = 0; i < depth; i++) {
-        vm_frame_get(m, stack, i, &f);
-        if (!in_runtime(&f))
-            return i;
+        if (cls[i] != SR_USER || f[i]->matched || f[i]->python || !f[i]->file[0])
+            continue;
+        int j = i;
+        while (j + 1 < depth && cls[j + 1] == SR_USER && !f[j + 1]->matched &&
+               !f[j + 1]->python && f[j + 1]->file[0])
+            j++;
+        int inner = i == 0 || cls[i - 1] == SR_RUNTIME;
+        int outer = j + 1 < depth && cls[j + 1] == SR_RUNTIME && f[j + 1]->file[0];
+        int dir = outer;
+        for (int k = i; dir && k <= j; k++)
+            dir = same_dir(f[k]->file, f[j + 1]->file);
+        if (inner && outer && dir)
+            for (int k = i; k <= j; k++)
+                cls[k] = SR_RUNTIME;
+        i = j;
     }
-    return 0;
 }
 
-/* The name of frame i without addresses: short function, else
- * module+0xoff, else 0xip. */
-static void frame_name(const vm_model *m, uint32_t stack, int i, char *buf,
-                       size_t cap)
+/* Orders sites by base text, then smallest stack id. */
+static int site_cmp(const void *a, const void *b)
 {
-    vm_frame_info f;
-    vm_frame_get(m, stack, i, &f);
-    if (f.fn[0])
-        vm_short_name(f.fn, buf, cap);
-    else if (f.module[0])
-        snprintf(buf, cap, "%s+0x%" PRIx64, vm_base_name(f.module),
-                 f.ip - f.module_base);
-    else
-        snprintf(buf, cap, "0x%" PRIx64, f.ip);
-}
-
-/* Frame i written for a legend: "short_fn (file:line)" etc. */
-static void frame_label(const vm_model *m, uint32_t stack, int i, char *buf,
-                        size_t cap)
-{
-    vm_frame_info f;
-    vm_frame_get(m, stack, i, &f);
-    char fn[VM_LABEL_MAX];
-    frame_name(m, stack, i, fn, sizeof fn);
-    if (f.fn[0] && f.file[0] && f.line)
-        snprintf(buf, cap, "%s (%s:%d)", fn, vm_base_name(f.file), f.line);
-    else if (f.fn[0] && f.file[0])
-        snprintf(buf, cap, "%s (%s)", fn, vm_base_name(f.file));
-    else
-        snprintf(buf, cap, "%s", fn);
-}
-
-void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap)
-{
-    if (!stack) {
-        /* Pre-window allocations known only from a free carry no stack. */
-        snprintf(buf, cap, "%s", vm_ring_mode(m)
-                                     ? "(no stack: allocated before the event window)"
-                                     : "(no stack)");
-        return;
-    }
-    int i = label_frame(m, stack);
-    if (i < 0) {
-        snprintf(buf, cap, "stack %" PRIu32, stack);
-        return;
-    }
-    frame_label(m, stack, i, buf, cap);
+    const lab_site *x = *(const lab_site *const *)a, *y = *(const lab_site *const *)b;
+    int c = strcmp(x->base, y->base);
+    return c ? c : (x->min_id > y->min_id) - (x->min_id < y->min_id);
 }
 
 /* The last two components of a qualified name: "a::b::c::f" -> "c::f". */
@@ -372,34 +460,212 @@ static const char *tail2(const char *name)
     return prev ? prev + 2 : name;
 }
 
-/* The frame names of a stack, computed once per vm_site_labels call. */
-typedef struct named_stack {
-    int lf, depth;
-    char (*names)[VM_LABEL_MAX];   /* [2 * depth]: function names, then with file:line */
-} named_stack;
-
-static void name_stack(const vm_model *m, uint32_t stack, named_stack *ns)
+/* Gives every site of one group (sites whose labelling frames read the
+ * same, g[0..n)) its label: the base, and when n > 1 what tells it apart
+ * (see the top of this file).  tag: a tag of its own in counts.  0 ok, -1
+ * out of memory. */
+static int label_group(lab_cache *c, const vm_symtab *t, lab_site **g, size_t n,
+                       u64map *counts, uint32_t tag, const lab_ip **fr)
 {
-    vm_frame_info f;
-    ns->lf = stack ? label_frame(m, stack) : -1;
-    ns->depth = stack ? vm_frame_get(m, stack, 0, &f) : 0;
-    ns->names = ns->depth ? malloc((size_t)ns->depth * 2 * VM_LABEL_MAX) : NULL;
-    if (!ns->names)
-        ns->depth = 0;
-    for (int i = 0; i < ns->depth; i++) {
-        frame_name(m, stack, i, ns->names[i], VM_LABEL_MAX);
-        frame_label(m, stack, i, ns->names[ns->depth + i], VM_LABEL_MAX);
+    /* counts[(tag+level, hash)] = (last group member that had it + 1) << 32
+     * | members that have it. */
+    for (size_t k = 0; n > 1 && k < n; k++) {
+        const vm_stack_rec *st = &t->stacks[g[k]->rep];
+        for (int i = c->st[g[k]->rep].kf; i < st->depth; i++) {
+            const lab_ip *f = ip_info(c, t, st->ips[i]);
+            if (!f)
+                return -1;
+            for (uint32_t lv = 0; lv < 2; lv++) {
+                uint64_t h = lv ? f->h1 : f->h0;
+                uint64_t *v = u64map_get(counts, tag + lv, h);
+                if (!v) {
+                    if (u64map_put(counts, tag + lv, h, ((uint64_t)k + 1) << 32 | 1))
+                        return -1;
+                } else if (*v >> 32 != (uint64_t)k + 1) {
+                    *v = ((uint64_t)k + 1) << 32 | ((*v & 0xffffffffu) + 1);
+                }
+            }
+        }
     }
+    for (size_t k = 0; k < n; k++) {
+        char suffix[VM_LABEL_MAX] = "";
+        if (n > 1) {
+            const vm_stack_rec *st = &t->stacks[g[k]->rep];
+            const lab_stack *ls = &c->st[g[k]->rep];
+            for (int i = 0; i < st->depth; i++)
+                fr[i] = ip_info(c, t, st->ips[i]);   /* all cached above */
+            /* Callers outwards (not the last four frames: process entry,
+             * and a stack cut at the depth limit lacks them, which would
+             * make them look unique), by name then with file:line; then
+             * the library frames between the site and the user's frame. */
+            for (int pass = 0; pass < 4 && !suffix[0]; pass++) {
+                int lv = pass & 1, out = pass < 2;
+                int from = out ? ls->lf + 1 : ls->lf - 1;
+                int to = out ? st->depth - 4 : ls->kf - 1;
+                for (int i = from; i != to && !suffix[0] && (out ? i < to : i > to);
+                     i += out ? 1 : -1) {
+                    uint64_t *v = u64map_get(counts, tag + (uint32_t)lv,
+                                             lv ? fr[i]->h1 : fr[i]->h0);
+                    if (v && (*v & 0xffffffffu) == 1)
+                        snprintf(suffix, sizeof suffix, " %s %s", out ? "from" : "via",
+                                 tail2(lv ? fr[i]->text : fr[i]->name));
+                }
+            }
+            if (!suffix[0])
+                snprintf(suffix, sizeof suffix, " (stack %" PRIu32 ")", g[k]->min_id);
+        }
+        char lab[VM_LABEL_MAX];
+        size_t sl = strlen(suffix), bl = strlen(g[k]->base);
+        if (bl + sl > VM_LABEL_MAX - 1)
+            bl = sl > VM_LABEL_MAX - 1 ? 0 : VM_LABEL_MAX - 1 - sl;
+        snprintf(lab, sizeof lab, "%.*s%.*s", (int)bl, g[k]->base,
+                 (int)(VM_LABEL_MAX - 1 - bl), suffix);
+        g[k]->label = strdup(lab);
+        if (!g[k]->label)
+            return -1;
+    }
+    return 0;
 }
 
-/* Whether the stack has a frame of this name (level 0: function names,
- * level 1: with file:line). */
-static int has_name(const named_stack *ns, const char *name, int level)
+/* Builds the labels of every stack of the table.  NULL when out of memory. */
+static lab_cache *cache_build(const vm_symtab *t)
 {
-    for (int i = 0; i < ns->depth; i++)
-        if (!strcmp(ns->names[level * ns->depth + i], name))
-            return 1;
-    return 0;
+    lab_cache *c = calloc(1, sizeof *c);
+    int maxd = 1;
+    for (size_t s = 0; s < t->nstacks; s++)
+        if (t->stacks[s].depth > maxd)
+            maxd = t->stacks[s].depth;
+    const lab_ip **fr = malloc((size_t)maxd * sizeof *fr);
+    uint8_t *cls = malloc((size_t)maxd);
+    lab_site **order = NULL;
+    u64map counts = {0};
+    if (!c || !fr || !cls || !(c->st = calloc(t->nstacks + 1, sizeof *c->st)))
+        goto err;
+    c->gen = sr_generation();
+    for (size_t s = 0; s < t->nstacks; s++) {
+        const vm_stack_rec *st = &t->stacks[s];
+        lab_stack *ls = &c->st[s];
+        *ls = (lab_stack){.kf = 0, .lf = -1, .site = UINT32_MAX};
+        if (!st->depth)
+            continue;
+        /* two loops: a new ip may move c->ips, so pointers only after */
+        for (int i = 0; i < st->depth; i++)
+            if (!ip_info(c, t, st->ips[i]))
+                goto err;
+        for (int i = 0; i < st->depth; i++)
+            fr[i] = ip_info(c, t, st->ips[i]);
+        stack_classes(fr, st->depth, cls);
+        int kf = -1, user = -1, pylib = -1;
+        for (int i = 0; i < st->depth; i++) {
+            if (cls[i] != SR_RUNTIME && kf < 0)
+                kf = i;
+            if (cls[i] == SR_USER && user < 0)
+                user = i;
+            if (cls[i] == SR_PYLIB && pylib < 0)
+                pylib = i;
+        }
+        ls->kf = kf < 0 ? 0 : kf;
+        ls->lf = user >= 0 ? user : pylib >= 0 ? pylib : ls->kf;
+        uint64_t key = FNV0;
+        for (int i = ls->kf; i < st->depth; i++)
+            for (int b = 0; b < 64; b += 8)
+                key = (key ^ ((fr[i]->h1 >> b) & 0xff)) * 1099511628211ull;
+        uint64_t *v = u64map_get(&c->keyix, 0, key);
+        if (v) {
+            ls->site = (uint32_t)*v;
+            if (st->id < c->sites[*v].min_id)
+                c->sites[*v].min_id = st->id;
+            continue;
+        }
+        if (vm_grow((void **)&c->sites, &c->cap_sites, c->nsites, sizeof *c->sites) ||
+            u64map_put(&c->keyix, 0, key, c->nsites))
+            goto err;
+        c->sites[c->nsites] = (lab_site){.key = key, .rep = s, .min_id = st->id,
+                                         .base = fr[ls->lf]->text};
+        ls->site = (uint32_t)c->nsites++;
+    }
+    /* Sites in groups of equal base text: each group told apart. */
+    order = malloc((c->nsites + 1) * sizeof *order);
+    if (!order)
+        goto err;
+    for (size_t i = 0; i < c->nsites; i++)
+        order[i] = &c->sites[i];
+    /* the base pointers stay valid: ips no longer grow during sorting */
+    qsort(order, c->nsites, sizeof *order, site_cmp);
+    uint32_t tag = 0;
+    for (size_t i = 0; i < c->nsites;) {
+        size_t j = i + 1;
+        while (j < c->nsites && !strcmp(order[j]->base, order[i]->base))
+            j++;
+        if (label_group(c, t, order + i, j - i, &counts, tag, fr))
+            goto err;
+        tag += 2;
+        i = j;
+    }
+    u64map_free(&counts);
+    free(order);
+    free(fr);
+    free(cls);
+    return c;
+err:
+    u64map_free(&counts);
+    free(order);
+    free(fr);
+    free(cls);
+    cache_free(c);
+    return NULL;
+}
+
+/* The table's label cache, built (or rebuilt after the rules changed) on
+ * first use; NULL when out of memory. */
+static lab_cache *cache_of(const vm_model *m)
+{
+    /* The cache is not part of the table's value: filling it through the
+     * const pointer every reader holds is safe (the table is never const
+     * itself, and the CLI labels from one thread). */
+    vm_symtab *t = (vm_symtab *)vm_symtab_of(m);
+    lab_cache *c = t->labels;
+    if (c && c->gen == sr_generation())
+        return c;
+    if (c)
+        t->labels_free(c);
+    t->labels = c = cache_build(t);
+    t->labels_free = cache_free;
+    return c;
+}
+
+/* The cached stack of an id, NULL when unknown, empty or out of memory. */
+static const lab_stack *stack_of(const vm_model *m, uint32_t stack, lab_cache **cp)
+{
+    lab_cache *c = cache_of(m);
+    *cp = c;
+    if (!c || !stack)
+        return NULL;
+    const vm_symtab *t = vm_symtab_of(m);
+    uint64_t *v = u64map_get(&t->stack_map, 0, stack);
+    if (!v || c->st[*v].lf < 0)
+        return NULL;
+    return &c->st[*v];
+}
+
+void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap)
+{
+    if (!cap)
+        return;
+    if (!stack) {
+        /* Pre-window allocations known only from a free carry no stack. */
+        snprintf(buf, cap, "%s", vm_ring_mode(m)
+                                     ? "(no stack: allocated before the event window)"
+                                     : "(no stack)");
+        return;
+    }
+    lab_cache *c;
+    const lab_stack *ls = stack_of(m, stack, &c);
+    if (!ls) {
+        snprintf(buf, cap, "stack %" PRIu32, stack);
+        return;
+    }
+    snprintf(buf, cap, "%s", c->sites[ls->site].label);
 }
 
 void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
@@ -407,95 +673,14 @@ void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
 {
     for (int i = 0; i < n; i++)
         vm_site_label(m, stacks[i], labels[i], VM_LABEL_MAX);
-    int *group = malloc(((size_t)n + 1) * sizeof *group);
-    named_stack *ns = calloc((size_t)n + 1, sizeof *ns);
-    if (!group || !ns) {
-        free(group);
-        free(ns);
-        return;
-    }
-    /* group[i]: index of the first label equal to labels[i]. */
-    int any = 0;
-    for (int i = 0; i < n; i++) {
-        group[i] = i;
-        for (int j = 0; j < i; j++)
-            if (!strcmp(labels[i], labels[j])) {
-                group[i] = group[j];
-                any = 1;
-                break;
-            }
-    }
-    if (!any) {
-        free(group);
-        free(ns);
-        return;
-    }
-    int *shared = calloc((size_t)n + 1, sizeof *shared);
-    for (int i = 0; shared && i < n; i++)
-        for (int j = 0; j < n; j++)
-            if (j != i && group[j] == group[i])
-                shared[i] = 1;
-    for (int i = 0; shared && i < n; i++)
-        if (shared[i])
-            name_stack(m, stacks[i], &ns[i]);
-    for (int k = 0; shared && k < n; k++) {
-        if (!shared[k])
-            continue;
-        char suffix[VM_LABEL_MAX] = "";
-        /* Callers from the labelling frame outwards, not the last few
-         * (process entry: main, _start...; and a stack cut at the depth
-         * limit lacks them, which would make them look unique). */
-        /* First by function names; then with file:line (one function
-         * calling the allocator from two lines). */
-        for (int level = 0; level < 2 && !suffix[0]; level++)
-            for (int fi = ns[k].lf + (level ? 0 : 1);
-                 ns[k].lf >= 0 && fi < ns[k].depth - 4 && !suffix[0]; fi++) {
-                const char *name = ns[k].names[level * ns[k].depth + fi];
-                int unique = 1;
-                for (int o = 0; o < n && unique; o++)
-                    if (o != k && group[o] == group[k] && stacks[o] != stacks[k] &&
-                        has_name(&ns[o], name, level))
-                        unique = 0;
-                if (unique && fi == ns[k].lf)
-                    unique = 0;   /* the label already shows this frame's line */
-                if (unique)
-                    snprintf(suffix, sizeof suffix, " from %s", tail2(name));
-            }
-        if (!suffix[0])
-            snprintf(suffix, sizeof suffix, " (stack %" PRIu32 ")", stacks[k]);
-        size_t sl = strlen(suffix), bl = strlen(labels[k]);
-        if (sl > VM_LABEL_MAX - 1)
-            sl = VM_LABEL_MAX - 1;
-        if (bl + sl > VM_LABEL_MAX - 1)
-            bl = VM_LABEL_MAX - 1 - sl;
-        memcpy(labels[k] + bl, suffix, sl);
-        labels[k][bl + sl] = '\0';
-    }
-    for (int i = 0; i < n; i++)
-        free(ns[i].names);
-    free(shared);
-    free(group);
-    free(ns);
 }
 
 uint64_t vm_site_key(const vm_model *m, uint32_t stack)
 {
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-    int lf = stack ? label_frame(m, stack) : -1;
-    if (lf < 0) {
-        const char *s = stack ? "unknown stack" : "no stack";
-        for (; *s; s++)
-            h = (h ^ (uint8_t)*s) * 1099511628211ull;
-        return h ^ (stack ? stack : 0);
-    }
-    vm_frame_info f;
-    int depth = vm_frame_get(m, stack, 0, &f);
-    char name[VM_LABEL_MAX];
-    for (int i = lf; i < depth; i++) {
-        frame_label(m, stack, i, name, sizeof name);
-        for (const char *s = name; *s; s++)
-            h = (h ^ (uint8_t)*s) * 1099511628211ull;
-        h = (h ^ '\n') * 1099511628211ull;
-    }
-    return h;
+    lab_cache *c;
+    const lab_stack *ls = stack_of(m, stack, &c);
+    if (ls)
+        return c->sites[ls->site].key;
+    const char *s = stack ? "unknown stack" : "no stack";
+    return fnv(FNV0, s) ^ stack;
 }

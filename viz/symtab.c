@@ -24,6 +24,8 @@ void vm_symtab_free(vm_symtab *t)
     for (size_t i = 0; i < t->nstrs; i++)
         free(t->strs[i]);
     free(t->strs);
+    if (t->labels_free)
+        t->labels_free(t->labels);
     memset(t, 0, sizeof *t);
 }
 
@@ -125,6 +127,11 @@ static int take_str(vm_symtab *t, const msnap_str *x)
 
 int vm_symtab_take(vm_symtab *t, const msnap_record *r)
 {
+    if (t->labels && (r->type == MSNAP_REC_STACK || r->type == MSNAP_REC_SYMBOL ||
+                      r->type == MSNAP_REC_MODULE)) {
+        t->labels_free(t->labels);
+        t->labels = NULL;
+    }
     switch (r->type) {
     case MSNAP_REC_STACK: return take_stack(t, &r->u.stack);
     case MSNAP_REC_SYMBOL: return take_sym(t, &r->u.symbol);
@@ -175,10 +182,11 @@ int vm_symtab_frame(const vm_symtab *t, uint32_t stack, int i, int match,
     uint64_t *y = u64map_get(&t->sym_map, 0, ip);
     if (y && t->syms[*y].fn[0]) {
         const vm_sym *s = &t->syms[*y];
+        const char *file = msnap_ip_is_python(ip) ? s->file : vm_base_name(s->file);
         if (s->file[0] && s->line)
-            snprintf(buf, cap, "%s (%s:%d)", s->fn, vm_base_name(s->file), s->line);
+            snprintf(buf, cap, "%s (%s:%d)", s->fn, file, s->line);
         else if (s->file[0])
-            snprintf(buf, cap, "%s (%s)", s->fn, vm_base_name(s->file));
+            snprintf(buf, cap, "%s (%s)", s->fn, file);
         else
             snprintf(buf, cap, "%s+0x%" PRIx64, s->fn, s->off);
         return st->depth;

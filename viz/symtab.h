@@ -86,13 +86,19 @@ typedef struct vm_symtab {
     u64map str_map;              /* id -> index into strs */
     char **strs;
     size_t nstrs, cap_strs;
+    /* Site labels of every stack (label.c), built on the first label asked
+     * for and dropped when a record comes in: a cache, so label.c fills it
+     * through a const table.  Freed with labels_free. */
+    void *labels;
+    void (*labels_free)(void *labels);
 } vm_symtab;
 
 /* Frees everything the table holds and leaves it empty. */
 void vm_symtab_free(vm_symtab *t);
 
-/* Takes a stack, sym, module or str record (other records are ignored).
- * 0 ok, -1 out of memory (the table stays consistent). */
+/* Takes a stack, sym, module or str record (other records are ignored;
+ * any of these drops the label cache).  0 ok, -1 out of memory (the table
+ * stays consistent). */
 int vm_symtab_take(vm_symtab *t, const msnap_record *r);
 
 /* The string of an interned-string id, "" when unknown. */
@@ -111,7 +117,9 @@ const vm_module *vm_symtab_module_of(const vm_symtab *t, uint64_t ip,
 
 /* Frame i of a stack as text into buf: "fn (file:line)", "fn (file)" or
  * "fn+0xoff" from a named sym record, else "module+0xoff" from the module
- * records (rule `match`), else "0xip"; file and module as base names.
+ * records (rule `match`), else "0xip"; file and module as base names,
+ * except a Python frame's file (format.h msnap_ip_is_python), written in
+ * full: the .py path is what tells site-packages from the user's code.
  * Returns the stack's depth, 0 when the id is unknown; buf is "" when the
  * stack is unknown or i out of range. */
 int vm_symtab_frame(const vm_symtab *t, uint32_t stack, int i, int match,

@@ -496,8 +496,11 @@ static void test_labels(void)
         "{\"a\":\"alloc\",\"t\":14,\"p\":20480,\"n\":5242880,\"k\":5}\n";
     const char *path = write_snap("labels.msnap", snap);
     vm_model *m = load(path, 8, 0, VM_AT_END);
+    /* libtorch is a library, not the user's code; with nothing else left
+     * the first frame outside the memory runtime names the site, told
+     * apart from stack 2's by the first caller only it has */
     vm_site_label(m, 1, buf, sizeof buf);
-    CHECK(!strcmp(buf, "at::native::empty_cuda (EmptyTensor.cpp:42)"));
+    CHECK(!strcmp(buf, "at::native::empty_cuda (EmptyTensor.cpp:42) from native::randn"));
     vm_site_label(m, 4, buf, sizeof buf);
     CHECK(!strcmp(buf, "cudaMalloc"));
     vm_site_label(m, 5, buf, sizeof buf);
@@ -505,10 +508,11 @@ static void test_labels(void)
     uint32_t st[3] = {1, 2, 3};
     char labs[3][VM_LABEL_MAX];
     vm_site_labels(m, st, 3, labs);
-    /* 2 has a caller of its own; 1 and 3 differ only inside c10 */
+    /* 2 has a caller of its own; 1 and 3 differ only inside c10: one site,
+     * one label */
     CHECK(!strcmp(labs[1], "at::native::empty_cuda (EmptyTensor.cpp:42) from native::zeros"));
-    CHECK(!strcmp(labs[0], "at::native::empty_cuda (EmptyTensor.cpp:42) (stack 1)"));
-    CHECK(!strcmp(labs[2], "at::native::empty_cuda (EmptyTensor.cpp:42) (stack 3)"));
+    CHECK(!strcmp(labs[0], "at::native::empty_cuda (EmptyTensor.cpp:42) from native::randn"));
+    CHECK(!strcmp(labs[2], labs[0]));
     /* 1 and 3 are the same site for matching across snapshots, 2 is not */
     CHECK(vm_site_key(m, 1) == vm_site_key(m, 3));
     CHECK(vm_site_key(m, 1) != vm_site_key(m, 2));
