@@ -1,35 +1,44 @@
-/* Site labels: which frame of a stack names an allocation site, and how
- * that frame is written in a legend (model.h, vm_site_label & co).
+/* Site labels: which frame of a stack names an allocation site, how that
+ * frame is written in a legend, and the key that matches a site across
+ * snapshots (model.h, vm_site_label & co).
  *
- * The rule.  Every stack of a real program starts inside the memory
- * runtime: PyTorch's caching allocator (libc10_cuda: ...ExpandableSegment::
- * map, DeviceCachingAllocator::malloc), cudart's cudaMalloc, the driver,
- * memsnap's own allocator.  Those frames are the same for every site, so a
- * site is named by its first frame OUTSIDE them: the first frame whose
- * module (from the "module" records, whatever the "sym" record says) has a
- * basename starting with none of libcuda., libcudart, libc10_cuda, libc10.,
- * libmemsnap (libmemsnap.so, libmemsnap_alloc) or libmsnap, and whose
- * function is none of the allocators' entry points by name (the caching
- * allocator's namespace, cudaMalloc*, cuMem*, memsnap_* / msnap_*: this
- * catches frames with no module record and an allocator linked statically
- * into the program).  When every frame is inside
- * them, the innermost frame names the site.
+ * The frame.  Every stack of a real program starts inside the memory
+ * runtime (the driver, cudart, PyTorch's caching allocator, memsnap's
+ * allocator), then passes through libraries (cuBLAS, libtorch, the C++
+ * runtime, the Python interpreter, installed Python packages) before it
+ * reaches the user's code.  siterules.h sorts each frame into user code,
+ * installed Python package, other library, or memory runtime (a default
+ * table plus the user's MEMSNAP_SITE_RULES file).  A site is named by its
+ * innermost user frame; without one, by its innermost Python frame of an
+ * installed package (forward (modeling_llama.py:175)); without one, by its
+ * first frame outside the memory runtime; when every frame is inside it,
+ * by the innermost frame.
  *
- * The name.  "function (file:line)" from the sym record, the function
- * shortened (vm_short_name): demangled when it arrives mangled (_Z...: a
- * recording made before the recorder demangled in-process) and
- * __cxa_demangle is reachable, then without argument list, template
- * arguments, return type, "(anonymous namespace)::" and " [clone ...]".
- * Without a function name: "module+0xoffset", else "0xip".
+ * The name.  Native: "function (file:line)", the function shortened
+ * (vm_short_name: demangled when it arrives mangled and __cxa_demangle is
+ * reachable, then without argument list, template arguments, return type,
+ * "(anonymous namespace)::", " [clone ...]" and compiler suffixes such as
+ * ".constprop.0"); without a function name "module+0xoffset", else
+ * "0xip".  Python: "qualname (file.py:line)", the file as a base name.
  *
- * Telling sites apart.  Sites listed together whose labels read the same
- * (every torch.empty reaches at::detail::empty_generic) get the first
- * caller, outwards from the labelling frame, whose name appears in no other
- * stack of that group: "at::detail::empty_generic from at::native::randn";
- * else the first whose "name (file:line)" appears in no other ("mem_alloc
- * (mem.c:96) from kv_reserve (decode.c:88)"); when there is none (two
- * stacks that differ only in an offset inside the allocator), " (stack N)".
- * The last four frames (process entry) are never used.
+ * One label per site, whatever lists it.  A site is the set of stacks whose
+ * frames from the first frame outside the memory runtime outwards read the
+ * same (vm_site_key hashes exactly that text): stacks that differ only
+ * inside the allocator (a segment and the blocks carved from it, another
+ * allocator setting) are one site with one label.  Sites whose labelling
+ * frames read the same are told apart among ALL the sites of the file, not
+ * among those a command happens to list, so summary, render and compare
+ * print the same label: by the first caller, outwards from the labelling
+ * frame and not among the last four frames (process entry), whose name no
+ * other site of the group has (" from at::native::randn"), then the first
+ * with its "name (file:line)" (" from server_run (server.c:574)"); then,
+ * inwards, the first library frame between the runtime and the labelling
+ * frame that only it has (" via forward (modeling_llama.py:175)"); else
+ * " (stack N)", N its smallest stack id.
+ *
+ * Every stack of the file is labelled once, on the first label asked for,
+ * into a cache the symbol table holds (symtab.h labels): O(frames) with
+ * one classification per distinct ip.
  */
 #include "model.h"
 #include "siterules.h"

@@ -96,6 +96,17 @@ frag-recorded)    # under the recorder: the OOM annotation and both layers are i
     grep -q 'memsnap-decode: out of memory' "$T/sum.json" || fail "no OOM annotation in the snapshot"
     "$MEMSNAP" summary "$T/s.msnap" > "$T/sum.txt" || true
     grep -q "^fragmentation" "$T/sum.txt" || fail "summary found no fragmentation"
+    # sites are named by the workload's code, not by memsnap's allocator
+    # linked into it (ms_fixed_grow, its static helper slow_path, memsnap_*)
+    site1=$(grep -m1 '^      site: ' "$T/sum.txt")
+    echo "#1$site1"
+    case "$site1" in
+    *"site: mem_alloc (mem.c:"*) ;;
+    *) fail "the #1 site is not named by the workload's code: $site1" ;;
+    esac
+    if grep '^      site: ' "$T/sum.txt" | grep -Eq 'site: (ms_|memsnap_|slow_path)'; then
+        fail "a site is named by memsnap's allocator"
+    fi
     ;;
 *) fail "unknown case $case_name" ;;
 esac
