@@ -39,6 +39,26 @@ torch-default|torch-expandable)
         grep -q '"vmm_create"' "$T/summary.json" || fail "no cuMemCreate events with expandable segments"
     fi
     ;;
+torch-sites)   # site labels name the user's code, not the memory runtime
+    python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 77)" 2>/dev/null
+    rc=$?; [ $rc = 0 ] || { echo "SKIP: no torch with CUDA"; exit 77; }
+    run -o "$T/s.msnap" -- python3 "$TESTS_DIR/torch_sites.py" || fail "torch_sites.py failed"
+    "$MEMSNAP" summary --top 5 "$T/s.msnap" > "$T/sum.txt" || true
+    grep '^      site: ' "$T/sum.txt" > "$T/sites" || fail "no site labels"
+    cat "$T/sites"
+    if grep -Eq 'CUDACachingAllocator|cudaMalloc|cuMem|libcudart|libcuda\.|memsnap_|ms_' "$T/sites"; then
+        fail "a site is named by the memory runtime"
+    fi
+    # With Python frames in the stacks (format 1.1) the 256 MiB cache is
+    # named by this test's own line, with a short file name.
+    if "$MEMSNAP" summary --json "$T/s.msnap" | grep -q 'torch_sites\.py'; then
+        line=$(grep -n 'CACHE LINE' "$TESTS_DIR/torch_sites.py" | cut -d: -f1)
+        grep -q "^      site: make_cache (torch_sites.py:$line)" "$T/sites" ||
+            fail "the cache is not named make_cache (torch_sites.py:$line)"
+    else
+        echo "note: no Python frames in this recording; checked the native labels only"
+    fi
+    ;;
 *)
     fail "unknown case $case_name"
     ;;
