@@ -46,7 +46,7 @@ torch-sites)   # site labels name the user's code, not the memory runtime
     "$MEMSNAP" summary --top 5 "$T/s.msnap" > "$T/sum.txt" || true
     grep '^      site: ' "$T/sum.txt" > "$T/sites" || fail "no site labels"
     cat "$T/sites"
-    if grep -Eq 'CUDACachingAllocator|cudaMalloc|cuMem|libcudart|libcuda\.|memsnap_|ms_' "$T/sites"; then
+    if grep -Eq 'site: (c10::cuda::CUDACachingAllocator|cudaMalloc|cuMem|libcudart|libcuda\.|memsnap_|ms_)' "$T/sites"; then
         fail "a site is named by the memory runtime"
     fi
     # With Python frames in the stacks (format 1.1) the 256 MiB cache is
