@@ -4,7 +4,8 @@
  *
  * Matching sites across snapshots.  Stack ids and addresses differ from
  * run to run (another process, ASLR), so a site is matched by
- * vm_site_key: its frames from the labelling frame outwards as "function
+ * vm_site_key: its frames from the first frame outside the memory runtime
+ * (label.c) outwards as "function
  * (file:line)" (or module+offset), which are the same in another run of
  * the same binary, on another rank, or under another allocator setting
  * (the allocator's own frames are left out; a rebuilt binary whose lines

@@ -4,7 +4,8 @@
  *
  *   viz_match_colours  gives a site the same colour in every model: sites
  *                      are matched by vm_site_key (frame names from the
- *                      labelling frame outwards, no addresses), ranked by
+ *                      first frame outside the memory runtime outwards,
+ *                      no addresses), ranked by
  *                      their largest peak in any model, and coloured by
  *                      that global rank.
  *   viz_cmp_build      the comparison table (per snapshot: peak allocated,

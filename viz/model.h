@@ -254,18 +254,19 @@ int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f);
 
 /* Site labels (label.c): see the top of label.c for the rule. */
 #define VM_LABEL_MAX 160
-/* The frame that names a site: the innermost one outside the memory
- * runtime and allocator libraries, shortened for a legend. */
+/* A stack's site label: its innermost frame of the user's code (siterules.h),
+ * shortened, and where another site of the file would read the same,
+ * " from CALLER", " via LIBRARY FRAME" or " (stack N)".  The same for a
+ * stack whatever else is listed with it. */
 void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap);
-/* Labels for sites shown together (a legend, a list): like vm_site_label,
- * and where two of them would read the same, each gets " from CALLER" (the
- * first caller only its stack has) or " (stack N)". */
+/* vm_site_label of n stacks (a legend, a list). */
 void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
                     char (*labels)[VM_LABEL_MAX]);
 /* A key that names the same site in another snapshot of the same program
  * (another run, another rank, another allocator setting): a hash of the
- * frames from the labelling frame outwards as "function (file:line)" (else
- * module+offset), without addresses and without the allocator's frames. */
+ * frames from the first frame outside the memory runtime outwards as
+ * "function (file:line)" (else module+offset), without addresses.  Stacks
+ * of one key have one label. */
 uint64_t vm_site_key(const vm_model *m, uint32_t stack);
 /* A C++ function name shortened for a legend: demangled when it is
  * mangled (_Z...) and a demangler is reachable, without the argument
