@@ -404,6 +404,12 @@ static const lab_ip *ip_info(lab_cache *c, const vm_symtab *t, uint64_t ip)
     int matched;
     d->cls = (uint8_t)sr_classify(&f, &matched);
     d->matched = (uint8_t)matched;
+    if (d->python && !fn[0] && !matched) {
+        /* A Python frame without its sym line (a cut file) says nothing
+         * about whose code it is: not a name to show. */
+        d->cls = SR_LIB;
+        d->matched = 1;
+    }
     d->name = strdup(name);
     d->text = strdup(text);
     if (!d->name || !d->text)

@@ -96,6 +96,8 @@ static const sr_rule defaults[] = {
     {SR_LIB, SR_FILE, SR_PY, "<frozen *"},
     {SR_LIB, SR_FILE, SR_PY, "*/lib/python[0-9]*"},
     {SR_LIB, SR_FILE, SR_PY, "*/lib64/python[0-9]*"},
+    {SR_LIB, SR_FILE, SR_PY, "lib/python[0-9]*"},
+    {SR_LIB, SR_FILE, SR_PY, "lib64/python[0-9]*"},
 };
 
 /* The user's rules: globs owned here. */
