@@ -477,8 +477,8 @@ static const char *tail2(const char *name)
 
 /* Gives every site of one group (sites whose labelling frames read the
  * same, g[0..n)) its label: the base, and when n > 1 what tells it apart
- * (see the top of this file).  tag: a tag of its own in counts.  0 ok, -1
- * out of memory. */
+ * (see the top of this file).  counts: an empty map, used with tags tag
+ * and tag + 1.  0 ok, -1 out of memory. */
 static int label_group(lab_cache *c, const vm_symtab *t, lab_site **g, size_t n,
                        u64map *counts, uint32_t tag, const lab_ip **fr)
 {
@@ -607,14 +607,14 @@ static lab_cache *cache_build(const vm_symtab *t)
         order[i] = &c->sites[i];
     /* the base pointers stay valid: ips no longer grow during sorting */
     qsort(order, c->nsites, sizeof *order, site_cmp);
-    uint32_t tag = 0;
+    const uint32_t tag = 0;
     for (size_t i = 0; i < c->nsites;) {
         size_t j = i + 1;
         while (j < c->nsites && !strcmp(order[j]->base, order[i]->base))
             j++;
         if (label_group(c, t, order + i, j - i, &counts, tag, fr))
             goto err;
-        tag += 2;
+        u64map_free(&counts);   /* one group's counts at a time: memory stays small */
         i = j;
     }
     u64map_free(&counts);
