@@ -17,7 +17,7 @@ for l in open(sys.argv[1]):
 }
 case $C in
 roundtrip) # ours -> torch JSON -> ours keeps every event
-  "$M" export "$D/roundtrip.msnap" --format torch -o "$S/rt.json" || fail export
+  "$M" export "$D/roundtrip.msnap" --format torch-json -o "$S/rt.json" || fail export
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 for s in d["segments"]:
     a=s["address"]
@@ -32,7 +32,7 @@ for tr in d["device_traces"]:
   diff "$S/a.txt" "$S/b.txt" || fail "events differ after the round trip"
   "$M" summary "$S/rt.msnap" >/dev/null; [ $? -le 1 ] || fail summary ;;
 stripped) # the pure torch mapping, without the memsnap extension
-  "$M" export "$D/roundtrip.msnap" --format torch -o "$S/st.json" || fail export
+  "$M" export "$D/roundtrip.msnap" --format torch-json -o "$S/st.json" || fail export
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("memsnap")
 for tr in d["device_traces"]:
     for e in tr: e.pop("memsnap")
@@ -51,7 +51,14 @@ def ev(p, keep):
 keep={"block_alloc","alloc","async_alloc"}
 a=ev(sys.argv[1],keep); b=ev(sys.argv[2],keep)
 a=[x for x in a if x[1]>=0]
-assert sorted(a)==sorted(b), (a,b)' "$D/roundtrip.msnap" "$S/st.msnap" || fail "torch mapping lost allocations" ;;
+# imported times count from the first event (its wall clock is the header t0)
+a0=min(x[4] for x in a); b0=min(x[4] for x in b)
+assert b0==0, "imported times do not start at 0"
+a=sorted(x[:4]+((x[4]-a0),) for x in a); b=sorted(b)
+assert [x[:4] for x in a]==[x[:4] for x in b], (a,b)
+assert all(abs(x[4]-y[4])<=2 for x,y in zip(a,b)), (a,b)  # two us roundings
+h=json.loads(open(sys.argv[2]).readline())
+assert abs(int(h["t0_unix_ns"],16)//1000-1700000000123459)<=2, h["t0_unix_ns"]' "$D/roundtrip.msnap" "$S/st.msnap" || fail "torch mapping lost allocations" ;;
 pickles) # JSON and pickles of protocols 2-5 import to the same snapshot
   "$M" import "$D/torch_small.json" -o "$S/j.msnap" || fail json
   for p in 2 3 4 5; do
