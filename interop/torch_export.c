@@ -63,7 +63,8 @@ typedef struct texp {
     uint64_t *ring;
     uint64_t ring_head, ring_n, ring_dropped_last;
     int ring_dropped;
-    uint64_t entries_window;
+    uint64_t entries_window;      /* trace entries without synthesized ones */
+    uint64_t syn_extra;           /* synthesized entries, if no block event comes */
     uint64_t first_kept;          /* events with a smaller index are not written */
     uint64_t cut_t_ns;            /* time of the first event written (when cut) */
     int saw_vmm;
@@ -119,7 +120,6 @@ static void ring_note(texp *x, uint64_t idx, int n)
 {
     uint64_t cap = x->o->max_entries;
     for (int i = 0; i < n; i++) {
-        x->entries_window++;
         if (!cap)
             continue;
         if (x->ring_n < cap) {
@@ -238,7 +238,12 @@ static int texp_read(texp *x, const char *path, msnap_interop_stats *st, char *e
             int torch = is_torch_event(e->action) && e->device >= 0 && e->device < MSNAP_MAX_DEVICES;
             if (torch) {
                 dst = &x->dev[e->device];
+                /* the ring counts the entries as they look now (a block event
+                 * later only makes it keep fewer); the total is made exact at
+                 * the end, when it is known whether entries are synthesized */
                 ring_note(x, idx, entries_of(e, !x->tr.have_blocks));
+                x->entries_window += (uint64_t)entries_of(e, 0);
+                x->syn_extra += (uint64_t)(entries_of(e, 1) - entries_of(e, 0));
             } else if (!o->json) {
                 break; /* the pickle has no extension */
             }
@@ -900,7 +905,7 @@ int msnap_export_torch(const char *in_path, FILE *out, const msnap_export_opts *
     if (!rc) {
         st->synthesized_blocks = !x->tr.have_blocks;
         st->stacks = x->nstacks;
-        rep->entries_window = x->entries_window;
+        rep->entries_window = x->entries_window + (x->tr.have_blocks ? 0 : x->syn_extra);
         rep->cut = x->ring_dropped;
         rep->no_wall_clock = !x->hdr.t0_unix_ns;
         docw_init(&x->w, out, opts->json ? DOCW_JSON : DOCW_PICKLE);
