@@ -67,6 +67,7 @@ typedef struct texp {
     uint64_t syn_extra;           /* synthesized entries, if no block event comes */
     uint64_t first_kept;          /* events with a smaller index are not written */
     uint64_t cut_t_ns;            /* time of the first event written (when cut) */
+    uint64_t to_write;            /* trace entries to write (progress reports) */
     int saw_vmm;
     /* pickle memo ids: stack id -> list, ip -> frame dict */
     u64map stack_memo, frame_memo;
@@ -625,6 +626,7 @@ static int write_traces(texp *x, msnap_interop_stats *st, msnap_export_report *r
         if (x->have_dev[d] && d + 1 > ndev)
             ndev = d + 1;
     uint64_t t0_us = x->hdr.t0_unix_ns / 1000, t0_rem = x->hdr.t0_unix_ns % 1000;
+    msnap_progress("writing trace entries", 0, x->to_write, 0);
     docw_key(w, "device_traces");
     docw_list(w);
     for (int d = 0; d < ndev; d++) {
@@ -693,6 +695,8 @@ static int write_traces(texp *x, msnap_interop_stats *st, msnap_export_report *r
             }
             if (rep->entries_written > n0)
                 st->events_out++;
+            if ((rep->entries_written & 4095) < (n0 & 4095) || rep->entries_written - n0 >= 4096)
+                msnap_progress("writing trace entries", rep->entries_written, x->to_write, 0);
         }
         if (rc < 0) {
             snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
@@ -702,6 +706,7 @@ static int write_traces(texp *x, msnap_interop_stats *st, msnap_export_report *r
         st->devices++;
     }
     docw_end(w);
+    msnap_progress("writing trace entries", MSNAP_PROGRESS_END, x->to_write, 0);
     return 0;
 }
 
@@ -906,6 +911,7 @@ int msnap_export_torch(const char *in_path, FILE *out, const msnap_export_opts *
         st->synthesized_blocks = !x->tr.have_blocks;
         st->stacks = x->nstacks;
         rep->entries_window = x->entries_window + (x->tr.have_blocks ? 0 : x->syn_extra);
+        x->to_write = x->ring_dropped ? x->ring_n : rep->entries_window;
         rep->cut = x->ring_dropped;
         rep->no_wall_clock = !x->hdr.t0_unix_ns;
         docw_init(&x->w, out, opts->json ? DOCW_JSON : DOCW_PICKLE);
