@@ -248,7 +248,13 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
         return -1;
     }
     msnap_event e = {0};
-    e.t_ns = (uint64_t)(us * 1000.0 + 0.5);
+    /* an integer time_us (what torch writes) converts exactly: a double
+     * holds epoch nanoseconds only to ~256 ns */
+    ival *tv = iv_get(v, "time_us");
+    if (tv && tv->type == IV_INT && tv->u.i >= 0 && tv->u.i < (__int128)18000000000000000)
+        e.t_ns = (uint64_t)tv->u.i * 1000u;
+    else
+        e.t_ns = (uint64_t)(us * 1000.0 + 0.5);
     if (!m->have_t || e.t_ns < m->t_min) {
         m->t_min = e.t_ns;
         m->have_t = 1;

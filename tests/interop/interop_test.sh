@@ -69,6 +69,26 @@ pickles) # JSON and pickles of protocols 2-5 import to the same snapshot
   "$M" summary "$S/p4.msnap" >"$S/sum.txt"; [ $? = 1 ] || fail "summary should see the OOM"
   grep -q "forward (train.py:12)" "$S/sum.txt" || fail "frames lost"
   "$M" replay "$S/p4.msnap" --alloc-conf "" --device-mem 1G >/dev/null || fail replay ;;
+import_times) # torch's epoch time_us become times from the first event, wall clock in the header
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for t in d["device_traces"]:
+    for e in t: e["time_us"] += 1796040111911000
+json.dump(d, open(sys.argv[2], "w"))' "$D/torch_small.json" "$S/epoch.json"
+  "$M" import "$S/epoch.json" -o "$S/epoch.msnap" || fail import
+  "$M" summary --json "$S/epoch.msnap" >"$S/sum.json"; [ $? -le 1 ] || fail summary
+  python3 -c 'import json,sys; h=json.load(open(sys.argv[1]))["header"]
+assert h["duration_ns"] == 31000, h["duration_ns"]
+assert h["t0_unix_ns"] == (1796040111911000 + 10) * 1000, h["t0_unix_ns"]
+ts=[json.loads(l).get("t") for l in open(sys.argv[2]) if "\"a\":" in l]
+assert min(ts) == 0 and max(ts) == 31000, (min(ts), max(ts))' "$S/sum.json" "$S/epoch.msnap" || fail "imported times not relative"
+  "$M" summary "$S/epoch.msnap" | grep -q "duration 1796040111" && fail "summary prints an epoch duration"
+  "$M" render "$S/epoch.msnap" -o "$S/epoch" >/dev/null 2>&1 || fail render
+  [ -s "$S/epoch-timeline.png" ] || fail "no timeline"
+  # a torch pickle we exported imports with the same relative times
+  "$M" export "$S/epoch.msnap" --format torch -o "$S/back.pickle" 2>/dev/null || fail export
+  "$M" import "$S/back.pickle" -o "$S/back.msnap" || fail "import of our pickle"
+  "$M" summary --json "$S/back.msnap" | python3 -c 'import json,sys; h=json.load(sys.stdin)["header"]
+assert 0 < h["duration_ns"] <= 31000 and h["t0_unix_ns"] == (1796040111911000 + 10) * 1000, h  # the snapshot marker has no torch action' || fail "pickle round trip times" ;;
 hostile) # pickles that import or call code are refused, one line, exit 2
   for f in "$D"/hostile_*.pickle; do
     op=$(basename "$f" .pickle); op=${op#hostile_}; op=${op%_nested}
