@@ -86,6 +86,9 @@ assert min(ts) == 0 and max(ts) == 31000, (min(ts), max(ts))' "$S/sum.json" "$S/
   [ -s "$S/epoch-timeline.png" ] || fail "no timeline"
   # a torch pickle we exported imports with the same relative times
   "$M" export "$S/epoch.msnap" --format torch -o "$S/back.pickle" 2>/dev/null || fail export
+  python3 -c 'import json,pickle,sys
+a=json.load(open(sys.argv[1]))["allocator_settings"]; b=pickle.load(open(sys.argv[2],"rb"))["allocator_settings"]
+assert a and a==b, (a,b)' "$D/torch_small.json" "$S/back.pickle" || fail "allocator_settings not carried through import and export"
   "$M" import "$S/back.pickle" -o "$S/back.msnap" || fail "import of our pickle"
   "$M" summary --json "$S/back.msnap" | python3 -c 'import json,sys; h=json.load(sys.stdin)["header"]
 assert 0 < h["duration_ns"] <= 31000 and h["t0_unix_ns"] == (1796040111911000 + 10) * 1000, h  # the snapshot marker has no torch action' || fail "pickle round trip times" ;;
