@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "memsnap/format.h"
 #include "viz_args.h"
+#include "progress.h"
 
 /* cmd_render.c (declared here rather than in cli.h, which belongs to the
  * other subcommands' owners). */
@@ -60,6 +61,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: memsnap SUBCOMMAND [ARGS...]\n"
                "       memsnap SUBCOMMAND --help\n"
                "       memsnap --help | --version\n\n"
+               "-q/--quiet, before or after the subcommand: no progress line (one\n"
+               "is drawn on a terminal for work past a second).\n\n"
                "memsnap records where GPU memory goes in CUDA processes.\n\n"
                "subcommands:\n");
     for (size_t i = 0; i < NSUB; i++)
@@ -82,6 +85,33 @@ static int labels_sites(const char *cmd, int argc, char **argv)
     return 1;
 }
 
+/* Takes -q/--quiet (no progress line) out of a subcommand's arguments, so
+ * that every subcommand accepts it without its own option table knowing:
+ * `memsnap summary --quiet X` and `memsnap --quiet summary X` alike.  Stops
+ * at "--".  For run (own_only) nothing is taken: its -q is its own and what
+ * follows the command line belongs to the program.  Returns 1 when found. */
+static int strip_quiet(int *argc, char **argv, int own_only)
+{
+    int found = 0, j = 2;
+    if (own_only)
+        return 0;
+    for (int i = 2; i < *argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            while (i < *argc)
+                argv[j++] = argv[i++];
+            break;
+        }
+        if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
+            found = 1;
+            continue;
+        }
+        argv[j++] = argv[i];
+    }
+    *argc = j;
+    argv[j] = NULL;
+    return found;
+}
+
 /* Dispatches to the subcommand named by argv[1]. */
 int main(int argc, char **argv)
 {
@@ -89,6 +119,12 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr, "memsnap: no subcommand; try memsnap --help\n");
         return 2;
+    }
+    int global_quiet = 0;
+    if (argc > 2 && (!strcmp(argv[1], "-q") || !strcmp(argv[1], "--quiet"))) {
+        global_quiet = 1; /* memsnap --quiet SUBCOMMAND ...: as if given after it */
+        argv[1] = argv[2];
+        argv[2] = "--quiet";
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
@@ -115,7 +151,12 @@ int main(int argc, char **argv)
         if (!strcmp(cmd, subcommands[i].name)) {
             if (labels_sites(cmd, argc, argv) && viz_args_site_rules(cmd))
                 return 2;
-            return subcommands[i].fn(argc - 1, argv + 1);
+            int quiet = strip_quiet(&argc, argv, !strcmp(cmd, "run")) || global_quiet;
+            progress_init(quiet);
+            msnap_set_progress(progress_hook, NULL);
+            int rc = subcommands[i].fn(argc - 1, argv + 1);
+            progress_clear();
+            return rc;
         }
     if (cmd[0] == '-')
         fprintf(stderr, "memsnap: unknown option \"%s\"; try memsnap --help\n",

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -71,6 +72,9 @@ struct msnap_reader {
     cJSON *hdr_json;
     char *settings;
     const char **argv;
+    /* progress reports (msnap_progress): "reading NAME", bytes so far */
+    char what[96];
+    uint64_t bytes_in, bytes_total;
     /* per-record storage, valid until the next call */
     cJSON *cur;
     uint64_t *ips;
@@ -102,6 +106,15 @@ static ssize_t read_some(int fd, void *p, size_t n)
     }
 }
 
+/* Counts input bytes consumed and reports them (msnap_progress). */
+static void count_in(msnap_reader *r, ssize_t got)
+{
+    if (got <= 0)
+        return;
+    r->bytes_in += (uint64_t)got;
+    msnap_progress(r->what, r->bytes_in, r->bytes_total, 1);
+}
+
 /* Appends decoded text at buf[end..cap-1) (one byte stays free for a NUL).
  * Returns 0 (some text added, or eof set), -1 on error. */
 static int fill(msnap_reader *r)
@@ -109,6 +122,7 @@ static int fill(msnap_reader *r)
     size_t room = r->cap - 1 - r->end;
     if (!r->dctx) {
         ssize_t got = read_some(r->fd, r->buf + r->end, room);
+        count_in(r, got);
         if (got < 0)
             return fail(r, "read error after line %llu: %s",
                         (unsigned long long)r->lineno, strerror(errno));
@@ -120,6 +134,7 @@ static int fill(msnap_reader *r)
     for (;;) {
         if (r->in_pos == r->in_len && !r->in_eof) {
             ssize_t got = read_some(r->fd, r->in, r->in_cap);
+            count_in(r, got);
             if (got < 0)
                 return fail(r, "read error after line %llu: %s",
                             (unsigned long long)r->lineno, strerror(errno));
@@ -779,6 +794,7 @@ static int detect_encoding(msnap_reader *r)
     size_t got = 0;
     while (got < 4) {
         ssize_t n = read_some(r->fd, r->buf + got, 4 - got);
+        count_in(r, n);
         if (n < 0)
             return fail(r, "read error: %s", strerror(errno));
         if (n == 0)
@@ -803,7 +819,8 @@ static int detect_encoding(msnap_reader *r)
 
 /* Opens the snapshot on fd and reads its header; closes fd at the end when
  * own is set.  NULL with a one-line message in err on failure. */
-static msnap_reader *reader_open(int fd, int own, char *err, size_t errlen)
+/* name: the path (progress reports name its last component), or NULL. */
+static msnap_reader *reader_open(int fd, int own, const char *name, char *err, size_t errlen)
 {
     msnap_reader *r = calloc(1, sizeof *r);
     char *line;
@@ -818,6 +835,11 @@ static msnap_reader *reader_open(int fd, int own, char *err, size_t errlen)
     }
     r->fd = fd;
     r->own_fd = own;
+    struct stat sb;
+    if (!fstat(fd, &sb) && S_ISREG(sb.st_mode))
+        r->bytes_total = (uint64_t)sb.st_size;
+    const char *base = name ? strrchr(name, '/') : NULL;
+    snprintf(r->what, sizeof r->what, "reading %s", base ? base + 1 : name ? name : "the input");
     r->cap = TEXT_BUF_INITIAL;
     r->buf = malloc(r->cap);
     if (!r->buf) {
@@ -867,7 +889,7 @@ err:
  * msnap_reader_close, or here on failure). */
 msnap_reader *msnap_reader_fdopen(int fd, char *err, size_t errlen)
 {
-    return reader_open(fd, 1, err, errlen);
+    return reader_open(fd, 1, NULL, err, errlen);
 }
 
 /* Opens path ("-" = stdin, never closed) and reads its header.  NULL with a
@@ -875,13 +897,13 @@ msnap_reader *msnap_reader_fdopen(int fd, char *err, size_t errlen)
 msnap_reader *msnap_reader_open(const char *path, char *err, size_t errlen)
 {
     if (strcmp(path, "-") == 0)
-        return reader_open(0, 0, err, errlen);
+        return reader_open(0, 0, "stdin", err, errlen);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open: %s", strerror(errno));
         return NULL;
     }
-    return reader_open(fd, 1, err, errlen);
+    return reader_open(fd, 1, path, err, errlen);
 }
 
 /* The header read by open; valid until close. */
@@ -950,6 +972,8 @@ void msnap_reader_close(msnap_reader *r)
 {
     if (!r)
         return;
+    if (r->bytes_in)
+        msnap_progress(r->what, MSNAP_PROGRESS_END, r->bytes_total, 1);
     if (r->own_fd)
         close(r->fd);
     ZSTD_freeDCtx(r->dctx);

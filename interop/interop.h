@@ -3,8 +3,8 @@
  * docs/interop.md is the guide (mappings both ways, what is lost, replay
  * semantics); this header is the contract the CLI and the tests use.
  *
- *   msnap_export_torch     snapshot -> PyTorch memory snapshot JSON
- *                          (what pytorch.org/memory_viz loads)
+ *   msnap_export_torch     snapshot -> PyTorch memory snapshot, pickle or
+ *                          JSON (what pytorch.org/memory_viz loads)
  *   msnap_export_perfetto  snapshot -> Chrome/Perfetto trace JSON
  *   msnap_import_torch     PyTorch snapshot (JSON or pickle) -> snapshot
  *   msnap_replay           snapshot -> one new snapshot + stats per config
@@ -39,10 +39,43 @@ typedef struct msnap_interop_stats {
     int synthesized_blocks; /* export: no block events, one block per segment */
 } msnap_interop_stats;
 
+/* What msnap_export_torch writes and which part of the snapshot. */
+typedef struct msnap_export_opts {
+    int json;              /* 1: JSON text with the "memsnap" extension (exact
+                              round trip); 0: protocol-4 pickle, frames shared */
+    int from_set, from_is_index;
+    uint64_t from;         /* first event kept: t_ns, or index in the file */
+    int to_set, to_is_index;
+    uint64_t to;           /* last event kept (inclusive): t_ns or index */
+    uint64_t max_entries;  /* keep at most the last N trace entries; 0 = all */
+} msnap_export_opts;
+
+/* Default caps on trace entries, what PyTorch's MemoryViz.js holds (docs/
+ * interop.md, "How many entries memory_viz holds"): a pickle of 1.45M
+ * entries loads with every view working; a JSON file is read as one string,
+ * which the browser caps at 512 MiB (about 800 bytes an entry). */
+#define MSNAP_EXPORT_MAX_ENTRIES_PICKLE 1500000u
+#define MSNAP_EXPORT_MAX_ENTRIES_JSON 500000u
+
+/* What a torch export wrote beyond msnap_interop_stats. */
+typedef struct msnap_export_report {
+    uint64_t entries_window;  /* trace entries of the events in --from/--to */
+    uint64_t entries_written; /* trace entries written (after --max-entries) */
+    int cut;                  /* 1: --max-entries dropped the oldest entries */
+    uint64_t cut_index;       /* then: index of the first event kept */
+    uint64_t cut_t_ns;        /* and its time */
+    int no_wall_clock;        /* the header has no t0_unix_ns: time_us from 0 */
+} msnap_export_report;
+
 /* Reads the memsnap snapshot at in_path ("-" = stdin) and writes PyTorch's
- * snapshot dict as JSON to out.  Returns 0, or -1 with a message in err. */
-int msnap_export_torch(const char *in_path, FILE *out, msnap_interop_stats *st,
-                       char *err, size_t errlen);
+ * snapshot dict ({"segments", "device_traces", "allocator_settings"}) to
+ * out, as a pickle (torch.cuda.memory._dump_snapshot's format) or JSON
+ * (opts->json).  opts NULL = pickle, everything.  segments are the live
+ * state at the end of the window; time_us are Unix-epoch microseconds
+ * (t0_unix_ns + t).  Returns 0, or -1 with a message in err. */
+int msnap_export_torch(const char *in_path, FILE *out, const msnap_export_opts *opts,
+                       msnap_interop_stats *st, msnap_export_report *rep, char *err,
+                       size_t errlen);
 
 /* Same, as a Chrome/Perfetto "traceEvents" JSON trace. */
 int msnap_export_perfetto(const char *in_path, FILE *out, msnap_interop_stats *st,

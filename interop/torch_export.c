@@ -1,19 +1,35 @@
-/* torch_export: a memsnap snapshot as PyTorch's memory snapshot dict, in
- * JSON — what torch.cuda.memory._snapshot() returns and what
- * pytorch.org/memory_viz loads.  docs/interop.md has the mapping.
+/* torch_export: a memsnap snapshot as PyTorch's memory snapshot dict —
+ * what torch.cuda.memory._snapshot() returns, _dump_snapshot() pickles and
+ * PyTorch's memory_viz page loads.  docs/interop.md has the mapping.
+ *
+ * Two encodings through one writer (docw.c):
+ *   - pickle (default): protocol 4, plain data, the shape and keys PyTorch
+ *     writes; every distinct frame dict and frames list is written once and
+ *     then referred to through the memo, so an entry costs ~50 bytes however
+ *     deep its stack.  This is what keeps a 1.4M-entry export at ~80 MB, a
+ *     size the browser loads (the same data as JSON is 1.1 GB, past what a
+ *     browser string holds).
+ *   - JSON: the same dict as text, plus the "memsnap" extension that carries
+ *     what torch's schema cannot (header, exact ns times, threads, APIs, raw
+ *     stacks, events with no torch action) so `memsnap import` gives back
+ *     the same events.
  *
  * One streaming pass over the input: the tracker (track.c) keeps the live
- * state (it becomes "segments" at the end), the id tables (stacks, symbols,
- * modules, strings) are kept, and every event is spilled to a temporary file
- * per device (torch events) or to one more (events torch has no action
- * for).  Then the output is written: segments, device_traces (one list per
- * device, read back from the spills), and the "memsnap" extension, which
- * carries what torch's schema cannot (header, exact ns times, threads,
- * APIs, raw stacks, other events), so that `memsnap import` gives back the
- * same events.  memory_viz ignores keys it does not know.
+ * state (it becomes "segments": the state at the end of the window), the
+ * id tables are kept, and the window's events are spilled to a temporary
+ * file per device (torch events) or one more (JSON extension events).  The
+ * window is --from/--to (time or event index); --max-entries then keeps the
+ * newest N trace entries: a ring of the event index of the last N entries
+ * gives the first event to keep.  Then the output is written from the spills.
+ *
+ * time_us is Unix-epoch microseconds (the header's t0_unix_ns + t), which
+ * is what torch writes and what memory_viz formats as a date.
  */
 #include "interop.h"
 #include "common.h"
+#include "docw.h"
+
+#include <cjson/cJSON.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -39,8 +55,24 @@ typedef struct texp {
     msnap_str *strs; size_t nstrs, capstrs;
     track tr;
     spill dev[MSNAP_MAX_DEVICES]; /* torch events, per device */
-    spill other;                  /* events torch has no action for */
+    spill other;                  /* events torch has no action for (JSON) */
     uint64_t nevents;
+    const msnap_export_opts *o;
+    /* --max-entries: the event index of each of the last max_entries trace
+     * entries, a ring; head = oldest once full */
+    uint64_t *ring;
+    uint64_t ring_head, ring_n, ring_dropped_last;
+    int ring_dropped;
+    uint64_t entries_window;      /* trace entries without synthesized ones */
+    uint64_t syn_extra;           /* synthesized entries, if no block event comes */
+    uint64_t first_kept;          /* events with a smaller index are not written */
+    uint64_t cut_t_ns;            /* time of the first event written (when cut) */
+    uint64_t to_write;            /* trace entries to write (progress reports) */
+    int saw_vmm;
+    /* pickle memo ids: stack id -> list, ip -> frame dict */
+    u64map stack_memo, frame_memo;
+    uint64_t empty_frames_id;
+    docw w;
 } texp;
 
 static char *dupz(const char *s) { return strdup(s ? s : ""); }
@@ -65,6 +97,41 @@ static int is_torch_event(int a)
         return 1;
     }
     return 0;
+}
+
+/* Trace entries an event becomes (see write_traces); syn: no allocator
+ * blocks seen so far, so reserved allocations get a block of their own. */
+static int entries_of(const msnap_event *e, int syn)
+{
+    switch (e->action) {
+    case MSNAP_A_BLOCK_ALLOC: case MSNAP_A_VMM_MAP: case MSNAP_A_VMM_UNMAP: case MSNAP_A_OOM:
+        return 1;
+    case MSNAP_A_BLOCK_FREE:
+        return 2;
+    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC:
+        return syn ? 2 : 1;
+    case MSNAP_A_FREE: case MSNAP_A_ASYNC_FREE:
+        return syn ? 3 : 1;
+    }
+    return 0;
+}
+
+/* Notes n trace entries of event idx in the --max-entries ring. */
+static void ring_note(texp *x, uint64_t idx, int n)
+{
+    uint64_t cap = x->o->max_entries;
+    for (int i = 0; i < n; i++) {
+        if (!cap)
+            continue;
+        if (x->ring_n < cap) {
+            x->ring[x->ring_n++] = idx;
+            continue;
+        }
+        x->ring_dropped = 1;
+        x->ring_dropped_last = x->ring[x->ring_head];
+        x->ring[x->ring_head] = idx;
+        x->ring_head = (x->ring_head + 1) % cap;
+    }
 }
 
 /* Reads the whole input: tables, tracker, spills. */
@@ -156,13 +223,31 @@ static int texp_read(texp *x, const char *path, msnap_interop_stats *st, char *e
             break;
         case MSNAP_REC_EVENT: {
             const msnap_event *e = &rec.u.event;
+            const msnap_export_opts *o = x->o;
+            uint64_t idx = x->nevents++;
+            if (o->to_set && (o->to_is_index ? idx > o->to : e->t_ns > o->to))
+                break; /* past the window: the state stays as it was at its end */
             trk_obj freed;
             if (track_event(&x->tr, e, &freed) < 0)
                 goto oom;
-            spill_rec sr = {.k1 = x->nevents++, .k2 = e->size ? e->size : freed.size, .e = *e};
+            if (e->action == MSNAP_A_VMM_MAP)
+                x->saw_vmm = 1;
+            if (o->from_set && (o->from_is_index ? idx < o->from : e->t_ns < o->from))
+                break; /* before the window: only the state needs it */
+            spill_rec sr = {.k1 = idx, .k2 = e->size ? e->size : freed.size, .e = *e};
             spill *dst = &x->other;
-            if (is_torch_event(e->action) && e->device >= 0 && e->device < MSNAP_MAX_DEVICES)
+            int torch = is_torch_event(e->action) && e->device >= 0 && e->device < MSNAP_MAX_DEVICES;
+            if (torch) {
                 dst = &x->dev[e->device];
+                /* the ring counts the entries as they look now (a block event
+                 * later only makes it keep fewer); the total is made exact at
+                 * the end, when it is known whether entries are synthesized */
+                ring_note(x, idx, entries_of(e, !x->tr.have_blocks));
+                x->entries_window += (uint64_t)entries_of(e, 0);
+                x->syn_extra += (uint64_t)(entries_of(e, 1) - entries_of(e, 0));
+            } else if (!o->json) {
+                break; /* the pickle has no extension */
+            }
             if (spill_put(dst, &sr)) {
                 snprintf(err, errlen, "cannot write a temporary file: %s", strerror(errno));
                 msnap_reader_close(r);
@@ -181,11 +266,45 @@ static int texp_read(texp *x, const char *path, msnap_interop_stats *st, char *e
     }
     msnap_reader_close(r);
     st->events_in = x->nevents;
+    if (x->ring_dropped) {
+        /* the oldest kept entry's event; if that event also had an entry
+         * dropped, start at the next event so no event is half written */
+        x->first_kept = x->ring[x->ring_head];
+        if (x->ring_dropped_last == x->first_kept)
+            x->first_kept++;
+    }
     return 0;
 oom:
     msnap_reader_close(r);
     snprintf(err, errlen, "out of memory");
     return -1;
+}
+
+/* The name, file and line torch shows for one ip: its sym record, else
+ * module+0xoffset (file = module path), else 0x<ip> (file "??"). */
+static void frame_of(texp *x, uint64_t ip, char *name, size_t namelen, const char **file, int *line)
+{
+    uint64_t *yi = u64map_get(&x->sym_ix, 0, ip);
+    const sym_ent *y = yi ? &x->syms[*yi] : NULL;
+    if (y && y->fn[0]) {
+        snprintf(name, namelen, "%s", y->fn);
+        *file = y->file[0] ? y->file : "??";
+        *line = y->line;
+        return;
+    }
+    const mod_ent *mod = NULL;
+    for (size_t k = 0; k < x->nmods; k++)
+        if (ip >= x->mods[k].base && ip - x->mods[k].base < x->mods[k].size)
+            mod = &x->mods[k];
+    *line = 0;
+    if (mod) {
+        const char *base = strrchr(mod->path, '/');
+        snprintf(name, namelen, "%s+0x%" PRIx64, base ? base + 1 : mod->path, ip - mod->base);
+        *file = mod->path;
+    } else {
+        snprintf(name, namelen, "0x%" PRIx64, ip);
+        *file = "??";
+    }
 }
 
 /* The frames list of a stack id as JSON text, cached. */
@@ -204,41 +323,79 @@ static const char *frames_json(texp *x, uint32_t id)
         return "[]";
     putc('[', m);
     for (int i = 0; i < s->depth; i++) {
-        uint64_t ip = s->ips[i];
-        if (i)
-            putc(',', m);
-        uint64_t *yi = u64map_get(&x->sym_ix, 0, ip);
-        const sym_ent *y = yi ? &x->syms[*yi] : NULL;
-        if (y && y->fn[0]) {
-            fputs("{\"filename\":", m);
-            jw_str(m, y->file[0] ? y->file : "??");
-            fprintf(m, ",\"line\":%d,\"name\":", y->line);
-            jw_str(m, y->fn);
-            putc('}', m);
-            continue;
-        }
-        const mod_ent *mod = NULL;
-        for (size_t k = 0; k < x->nmods; k++)
-            if (ip >= x->mods[k].base && ip - x->mods[k].base < x->mods[k].size)
-                mod = &x->mods[k];
         char name[600];
-        if (mod) {
-            const char *base = strrchr(mod->path, '/');
-            snprintf(name, sizeof name, "%s+0x%" PRIx64, base ? base + 1 : mod->path, ip - mod->base);
-            fputs("{\"filename\":", m);
-            jw_str(m, mod->path);
-        } else {
-            snprintf(name, sizeof name, "0x%" PRIx64, ip);
-            fputs("{\"filename\":\"??\"", m);
-        }
-        fputs(",\"line\":0,\"name\":", m);
+        const char *file;
+        int line;
+        frame_of(x, s->ips[i], name, sizeof name, &file, &line);
+        fputs(i ? ",{\"name\":" : "{\"name\":", m);
         jw_str(m, name);
-        putc('}', m);
+        fputs(",\"filename\":", m);
+        jw_str(m, file);
+        fprintf(m, ",\"line\":%d}", line);
     }
     putc(']', m);
     fclose(m);
     s->frames_json = buf;
     return buf ? buf : "[]";
+}
+
+/* The frames list of a stack id as a value: JSON text, or in the pickle a
+ * memo reference once the list (and each frame dict) has been written. */
+static void write_frames(texp *x, uint32_t id)
+{
+    docw *w = &x->w;
+    if (w->mode == DOCW_JSON) {
+        docw_raw(w, frames_json(x, id));
+        return;
+    }
+    uint64_t *ix = id ? u64map_get(&x->stack_ix, 0, id) : NULL;
+    if (!ix || !x->stacks[*ix].depth) {
+        if (x->empty_frames_id) {
+            docw_get(w, x->empty_frames_id);
+            return;
+        }
+        docw_list(w);
+        x->empty_frames_id = docw_new_id(w);
+        docw_put(w, x->empty_frames_id);
+        docw_end(w);
+        return;
+    }
+    uint64_t *memo = u64map_get(&x->stack_memo, 0, id);
+    if (memo) {
+        docw_get(w, *memo);
+        return;
+    }
+    const stk_ent *s = &x->stacks[*ix];
+    docw_list(w);
+    uint64_t lid = docw_new_id(w);
+    docw_put(w, lid);
+    for (int i = 0; i < s->depth; i++) {
+        uint64_t ip = s->ips[i];
+        uint64_t *fm = u64map_get(&x->frame_memo, 0, ip);
+        if (fm) {
+            docw_get(w, *fm);
+            continue;
+        }
+        char name[600];
+        const char *file;
+        int line;
+        frame_of(x, ip, name, sizeof name, &file, &line);
+        docw_dict(w);
+        uint64_t fid = docw_new_id(w);
+        docw_put(w, fid);
+        docw_key(w, "name");
+        docw_str(w, name);
+        docw_key(w, "filename");
+        docw_str(w, file);
+        docw_key(w, "line");
+        docw_int(w, line);
+        docw_end(w);
+        if (u64map_put(&x->frame_memo, 0, ip, fid))
+            w->failed = 1;
+    }
+    docw_end(w);
+    if (u64map_put(&x->stack_memo, 0, id, lid))
+        w->failed = 1;
 }
 
 /* Our event as a JSON object in the snapshot's own short keys, plus "i". */
@@ -258,26 +415,46 @@ static void event_json(FILE *f, const msnap_event *e, uint64_t i)
     putc('}', f);
 }
 
-/* One torch trace entry.  syn: synthesized (no allocator blocks seen). */
-static void entry(texp *x, FILE *f, int *first, const char *action, uint64_t addr, uint64_t size,
+/* One torch trace entry, keys in the order torch writes them.  syn:
+ * synthesized (no allocator blocks seen); JSON adds the exact event. */
+static void entry(texp *x, const char *action, uint64_t addr, uint64_t size,
                   const msnap_event *e, uint64_t i, uint64_t time_us, int syn, int oom)
 {
-    fputs(*first ? "\n{" : ",\n{", f);
-    *first = 0;
-    fprintf(f, "\"action\":\"%s\",\"%s\":%" PRIu64 ",\"size\":%" PRIu64 ",\"stream\":%" PRId64
-               ",\"time_us\":%" PRIu64 ",\"frames\":%s,\"memsnap\":",
-            action, oom ? "device_free" : "addr", addr, size, (int64_t)e->stream, time_us,
-            frames_json(x, e->stack));
-    if (syn)
-        fputs("{\"syn\":1}", f);
-    else
-        event_json(f, e, i);
-    putc('}', f);
+    docw *w = &x->w;
+    docw_dict(w);
+    docw_key(w, "action");
+    docw_istr(w, action);
+    docw_key(w, oom ? "device_free" : "addr");
+    docw_uint(w, addr);
+    docw_key(w, "size");
+    docw_uint(w, size);
+    docw_key(w, "stream");
+    docw_int(w, (int64_t)e->stream);
+    docw_key(w, "time_us");
+    docw_uint(w, time_us);
+    docw_key(w, "frames");
+    write_frames(x, e->stack);
+    if (w->mode == DOCW_JSON) {
+        docw_key(w, "memsnap");
+        if (syn) {
+            docw_raw(w, "{\"syn\":1}");
+        } else {
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *m = open_memstream(&buf, &len);
+            if (m) {
+                event_json(m, e, i);
+                fclose(m);
+            }
+            docw_raw(w, buf ? buf : "{}");
+            free(buf);
+        }
+    }
+    docw_end(w);
 }
 
 /* ---- segments (the final state) ------------------------------------------- */
 
-typedef struct seg { uint64_t addr, size, stream; uint32_t stack; int16_t device; uint8_t expandable, orphan; } seg;
 typedef struct vec { void *v; size_t n, cap, sz; } vec;
 
 static void vec_add(void *ctx, const trk_obj *o)
@@ -302,17 +479,66 @@ static int cmp_obj(const void *a, const void *b)
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static void write_block(FILE *f, int *bfirst, uint64_t addr, uint64_t size, const char *state,
-                        const char *frames)
+/* One block of a segment, keys in torch's order. */
+static void write_block(texp *x, uint64_t addr, uint64_t size, const char *state, uint32_t stack)
 {
-    fprintf(f, "%s{\"address\":%" PRIu64 ",\"size\":%" PRIu64 ",\"requested_size\":%" PRIu64
-               ",\"state\":\"%s\",\"frames\":%s}",
-            *bfirst ? "" : ",", addr, size, strcmp(state, "inactive") ? size : 0, state, frames);
-    *bfirst = 0;
+    docw *w = &x->w;
+    docw_dict(w);
+    docw_key(w, "address");
+    docw_uint(w, addr);
+    docw_key(w, "size");
+    docw_uint(w, size);
+    docw_key(w, "requested_size");
+    docw_uint(w, strcmp(state, "inactive") ? size : 0);
+    docw_key(w, "state");
+    docw_istr(w, state);
+    docw_key(w, "frames");
+    write_frames(x, stack);
+    docw_end(w);
 }
 
-static void write_segments(texp *x, FILE *f, msnap_interop_stats *st)
+/* A segment's own keys, up to "blocks" (left open for the caller). */
+static void segment_head(texp *x, const trk_obj *s, uint64_t used, int expandable, int synthesized,
+                         uint32_t stack)
 {
+    docw *w = &x->w;
+    docw_dict(w);
+    docw_key(w, "device");
+    docw_int(w, s->device);
+    docw_key(w, "address");
+    docw_uint(w, s->addr);
+    docw_key(w, "total_size");
+    docw_uint(w, s->size);
+    docw_key(w, "allocated_size");
+    docw_uint(w, used);
+    docw_key(w, "active_size");
+    docw_uint(w, used);
+    docw_key(w, "requested_size");
+    docw_uint(w, used);
+    docw_key(w, "stream");
+    docw_int(w, (int64_t)s->stream);
+    docw_key(w, "segment_type");
+    docw_istr(w, s->size <= (synthesized ? (1u << 20) : (2u << 20)) ? "small" : "large");
+    docw_key(w, "segment_pool_id");
+    docw_list(w);
+    docw_int(w, 0);
+    docw_int(w, 0);
+    docw_end(w);
+    docw_key(w, "is_expandable");
+    docw_bool(w, expandable);
+    if (synthesized) {
+        docw_key(w, "memsnap_synthesized");
+        docw_bool(w, 1);
+    }
+    docw_key(w, "frames");
+    write_frames(x, stack);
+    docw_key(w, "blocks");
+    docw_list(w);
+}
+
+static void write_segments(texp *x, msnap_interop_stats *st)
+{
+    docw *w = &x->w;
     vec segs = {.sz = sizeof(trk_obj)}, maps = {.sz = sizeof(trk_obj)}, blocks = {.sz = sizeof(trk_obj)};
     track_each(&x->tr, TRK_ALLOC, vec_add, &segs);
     track_each(&x->tr, TRK_ASYNC, vec_add, &segs);
@@ -337,25 +563,17 @@ static void write_segments(texp *x, FILE *f, msnap_interop_stats *st)
         qsort(blocks.v, blocks.n, sizeof(trk_obj), cmp_obj);
     trk_obj *sg = segs.v, *bk = blocks.v;
     size_t bi = 0;
-    int sfirst = 1;
-    fputs("\"segments\":[", f);
+    docw_key(w, "segments");
+    docw_list(w);
     for (size_t si = 0; si <= segs.n; si++) {
         /* blocks before this segment that no segment holds: a segment each */
         while (bi < blocks.n && (si == segs.n || bk[bi].device < sg[si].device ||
                                  (bk[bi].device == sg[si].device && bk[bi].addr < sg[si].addr))) {
             const trk_obj *b = &bk[bi++];
-            const char *fr = frames_json(x, b->stack);
-            fprintf(f, "%s\n{\"device\":%d,\"address\":%" PRIu64 ",\"total_size\":%" PRIu64
-                       ",\"allocated_size\":%" PRIu64 ",\"active_size\":%" PRIu64
-                       ",\"requested_size\":%" PRIu64 ",\"stream\":%" PRId64
-                       ",\"segment_type\":\"%s\",\"segment_pool_id\":[0,0],\"is_expandable\":false,"
-                       "\"memsnap_synthesized\":true,\"frames\":[],\"blocks\":[",
-                    sfirst ? "" : ",", b->device, b->addr, b->size, b->size, b->size, b->size,
-                    (int64_t)b->stream, b->size <= (1u << 20) ? "small" : "large");
-            int bf = 1;
-            write_block(f, &bf, b->addr, b->size, "active_allocated", fr);
-            fputs("]}", f);
-            sfirst = 0;
+            segment_head(x, b, b->size, 0, 1, 0);
+            write_block(x, b->addr, b->size, "active_allocated", b->stack);
+            docw_end(w);
+            docw_end(w);
             st->segments++;
             st->blocks++;
         }
@@ -369,19 +587,10 @@ static void write_segments(texp *x, FILE *f, msnap_interop_stats *st)
         int syn = !x->tr.have_blocks;
         if (syn)
             used = s->size;
-        fprintf(f, "%s\n{\"device\":%d,\"address\":%" PRIu64 ",\"total_size\":%" PRIu64
-                   ",\"allocated_size\":%" PRIu64 ",\"active_size\":%" PRIu64
-                   ",\"requested_size\":%" PRIu64 ",\"stream\":%" PRId64
-                   ",\"segment_type\":\"%s\",\"segment_pool_id\":[0,0],\"is_expandable\":%s,"
-                   "\"frames\":%s,\"blocks\":[",
-                sfirst ? "" : ",", s->device, s->addr, s->size, used, used, used, (int64_t)s->stream,
-                s->size <= (2u << 20) ? "small" : "large",
-                s->layer == TRK_VMM_MAP ? "true" : "false", frames_json(x, s->stack));
-        sfirst = 0;
+        segment_head(x, s, used, s->layer == TRK_VMM_MAP, 0, s->stack);
         st->segments++;
-        int bf = 1;
         if (syn) {
-            write_block(f, &bf, s->addr, s->size, "active_allocated", frames_json(x, s->stack));
+            write_block(x, s->addr, s->size, "active_allocated", s->stack);
             st->blocks++;
         } else {
             for (size_t k = b0; k < bi; k++) {
@@ -391,92 +600,166 @@ static void write_segments(texp *x, FILE *f, msnap_interop_stats *st)
                 if (be <= ba)
                     continue;
                 if (ba > cur)
-                    write_block(f, &bf, cur, ba - cur, "inactive", "[]");
-                write_block(f, &bf, ba, be - ba, "active_allocated", frames_json(x, b->stack));
+                    write_block(x, cur, ba - cur, "inactive", 0);
+                write_block(x, ba, be - ba, "active_allocated", b->stack);
                 st->blocks++;
                 cur = be;
             }
             if (cur < end)
-                write_block(f, &bf, cur, end - cur, "inactive", "[]");
+                write_block(x, cur, end - cur, "inactive", 0);
         }
-        fputs("]}", f);
+        docw_end(w); /* blocks */
+        docw_end(w); /* segment */
     }
-    fputs("]", f);
+    docw_end(w);
     free(segs.v);
     free(maps.v);
     free(blocks.v);
 }
 
-static int write_traces(texp *x, FILE *f, msnap_interop_stats *st, char *err, size_t errlen)
+static int write_traces(texp *x, msnap_interop_stats *st, msnap_export_report *rep, char *err,
+                        size_t errlen)
 {
+    docw *w = &x->w;
     int ndev = x->tr.max_device + 1;
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
         if (x->have_dev[d] && d + 1 > ndev)
             ndev = d + 1;
-    fputs(",\n\"device_traces\":[", f);
+    uint64_t t0_us = x->hdr.t0_unix_ns / 1000, t0_rem = x->hdr.t0_unix_ns % 1000;
+    msnap_progress("writing trace entries", 0, x->to_write, 0);
+    docw_key(w, "device_traces");
+    docw_list(w);
     for (int d = 0; d < ndev; d++) {
         spill *s = &x->dev[d];
         if (spill_rewind(s)) {
             snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
             return -1;
         }
-        fputs(d ? ",\n[" : "[", f);
-        int first = 1, rc;
+        docw_list(w);
+        int rc;
         uint64_t last_us = 0;
         spill_rec r;
         int syn = !x->tr.have_blocks;
         while ((rc = spill_get(s, &r)) == 1) {
+            if (r.k1 < x->first_kept)
+                continue;
             const msnap_event *e = &r.e;
-            uint64_t us = e->t_ns / 1000;
+            if (e->t_ns < x->cut_t_ns)
+                x->cut_t_ns = e->t_ns;
+            uint64_t us = t0_us + (t0_rem + e->t_ns) / 1000;
             if (us < last_us)
                 us = last_us; /* memory_viz wants time_us ascending */
             last_us = us;
-            uint64_t size = r.k2;
+            uint64_t size = r.k2, n0 = rep->entries_written;
             switch (e->action) {
             case MSNAP_A_BLOCK_ALLOC:
-                entry(x, f, &first, "alloc", e->addr, size, e, r.k1, us, 0, 0);
+                entry(x, "alloc", e->addr, size, e, r.k1, us, 0, 0);
+                rep->entries_written++;
                 break;
             case MSNAP_A_BLOCK_FREE:
-                entry(x, f, &first, "free_requested", e->addr, size, e, r.k1, us, 1, 0);
-                entry(x, f, &first, "free_completed", e->addr, size, e, r.k1, us, 0, 0);
+                entry(x, "free_requested", e->addr, size, e, r.k1, us, 1, 0);
+                entry(x, "free_completed", e->addr, size, e, r.k1, us, 0, 0);
+                rep->entries_written += 2;
                 break;
             case MSNAP_A_ALLOC:
             case MSNAP_A_ASYNC_ALLOC:
-                entry(x, f, &first, "segment_alloc", e->addr, size, e, r.k1, us, 0, 0);
-                if (syn)
-                    entry(x, f, &first, "alloc", e->addr, size, e, r.k1, us, 1, 0);
+                entry(x, "segment_alloc", e->addr, size, e, r.k1, us, 0, 0);
+                rep->entries_written++;
+                if (syn) {
+                    entry(x, "alloc", e->addr, size, e, r.k1, us, 1, 0);
+                    rep->entries_written++;
+                }
                 break;
             case MSNAP_A_FREE:
             case MSNAP_A_ASYNC_FREE:
                 if (syn) {
-                    entry(x, f, &first, "free_requested", e->addr, size, e, r.k1, us, 1, 0);
-                    entry(x, f, &first, "free_completed", e->addr, size, e, r.k1, us, 1, 0);
+                    entry(x, "free_requested", e->addr, size, e, r.k1, us, 1, 0);
+                    entry(x, "free_completed", e->addr, size, e, r.k1, us, 1, 0);
+                    rep->entries_written += 2;
                 }
-                entry(x, f, &first, "segment_free", e->addr, size, e, r.k1, us, 0, 0);
+                entry(x, "segment_free", e->addr, size, e, r.k1, us, 0, 0);
+                rep->entries_written++;
                 break;
             case MSNAP_A_VMM_MAP:
-                entry(x, f, &first, "segment_map", e->addr, size, e, r.k1, us, 0, 0);
+                entry(x, "segment_map", e->addr, size, e, r.k1, us, 0, 0);
+                rep->entries_written++;
                 break;
             case MSNAP_A_VMM_UNMAP:
-                entry(x, f, &first, "segment_unmap", e->addr, size, e, r.k1, us, 0, 0);
+                entry(x, "segment_unmap", e->addr, size, e, r.k1, us, 0, 0);
+                rep->entries_written++;
                 break;
             case MSNAP_A_OOM:
-                entry(x, f, &first, "oom", e->aux, e->size, e, r.k1, us, 0, 1);
+                entry(x, "oom", e->aux, e->size, e, r.k1, us, 0, 1);
+                rep->entries_written++;
                 break;
             }
-            st->events_out++;
+            if (rep->entries_written > n0)
+                st->events_out++;
+            if ((rep->entries_written & 4095) < (n0 & 4095) || rep->entries_written - n0 >= 4096)
+                msnap_progress("writing trace entries", rep->entries_written, x->to_write, 0);
         }
         if (rc < 0) {
             snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
             return -1;
         }
-        fputs("]", f);
+        docw_end(w);
         st->devices++;
     }
-    fputs("]", f);
+    docw_end(w);
+    msnap_progress("writing trace entries", MSNAP_PROGRESS_END, x->to_write, 0);
     return 0;
 }
 
+/* "allocator_settings": the imported snapshot's own (kept in the header
+ * settings by memsnap import), else torch's keys filled from what memsnap
+ * knows (the allocator config a replay ran with, expandable segments when
+ * VMM mappings were seen) with torch's defaults for the rest, plus the
+ * recorder's settings under "memsnap_settings". */
+static void write_allocator_settings(texp *x)
+{
+    docw *w = &x->w;
+    docw_key(w, "allocator_settings");
+    cJSON *set = x->settings && x->settings[0] ? cJSON_Parse(x->settings) : NULL;
+    cJSON *as = set ? cJSON_GetObjectItemCaseSensitive(set, "allocator_settings") : NULL;
+    if (cJSON_IsObject(as)) {
+        char *txt = cJSON_PrintUnformatted(as);
+        docw_json(w, txt);
+        free(txt);
+        cJSON_Delete(set);
+        return;
+    }
+    const char *conf = "";
+    cJSON *c = set ? cJSON_GetObjectItemCaseSensitive(set, "alloc_conf") : NULL;
+    if (!cJSON_IsString(c) && set)
+        c = cJSON_GetObjectItemCaseSensitive(set, "conf");
+    if (cJSON_IsString(c))
+        conf = c->valuestring;
+    docw_dict(w);
+    docw_key(w, "PYTORCH_CUDA_ALLOC_CONF");
+    docw_str(w, conf);
+    docw_key(w, "max_split_size");
+    docw_int(w, -1);
+    docw_key(w, "garbage_collection_threshold");
+    docw_float(w, 0.0);
+    docw_key(w, "expandable_segments");
+    docw_bool(w, x->saw_vmm);
+    docw_key(w, "pinned_num_register_threads");
+    docw_int(w, 1);
+    docw_key(w, "release_lock_on_cudamalloc");
+    docw_bool(w, 0);
+    docw_key(w, "pinned_use_cuda_host_register");
+    docw_bool(w, 0);
+    docw_key(w, "roundup_power2_divisions");
+    docw_dict(w);
+    docw_end(w);
+    docw_key(w, "memsnap_settings");
+    docw_json(w, x->settings && x->settings[0] ? x->settings : "{}");
+    docw_end(w);
+    cJSON_Delete(set);
+}
+
+/* The JSON extension, the top dict's last key (written straight to f after
+ * the keys docw wrote, hence the leading comma). */
 static int write_ext(texp *x, FILE *f, char *err, size_t errlen)
 {
     fprintf(f, ",\n\"memsnap\":{\"format\":\"memsnap torch export\",\"version\":\"%d.%d\","
@@ -545,6 +828,8 @@ static int write_ext(texp *x, FILE *f, char *err, size_t errlen)
     int rc;
     first = 1;
     while ((rc = spill_get(&x->other, &r)) == 1) {
+        if (r.k1 < x->first_kept)
+            continue;
         if (!first)
             fputs(",\n", f);
         event_json(f, &r.e, r.k1);
@@ -584,22 +869,40 @@ static void texp_free(texp *x)
     free(x->strs);
     u64map_free(&x->stack_ix);
     u64map_free(&x->sym_ix);
+    u64map_free(&x->stack_memo);
+    u64map_free(&x->frame_memo);
     track_free(&x->tr);
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
         spill_close(&x->dev[d]);
     spill_close(&x->other);
 }
 
-int msnap_export_torch(const char *in_path, FILE *out, msnap_interop_stats *st, char *err,
+int msnap_export_torch(const char *in_path, FILE *out, const msnap_export_opts *opts,
+                       msnap_interop_stats *st, msnap_export_report *rep, char *err,
                        size_t errlen)
 {
     msnap_interop_stats dummy;
+    msnap_export_report drep;
+    static const msnap_export_opts defaults = {0};
     if (!st)
         st = &dummy;
+    if (!rep)
+        rep = &drep;
+    if (!opts)
+        opts = &defaults;
     memset(st, 0, sizeof *st);
+    memset(rep, 0, sizeof *rep);
     texp *x = calloc(1, sizeof *x);
     if (!x) {
         snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    x->o = opts;
+    x->cut_t_ns = UINT64_MAX;
+    if (opts->max_entries && !(x->ring = malloc(opts->max_entries * sizeof *x->ring))) {
+        free(x);
+        snprintf(err, errlen, "out of memory (--max-entries %llu)",
+                 (unsigned long long)opts->max_entries);
         return -1;
     }
     track_init(&x->tr);
@@ -607,18 +910,33 @@ int msnap_export_torch(const char *in_path, FILE *out, msnap_interop_stats *st, 
     if (!rc) {
         st->synthesized_blocks = !x->tr.have_blocks;
         st->stacks = x->nstacks;
-        fputs("{", out);
-        write_segments(x, out, st);
-        rc = write_traces(x, out, st, err, errlen);
-        if (!rc)
+        rep->entries_window = x->entries_window + (x->tr.have_blocks ? 0 : x->syn_extra);
+        x->to_write = x->ring_dropped ? x->ring_n : rep->entries_window;
+        rep->cut = x->ring_dropped;
+        rep->no_wall_clock = !x->hdr.t0_unix_ns;
+        docw_init(&x->w, out, opts->json ? DOCW_JSON : DOCW_PICKLE);
+        docw_dict(&x->w);
+        write_segments(x, st);
+        rc = write_traces(x, st, rep, err, errlen);
+        write_allocator_settings(x);
+        if (!rc && opts->json)
             rc = write_ext(x, out, err, errlen);
-        fputs("}\n", out);
+        docw_end(&x->w);
+        if (docw_finish(&x->w) && !rc) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        }
         if (!rc && (fflush(out) || ferror(out))) {
             snprintf(err, errlen, "cannot write the output: %s", strerror(errno));
             rc = -1;
         }
     }
+    if (rep->cut) {
+        rep->cut_index = x->first_kept;
+        rep->cut_t_ns = x->cut_t_ns;
+    }
     texp_free(x);
+    free(x->ring);
     free(x);
     return rc;
 }

@@ -52,6 +52,8 @@ typedef struct timp {
     int dev_seen[MSNAP_MAX_DEVICES];
     uint64_t skipped;
     int have_snapshot_marker;
+    uint64_t t_min;      /* earliest torch time (ns since the epoch); 0 = none */
+    int have_t;
     msnap_interop_stats *st;
 } timp;
 
@@ -246,7 +248,17 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
         return -1;
     }
     msnap_event e = {0};
-    e.t_ns = (uint64_t)(us * 1000.0 + 0.5);
+    /* an integer time_us (what torch writes) converts exactly: a double
+     * holds epoch nanoseconds only to ~256 ns */
+    ival *tv = iv_get(v, "time_us");
+    if (tv && tv->type == IV_INT && tv->u.i >= 0 && tv->u.i < (__int128)18000000000000000)
+        e.t_ns = (uint64_t)tv->u.i * 1000u;
+    else
+        e.t_ns = (uint64_t)(us * 1000.0 + 0.5);
+    if (!m->have_t || e.t_ns < m->t_min) {
+        m->t_min = e.t_ns;
+        m->have_t = 1;
+    }
     e.device = (int16_t)dev;
     e.addr = addr;
     e.size = size;
@@ -519,11 +531,19 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
     h->argc = 1;
     snprintf(h->clock, sizeof h->clock, "CLOCK_MONOTONIC");
     snprintf(h->mode, sizeof h->mode, "import");
+    /* torch's time_us are wall-clock microseconds: the first event becomes
+     * t = 0 and its wall-clock time the header's t0_unix_ns, so durations
+     * and time axes read like those of a recording.  Our own JSON export
+     * carries exact times and t0 in its extension instead. */
+    uint64_t rebase = 0;
     if (eh) {
         h->pid = iv_int(iv_get(eh, "pid"), &ok);
         snprintf(h->host, sizeof h->host, "%s", iv_str(iv_get(eh, "host")) ? iv_str(iv_get(eh, "host")) : "");
         const char *t0 = iv_str(iv_get(eh, "t0_unix_ns"));
         h->t0_unix_ns = t0 ? strtoull(t0, NULL, 16) : 0;
+    } else if (m->have_t) {
+        rebase = m->t_min;
+        h->t0_unix_ns = m->t_min;
     }
     /* settings: where it came from, and what torch said about its allocator */
     char *settings = NULL;
@@ -610,6 +630,8 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         if (best < 0)
             break;
         msnap_event *e = &head[best].e;
+        if (best < NSRC - 1) /* extension events (last source) have exact times */
+            e->t_ns = e->t_ns >= rebase ? e->t_ns - rebase : 0;
         if (e->t_ns > last_t)
             last_t = e->t_ns;
         wline(w, msnap_fmt_event(w->buf, sizeof w->buf, e));

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "memsnap/format.h"
 
 #define IV_IN_BUF (256 * 1024)
 
@@ -182,11 +185,18 @@ int iv_in_open(iv_in *in, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    struct stat sb;
+    if (!fstat(in->fd, &sb) && S_ISREG(sb.st_mode))
+        in->total = (uint64_t)sb.st_size;
+    const char *base = strrchr(path, '/');
+    snprintf(in->what, sizeof in->what, "reading %s", base ? base + 1 : path);
     return 0;
 }
 
 void iv_in_close(iv_in *in)
 {
+    if (in->off || in->len)
+        msnap_progress(in->what, MSNAP_PROGRESS_END, in->total, 1);
     if (in->fd >= 0)
         close(in->fd);
     free(in->buf);
@@ -213,6 +223,7 @@ int iv_in_fill(iv_in *in)
             return 0;
         }
         in->len = (size_t)n;
+        msnap_progress(in->what, in->off + in->len, in->total, 1);
         return 1;
     }
 }

@@ -83,6 +83,8 @@ typedef struct iv_in {
     size_t len, pos;
     uint64_t off;      /* bytes consumed before buf[0] */
     int eof, error;
+    uint64_t total;    /* file size for progress reports; 0 = unknown */
+    char what[96];     /* "reading NAME" (msnap_progress) */
 } iv_in;
 int iv_in_open(iv_in *in, const char *path, char *err, size_t errlen);
 void iv_in_close(iv_in *in);

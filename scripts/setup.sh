@@ -5,7 +5,7 @@
 # /usr/local/cuda (or CUDA_HOME); it is not a Debian package.
 # Idempotent and quiet when everything is there.
 set -euo pipefail
-pkgs="build-essential cmake pkg-config libunwind-dev libcjson-dev libpng-dev libdw-dev libelf-dev libzstd-dev zstd procps"
+pkgs="build-essential cmake pkg-config libunwind-dev libcjson-dev libpng-dev libdw-dev libelf-dev libzstd-dev zstd procps libsqlite3-dev"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -339,6 +339,19 @@ const char *msnap_reader_error(const msnap_reader *r);
 int msnap_reader_truncated(const msnap_reader *r); /* last line was cut off */
 void msnap_reader_close(msnap_reader *r);
 
+/* ---- Progress ------------------------------------------------------------
+ * Long work reports how far it got through one process-wide hook; the CLI
+ * installs one that draws a progress line on a terminal.  Every reader
+ * reports "reading NAME" with the input bytes consumed so far (compressed
+ * bytes for zstd) and the file's size (0 when unknown: a pipe), after each
+ * read, and done = MSNAP_PROGRESS_END when it closes.  bytes: 1 when done
+ * and total count bytes, 0 when they count items. */
+#define MSNAP_PROGRESS_END UINT64_MAX
+typedef void (*msnap_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total,
+                                  int bytes);
+void msnap_set_progress(msnap_progress_fn fn, void *ctx); /* NULL: no hook */
+void msnap_progress(const char *what, uint64_t done, uint64_t total, int bytes);
+
 #ifdef __cplusplus
 }
 #endif

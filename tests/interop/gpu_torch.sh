@@ -40,4 +40,27 @@ for f in torch.pickle torch.json; do
     "$M" render "$S/$f.msnap" -o "$S/$f.png" >/dev/null 2>&1 || echo "note: render failed on $f"
   fi
 done
+# imported times count from the first event: the duration is the seconds the
+# loop ran, not the time since 1970
+"$M" summary --json "$S/torch.pickle.msnap" >"$S/sum.json"
+python3 - "$S/sum.json" <<'PY' || { echo "FAIL: imported duration"; exit 1; }
+import json, sys
+h = json.load(open(sys.argv[1]))["header"]
+assert 0 < h["duration_ns"] < 600e9, h["duration_ns"]
+assert h["t0_unix_ns"] > 1.5e18, h["t0_unix_ns"]
+PY
+# our pickle export of it is a snapshot PyTorch's own tools read: the
+# memory_viz helpers of torch.cuda._memory_viz (the same data the page gets)
+"$M" export "$S/torch.pickle.msnap" --format torch -o "$S/back.pickle" || { echo "FAIL: export"; exit 1; }
+python3 - "$S/back.pickle" "$S/back.html" <<'PY' || { echo "FAIL: torch cannot read our pickle"; exit 1; }
+import pickle, sys, time
+from torch.cuda import _memory_viz as mv
+snap = pickle.load(open(sys.argv[1], "rb"))
+assert snap["device_traces"] and any(snap["device_traces"]), "no trace entries"
+t = snap["device_traces"][0][0]["time_us"]
+assert abs(t / 1e6 - time.time()) < 86400, t  # Unix-epoch microseconds of today
+open(sys.argv[2], "w").write(mv.trace_plot(snap))
+mv.segment_plot(snap)
+print(mv.segsum(snap)[:200])
+PY
 echo ok

@@ -17,7 +17,7 @@ for l in open(sys.argv[1]):
 }
 case $C in
 roundtrip) # ours -> torch JSON -> ours keeps every event
-  "$M" export "$D/roundtrip.msnap" --format torch -o "$S/rt.json" || fail export
+  "$M" export "$D/roundtrip.msnap" --format torch-json -o "$S/rt.json" || fail export
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 for s in d["segments"]:
     a=s["address"]
@@ -32,7 +32,7 @@ for tr in d["device_traces"]:
   diff "$S/a.txt" "$S/b.txt" || fail "events differ after the round trip"
   "$M" summary "$S/rt.msnap" >/dev/null; [ $? -le 1 ] || fail summary ;;
 stripped) # the pure torch mapping, without the memsnap extension
-  "$M" export "$D/roundtrip.msnap" --format torch -o "$S/st.json" || fail export
+  "$M" export "$D/roundtrip.msnap" --format torch-json -o "$S/st.json" || fail export
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("memsnap")
 for tr in d["device_traces"]:
     for e in tr: e.pop("memsnap")
@@ -51,7 +51,14 @@ def ev(p, keep):
 keep={"block_alloc","alloc","async_alloc"}
 a=ev(sys.argv[1],keep); b=ev(sys.argv[2],keep)
 a=[x for x in a if x[1]>=0]
-assert sorted(a)==sorted(b), (a,b)' "$D/roundtrip.msnap" "$S/st.msnap" || fail "torch mapping lost allocations" ;;
+# imported times count from the first event (its wall clock is the header t0)
+a0=min(x[4] for x in a); b0=min(x[4] for x in b)
+assert b0==0, "imported times do not start at 0"
+a=sorted(x[:4]+((x[4]-a0),) for x in a); b=sorted(b)
+assert [x[:4] for x in a]==[x[:4] for x in b], (a,b)
+assert all(abs(x[4]-y[4])<=2 for x,y in zip(a,b)), (a,b)  # two us roundings
+h=json.loads(open(sys.argv[2]).readline())
+assert abs(int(h["t0_unix_ns"],16)//1000-1700000000123459)<=2, h["t0_unix_ns"]' "$D/roundtrip.msnap" "$S/st.msnap" || fail "torch mapping lost allocations" ;;
 pickles) # JSON and pickles of protocols 2-5 import to the same snapshot
   "$M" import "$D/torch_small.json" -o "$S/j.msnap" || fail json
   for p in 2 3 4 5; do
@@ -62,6 +69,29 @@ pickles) # JSON and pickles of protocols 2-5 import to the same snapshot
   "$M" summary "$S/p4.msnap" >"$S/sum.txt"; [ $? = 1 ] || fail "summary should see the OOM"
   grep -q "forward (train.py:12)" "$S/sum.txt" || fail "frames lost"
   "$M" replay "$S/p4.msnap" --alloc-conf "" --device-mem 1G >/dev/null || fail replay ;;
+import_times) # torch's epoch time_us become times from the first event, wall clock in the header
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for t in d["device_traces"]:
+    for e in t: e["time_us"] += 1796040111911000
+json.dump(d, open(sys.argv[2], "w"))' "$D/torch_small.json" "$S/epoch.json"
+  "$M" import "$S/epoch.json" -o "$S/epoch.msnap" || fail import
+  "$M" summary --json "$S/epoch.msnap" >"$S/sum.json"; [ $? -le 1 ] || fail summary
+  python3 -c 'import json,sys; h=json.load(open(sys.argv[1]))["header"]
+assert h["duration_ns"] == 31000, h["duration_ns"]
+assert h["t0_unix_ns"] == (1796040111911000 + 10) * 1000, h["t0_unix_ns"]
+ts=[json.loads(l).get("t") for l in open(sys.argv[2]) if "\"a\":" in l]
+assert min(ts) == 0 and max(ts) == 31000, (min(ts), max(ts))' "$S/sum.json" "$S/epoch.msnap" || fail "imported times not relative"
+  "$M" summary "$S/epoch.msnap" | grep -q "duration 1796040111" && fail "summary prints an epoch duration"
+  "$M" render "$S/epoch.msnap" -o "$S/epoch" >/dev/null 2>&1 || fail render
+  [ -s "$S/epoch-timeline.png" ] || fail "no timeline"
+  # a torch pickle we exported imports with the same relative times
+  "$M" export "$S/epoch.msnap" --format torch -o "$S/back.pickle" 2>/dev/null || fail export
+  python3 -c 'import json,pickle,sys
+a=json.load(open(sys.argv[1]))["allocator_settings"]; b=pickle.load(open(sys.argv[2],"rb"))["allocator_settings"]
+assert a and a==b, (a,b)' "$D/torch_small.json" "$S/back.pickle" || fail "allocator_settings not carried through import and export"
+  "$M" import "$S/back.pickle" -o "$S/back.msnap" || fail "import of our pickle"
+  "$M" summary --json "$S/back.msnap" | python3 -c 'import json,sys; h=json.load(sys.stdin)["header"]
+assert 0 < h["duration_ns"] <= 31000 and h["t0_unix_ns"] == (1796040111911000 + 10) * 1000, h  # the snapshot marker has no torch action' || fail "pickle round trip times" ;;
 hostile) # pickles that import or call code are refused, one line, exit 2
   for f in "$D"/hostile_*.pickle; do
     op=$(basename "$f" .pickle); op=${op#hostile_}; op=${op%_nested}

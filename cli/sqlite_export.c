@@ -1,0 +1,439 @@
+/* sqlite_export: snapshots as SQLite tables, for SQL over a big job's rank
+ * files (`memsnap export --format sqlite -o job.db rank*.msnap`), in the
+ * spirit of Nsight Systems' SQLite export: plain tables, one row per thing,
+ * every row tagged with its file and rank so the ranks of a job can be
+ * queried together.  docs/interop.md has the schema and example queries.
+ *
+ *   files        file_id, rank, path, pid, host, argv, t0_unix_ns, events
+ *   devices      file_id, rank, device, name, total
+ *   events       every event, with the device's allocated/reserved/async
+ *                bytes right after it (the running totals `memsnap summary`
+ *                keeps: reserved = cuMemAlloc + cuMemCreate, allocated =
+ *                allocator blocks; interop/track.c applies the rules)
+ *   allocations  every allocation of every layer with its alloc and free
+ *                time (t_free NULL: live at the end)
+ *   segments     the driver-level allocations live at the end
+ *   stacks       stack id, depth, site label
+ *   frames       stack id, level (0 = innermost), ip, function, file, line,
+ *                module
+ *   sites        stack id -> label and site_key (the site across files:
+ *                viz/label.c's vm_site_label and vm_site_key)
+ *   counters     the recorder's periodic counters records
+ *
+ * Rank: the number after "rank" in the file name (job.rank3.msnap,
+ * trace_rank_07.msnap), else the file's position among the arguments.
+ *
+ * Each file is read twice: once through the renderer's model (viz/model.c)
+ * for the site labels and frames, once here for the rows.  One transaction
+ * per file; the database is written to OUT.tmp and renamed at the end, so a
+ * failed export leaves nothing behind.  Without libsqlite3 at build time the
+ * format is left out and says so (MEMSNAP_HAVE_SQLITE).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#ifndef MEMSNAP_HAVE_SQLITE
+
+/* Reports that this build has no SQLite support; exit status 2. */
+int cmd_export_sqlite(int nsnaps, char **snaps, const char *outp)
+{
+    (void)nsnaps;
+    (void)snaps;
+    (void)outp;
+    fprintf(stderr, "memsnap export: this memsnap was built without SQLite (Debian package "
+                    "libsqlite3-dev); --format sqlite is not available\n");
+    return 2;
+}
+
+#else
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+
+#include "common.h"
+#include "memsnap/format.h"
+#include "model.h"
+
+static const char schema[] =
+    "CREATE TABLE files(file_id INTEGER PRIMARY KEY, rank INTEGER, path TEXT, pid INTEGER,"
+    " host TEXT, argv TEXT, t0_unix_ns INTEGER, events INTEGER);"
+    "CREATE TABLE devices(file_id INTEGER, rank INTEGER, device INTEGER, name TEXT, total INTEGER);"
+    "CREATE TABLE events(file_id INTEGER, rank INTEGER, idx INTEGER, t_ns INTEGER, action TEXT,"
+    " device INTEGER, addr INTEGER, size INTEGER, stream INTEGER, aux INTEGER, aux2 INTEGER,"
+    " stack_id INTEGER, tid INTEGER, api TEXT, result INTEGER,"
+    " allocated INTEGER, reserved INTEGER, async INTEGER);"
+    "CREATE TABLE allocations(file_id INTEGER, rank INTEGER, layer TEXT, device INTEGER,"
+    " addr INTEGER, size INTEGER, stream INTEGER, stack_id INTEGER, t_alloc INTEGER,"
+    " t_free INTEGER);"
+    "CREATE TABLE segments(file_id INTEGER, rank INTEGER, layer TEXT, device INTEGER,"
+    " addr INTEGER, size INTEGER, stream INTEGER, stack_id INTEGER, t_alloc INTEGER);"
+    "CREATE TABLE stacks(file_id INTEGER, rank INTEGER, stack_id INTEGER, depth INTEGER,"
+    " site TEXT);"
+    "CREATE TABLE frames(file_id INTEGER, rank INTEGER, stack_id INTEGER, level INTEGER,"
+    " ip INTEGER, function TEXT, file TEXT, line INTEGER, module TEXT);"
+    "CREATE TABLE sites(file_id INTEGER, rank INTEGER, stack_id INTEGER, label TEXT,"
+    " site_key INTEGER);"
+    "CREATE TABLE counters(file_id INTEGER, rank INTEGER, t_ns INTEGER, device INTEGER,"
+    " reserved INTEGER, allocated INTEGER, async INTEGER, managed INTEGER, host INTEGER,"
+    " vmm_mapped INTEGER);";
+
+static const char indexes[] =
+    "CREATE INDEX events_by_file ON events(file_id, device, t_ns);"
+    "CREATE INDEX allocations_by_file ON allocations(file_id, stack_id);"
+    "CREATE INDEX sites_by_file ON sites(file_id, stack_id);";
+
+static const char *layer_name(int layer)
+{
+    switch (layer) {
+    case TRK_ALLOC: return "alloc";
+    case TRK_ASYNC: return "async";
+    case TRK_HOST: return "host";
+    case TRK_MANAGED: return "managed";
+    case TRK_BLOCK: return "block";
+    case TRK_VMM_CREATE: return "vmm_create";
+    case TRK_VMM_MAP: return "vmm_map";
+    case TRK_VMM_RESERVE: return "vmm_reserve";
+    }
+    return "?";
+}
+
+/* The rank in a file name ("rank" then optional '_', '-', '.' then digits),
+ * or -1. */
+static int rank_of_name(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    for (const char *p = base; *p; p++) {
+        if (strncasecmp(p, "rank", 4))
+            continue;
+        const char *q = p + 4;
+        while (*q == '_' || *q == '-' || *q == '.')
+            q++;
+        if (isdigit((unsigned char)*q))
+            return atoi(q);
+    }
+    return -1;
+}
+
+/* Prepared statements of one export. */
+typedef struct sq {
+    sqlite3 *db;
+    sqlite3_stmt *file, *dev, *ev, *alloc, *seg, *stack, *frame, *site, *cnt;
+    int file_id, rank;
+    char err[1024];
+} sq;
+
+static int sq_fail(sq *q, const char *what)
+{
+    snprintf(q->err, sizeof q->err, "%s: %s", what, sqlite3_errmsg(q->db));
+    return -1;
+}
+
+/* Binds the values (NULL-terminated list of kinds: 'i' int64, 't' text,
+ * 'n' null) and steps.  0 ok, -1 with q->err. */
+static int row(sq *q, sqlite3_stmt *s, const char *kinds, ...)
+{
+    va_list ap;
+    va_start(ap, kinds);
+    int i = 1;
+    sqlite3_bind_int(s, i++, q->file_id);
+    sqlite3_bind_int(s, i++, q->rank);
+    for (const char *k = kinds; *k; k++, i++) {
+        if (*k == 'i')
+            sqlite3_bind_int64(s, i, va_arg(ap, int64_t));
+        else if (*k == 't')
+            sqlite3_bind_text(s, i, va_arg(ap, const char *), -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_null(s, i);
+    }
+    va_end(ap);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, "insert");
+}
+
+static int prepare(sq *q)
+{
+    struct { sqlite3_stmt **s; const char *sql; } st[] = {
+        {&q->file, "INSERT INTO files(file_id, rank, path, pid, host, argv, t0_unix_ns, events) "
+                   "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+        {&q->dev, "INSERT INTO devices VALUES(?1, ?2, ?3, ?4, ?5)"},
+        {&q->ev, "INSERT INTO events VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+                 " ?14, ?15, ?16, ?17, ?18)"},
+        {&q->alloc, "INSERT INTO allocations VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+        {&q->seg, "INSERT INTO segments VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
+        {&q->stack, "INSERT INTO stacks VALUES(?1, ?2, ?3, ?4, ?5)"},
+        {&q->frame, "INSERT INTO frames VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
+        {&q->site, "INSERT INTO sites VALUES(?1, ?2, ?3, ?4, ?5)"},
+        {&q->cnt, "INSERT INTO counters VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+    };
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++)
+        if (sqlite3_prepare_v2(q->db, st[i].sql, -1, st[i].s, NULL) != SQLITE_OK)
+            return sq_fail(q, "prepare");
+    return 0;
+}
+
+static void finalize(sq *q)
+{
+    sqlite3_stmt *all[] = {q->file, q->dev, q->ev, q->alloc, q->seg, q->stack, q->frame,
+                           q->site, q->cnt};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sqlite3_finalize(all[i]);
+}
+
+/* An allocation row from a tracker object (t_free 0 = still live). */
+static int alloc_row(sq *q, const trk_obj *o, uint64_t t_free, int live)
+{
+    if (live)
+        return row(q, q->alloc, "tiiiiiin", layer_name(o->layer), (int64_t)o->device,
+                   (int64_t)o->addr, (int64_t)o->size, (int64_t)o->stream, (int64_t)o->stack,
+                   (int64_t)o->t_ns);
+    return row(q, q->alloc, "tiiiiiii", layer_name(o->layer), (int64_t)o->device,
+               (int64_t)o->addr, (int64_t)o->size, (int64_t)o->stream, (int64_t)o->stack,
+               (int64_t)o->t_ns, (int64_t)t_free);
+}
+
+typedef struct live_ctx { sq *q; int rc; } live_ctx;
+
+static void live_alloc(void *ctx, const trk_obj *o)
+{
+    live_ctx *c = ctx;
+    if (!c->rc)
+        c->rc = alloc_row(c->q, o, 0, 1);
+}
+
+static void live_segment(void *ctx, const trk_obj *o)
+{
+    live_ctx *c = ctx;
+    if (!c->rc)
+        c->rc = row(c->q, c->q->seg, "tiiiiii", layer_name(o->layer), (int64_t)o->device,
+                    (int64_t)o->addr, (int64_t)o->size, (int64_t)o->stream, (int64_t)o->stack,
+                    (int64_t)o->t_ns);
+}
+
+/* Layer of the object an allocating action makes (0: not an allocation). */
+static int alloc_layer(int action)
+{
+    switch (action) {
+    case MSNAP_A_ALLOC: return TRK_ALLOC;
+    case MSNAP_A_ASYNC_ALLOC: return TRK_ASYNC;
+    case MSNAP_A_HOST_ALLOC: return TRK_HOST;
+    case MSNAP_A_MANAGED_ALLOC: return TRK_MANAGED;
+    case MSNAP_A_BLOCK_ALLOC: return TRK_BLOCK;
+    case MSNAP_A_VMM_CREATE: return TRK_VMM_CREATE;
+    case MSNAP_A_VMM_MAP: return TRK_VMM_MAP;
+    case MSNAP_A_VMM_RESERVE: return TRK_VMM_RESERVE;
+    }
+    return 0;
+}
+
+/* The stacks, frames and sites of one file, from the model's tables. */
+static int write_stacks(sq *q, vm_model *m, const uint32_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char label[VM_LABEL_MAX];
+        vm_site_label(m, ids[i], label, sizeof label);
+        vm_frame_info f;
+        int depth = vm_frame_get(m, ids[i], -1, &f);
+        if (row(q, q->stack, "iit", (int64_t)ids[i], (int64_t)depth, label) ||
+            row(q, q->site, "iti", (int64_t)ids[i], label, (int64_t)vm_site_key(m, ids[i])))
+            return -1;
+        for (int k = 0; k < depth; k++) {
+            memset(&f, 0, sizeof f);
+            vm_frame_get(m, ids[i], k, &f);
+            if (row(q, q->frame, "iiittit", (int64_t)ids[i], (int64_t)k, (int64_t)f.ip,
+                    f.fn ? f.fn : "", f.file ? f.file : "", (int64_t)f.line,
+                    f.module ? f.module : ""))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* One snapshot into the open database.  0 ok, -1 with q->err. */
+static int export_file(sq *q, const char *path)
+{
+    char err[256];
+    vm_opts vo = {.top = 8};
+    vm_model *m = vm_new(&vo);
+    if (!m) {
+        snprintf(q->err, sizeof q->err, "out of memory");
+        return -1;
+    }
+    if (vm_read_file(m, path, 0, err, sizeof err)) {
+        snprintf(q->err, sizeof q->err, "%s", err);
+        vm_free(m);
+        return -1;
+    }
+    msnap_reader *r = msnap_reader_open(path, err, sizeof err);
+    if (!r) {
+        snprintf(q->err, sizeof q->err, "%s: %s", path, err);
+        vm_free(m);
+        return -1;
+    }
+    track tr;
+    track_init(&tr);
+    uint32_t *ids = NULL;
+    size_t nids = 0, capids = 0;
+    uint64_t idx = 0;
+    int rc = 0, more;
+    msnap_record rec;
+    sqlite3_exec(q->db, "BEGIN", NULL, NULL, NULL);
+    while (!rc && (more = msnap_reader_next(r, &rec)) == 1) {
+        switch (rec.type) {
+        case MSNAP_REC_HEADER: {
+            const msnap_header *h = &rec.u.header;
+            char argv[4096] = "";
+            size_t o = 0;
+            for (int i = 0; i < h->argc && o < sizeof argv - 1; i++)
+                o += (size_t)snprintf(argv + o, sizeof argv - o, "%s%s", i ? " " : "", h->argv[i]);
+            rc = row(q, q->file, "tiitin", path, (int64_t)h->pid, h->host, argv,
+                     (int64_t)h->t0_unix_ns);
+            for (int i = 0; !rc && i < h->ndevices; i++)
+                rc = row(q, q->dev, "iti", (int64_t)h->devices[i].index, h->devices[i].name,
+                         (int64_t)h->devices[i].total);
+            break;
+        }
+        case MSNAP_REC_DEVICE:
+            rc = row(q, q->dev, "iti", (int64_t)rec.u.device.index, rec.u.device.name,
+                     (int64_t)rec.u.device.total);
+            break;
+        case MSNAP_REC_STACK:
+            if (nids == capids) {
+                size_t nc = capids ? capids * 2 : 256;
+                uint32_t *ni = realloc(ids, nc * sizeof *ni);
+                if (!ni) {
+                    snprintf(q->err, sizeof q->err, "out of memory");
+                    rc = -1;
+                    break;
+                }
+                ids = ni;
+                capids = nc;
+            }
+            ids[nids++] = rec.u.stack.id;
+            break;
+        case MSNAP_REC_COUNTERS: {
+            const msnap_counters *c = &rec.u.counters;
+            rc = row(q, q->cnt, "iiiiiiii", (int64_t)c->t_ns, (int64_t)c->device,
+                     (int64_t)c->reserved, (int64_t)c->allocated, (int64_t)c->async,
+                     (int64_t)c->managed, (int64_t)c->host, (int64_t)c->vmm_mapped);
+            break;
+        }
+        case MSNAP_REC_EVENT: {
+            const msnap_event *e = &rec.u.event;
+            trk_obj freed = {0};
+            if (track_event(&tr, e, &freed) < 0) {
+                snprintf(q->err, sizeof q->err, "out of memory");
+                rc = -1;
+                break;
+            }
+            int d = TRK_DEV(e->device);
+            rc = row(q, q->ev, "iitiiiiiiiitiiii", (int64_t)idx++, (int64_t)e->t_ns,
+                     msnap_action_name(e->action), (int64_t)e->device, (int64_t)e->addr,
+                     (int64_t)(e->size ? e->size : freed.size), (int64_t)e->stream,
+                     (int64_t)e->aux, (int64_t)e->aux2, (int64_t)e->stack, (int64_t)e->tid,
+                     msnap_api_name(e->api), (int64_t)e->result, (int64_t)tr.allocated[d],
+                     (int64_t)tr.reserved[d], (int64_t)tr.async[d]);
+            if (!rc && freed.size && !alloc_layer(e->action))
+                rc = alloc_row(q, &freed, e->t_ns, 0);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    if (!rc && more < 0) {
+        snprintf(q->err, sizeof q->err, "%s: %s", path, msnap_reader_error(r));
+        rc = -1;
+    }
+    msnap_reader_close(r);
+    live_ctx lc = {q, rc};
+    for (int layer = TRK_ALLOC; !lc.rc && layer < TRK_NLAYERS; layer++)
+        track_each(&tr, layer, live_alloc, &lc);
+    track_each(&tr, TRK_ALLOC, live_segment, &lc);
+    track_each(&tr, TRK_ASYNC, live_segment, &lc);
+    track_each(&tr, TRK_VMM_CREATE, live_segment, &lc);
+    track_each(&tr, TRK_MANAGED, live_segment, &lc);
+    rc = lc.rc;
+    if (!rc)
+        rc = write_stacks(q, m, ids, nids);
+    if (!rc) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "UPDATE files SET events = %" PRIu64 " WHERE file_id = %d", idx,
+                 q->file_id);
+        if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+            rc = sq_fail(q, "update");
+    }
+    if (!rc && sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        rc = sq_fail(q, "commit");
+    track_free(&tr);
+    free(ids);
+    vm_free(m);
+    return rc;
+}
+
+int cmd_export_sqlite(int nsnaps, char **snaps, const char *outp)
+{
+    if (!outp || !strcmp(outp, "-")) {
+        fprintf(stderr, "memsnap export: --format sqlite needs -o FILE.db; try memsnap --help\n");
+        return 2;
+    }
+    if (nsnaps < 1) {
+        fprintf(stderr, "memsnap export: expected one or more snapshots; try memsnap --help\n");
+        return 2;
+    }
+    size_t n = strlen(outp) + 8;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return 2;
+    snprintf(tmp, n, "%s.tmp", outp);
+    unlink(tmp);
+    sq q = {0};
+    int rc = 0;
+    if (sqlite3_open(tmp, &q.db) != SQLITE_OK) {
+        fprintf(stderr, "memsnap export: %s: %s\n", outp, sqlite3_errmsg(q.db));
+        sqlite3_close(q.db);
+        free(tmp);
+        return 2;
+    }
+    if (sqlite3_exec(q.db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;", NULL, NULL, NULL) ||
+        sqlite3_exec(q.db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+        rc = sq_fail(&q, "schema");
+    } else {
+        rc = prepare(&q);
+    }
+    for (int i = 0; !rc && i < nsnaps; i++) {
+        q.file_id = i;
+        q.rank = rank_of_name(snaps[i]);
+        if (q.rank < 0)
+            q.rank = i;
+        rc = export_file(&q, snaps[i]);
+    }
+    if (!rc && sqlite3_exec(q.db, indexes, NULL, NULL, NULL) != SQLITE_OK)
+        rc = sq_fail(&q, "index");
+    finalize(&q);
+    if (sqlite3_close(q.db) != SQLITE_OK && !rc)
+        rc = -1;
+    if (!rc && rename(tmp, outp)) {
+        snprintf(q.err, sizeof q.err, "%s: %s", outp, strerror(errno));
+        rc = -1;
+    }
+    if (rc) {
+        unlink(tmp);
+        fprintf(stderr, "memsnap export: %s\n", q.err[0] ? q.err : "cannot write the database");
+        free(tmp);
+        return 2;
+    }
+    free(tmp);
+    fprintf(stderr, "memsnap export: %d snapshot%s -> %s (SQLite)\n", nsnaps, nsnaps == 1 ? "" : "s",
+            outp);
+    return 0;
+}
+#endif
