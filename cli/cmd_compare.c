@@ -72,13 +72,13 @@ static void print_table(const viz_cmp *cmp, char **paths)
         snprintf(ev, sizeof ev, "%" PRIu64, r->events);
         printf("%s: %-*s  %-15s %-14s %-10s %-10s %-7s ",
                viz_cmp_letter(i, l, sizeof l), w, paths[i],
-               r->blocks ? vm_fmt_size(r->peak_stacked, a, sizeof a)
+               r->blocks ? msnap_size_text(r->peak_stacked, a, sizeof a)
                          : "n/a (no blocks)",
-               vm_fmt_size(r->peak_reserved, b, sizeof b), ff, fp, ev);
+               msnap_size_text(r->peak_reserved, b, sizeof b), ff, fp, ev);
         if (r->ooms)
             printf("%" PRIu64 " (first at %s, requested %s)\n", r->ooms,
-                   vm_fmt_time(r->oom_t, t, sizeof t),
-                   vm_fmt_size(r->oom_requested, a, sizeof a));
+                   msnap_time_text(r->oom_t, t, sizeof t),
+                   msnap_size_text(r->oom_requested, a, sizeof a));
         else
             printf("none\n");
     }
@@ -101,9 +101,9 @@ static void print_table(const viz_cmp *cmp, char **paths)
                                               : c->before - c->after;
             char dd[32];
             printf("  %s%-11s %11s -> %-11s %s\n", c->after > c->before ? "+" : "-",
-                   vm_fmt_size(d, dd, sizeof dd),
-                   vm_fmt_size(c->before, a, sizeof a),
-                   vm_fmt_size(c->after, b, sizeof b), c->label);
+                   msnap_size_text(d, dd, sizeof dd),
+                   msnap_size_text(c->before, a, sizeof a),
+                   msnap_size_text(c->after, b, sizeof b), c->label);
         }
     }
 }

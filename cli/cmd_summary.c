@@ -46,21 +46,6 @@ static const char usage_text[] =
     "Exit status: 0 ok, 1 a snapshot contains an OOM event, 2 bad usage or\n"
     "unreadable input.\n";
 
-/* A duration in ns for people: "850 ns", "12.500 us", "3.250 ms",
- * "12.345 s".  Returns buf. */
-static const char *fmt_time(uint64_t ns, char *buf, size_t cap)
-{
-    if (ns < 1000)
-        snprintf(buf, cap, "%" PRIu64 " ns", ns);
-    else if (ns < 1000000)
-        snprintf(buf, cap, "%.3f us", (double)ns / 1e3);
-    else if (ns < 1000000000)
-        snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
-    else
-        snprintf(buf, cap, "%.3f s", (double)ns / 1e9);
-    return buf;
-}
-
 /* "" or "s" for a count. */
 static const char *plural(uint64_t n)
 {
@@ -82,7 +67,8 @@ static void print_findings(vm_model *m);
 
 /* The labels of the listed sites, told apart (viz/label.c); NULL when out
  * of memory.  free() the result. */
-static char (*site_labels(const vm_model *m, const sm_site *sites, size_t n))[VM_LABEL_MAX]
+static char (*site_labels(const vm_model *m, const msnap_site *const *sites,
+                          size_t n))[VM_LABEL_MAX]
 {
     char (*labs)[VM_LABEL_MAX] = malloc((n + 1) * sizeof *labs);
     uint32_t *stacks = malloc((n + 1) * sizeof *stacks);
@@ -92,7 +78,7 @@ static char (*site_labels(const vm_model *m, const sm_site *sites, size_t n))[VM
         return NULL;
     }
     for (size_t i = 0; i < n; i++)
-        stacks[i] = sites[i].stack;
+        stacks[i] = sites[i]->stack;
     vm_site_labels(m, stacks, (int)n, labs);
     free(stacks);
     return labs;
@@ -100,14 +86,72 @@ static char (*site_labels(const vm_model *m, const sm_site *sites, size_t n))[VM
 
 /* ---- text --------------------------------------------------------------- */
 
-/* "peak X at T s, final Y" for one level. */
-static void print_level(const char *name, const sm_level *l)
+/* The layers whose sites are ranked, each on its own (state.h). */
+static const int site_layers[] = {MSNAP_LAYER_RESERVED, MSNAP_LAYER_ALLOCATED,
+                                  MSNAP_LAYER_PINNED};
+
+/* Whether a device slot gets a section: a device of the file, or the
+ * unknown slot when memory other than pinned host memory lives there. */
+static int device_shown(const summary *s, int d)
 {
+    if (d != MSNAP_ST_HOST)
+        return s->st.seen[d];
+    for (int l = 0; l < MSNAP_LAYER_COUNT; l++)
+        if (l != MSNAP_LAYER_PINNED && msnap_state_peak(&s->st, d, l))
+            return 1;
+    return 0;
+}
+
+static void print_frames(const vm_model *m, uint32_t stack, const char *indent);
+
+/* The top sites of one layer; the allocated layer says when it was not
+ * seen rather than ranking nothing. */
+static void print_sites(const summary *s, const vm_model *m, int layer, int top)
+{
+    char a[32], b[32], c[32];
+    if (top <= 0)
+        return;
+    if (layer == MSNAP_LAYER_ALLOCATED && !s->st.allocated_seen) {
+        printf("\nallocated sites: none (allocated layer: not seen)\n");
+        return;
+    }
+    const msnap_site **sites = malloc((size_t)top * sizeof *sites);
+    if (!sites)
+        return;
+    size_t shown = summary_top_sites(s, layer, sites, (size_t)top);
+    if (!shown) {
+        free(sites);
+        return;
+    }
+    char (*labs)[VM_LABEL_MAX] = site_labels(m, sites, shown);
+    printf("\ntop %zu %s site%s by peak live bytes:\n", shown,
+           msnap_layer_name(layer), plural(shown));
+    for (size_t i = 0; i < shown; i++) {
+        const msnap_site *x = sites[i];
+        printf("  #%-2zu peak %-11s %6" PRIu64 " alloc%s, %s total, "
+               "live at end %s  [%s, device %d, stack %" PRIu32 "]\n",
+               i + 1, msnap_size_text(x->peak, a, sizeof a), x->count,
+               plural(x->count), msnap_size_text(x->bytes, b, sizeof b),
+               msnap_size_text(x->live, c, sizeof c),
+               msnap_action_name(x->kind),
+               x->device == MSNAP_ST_HOST ? -1 : x->device, x->stack);
+        if (labs)
+            printf("      site: %s\n", labs[i]);
+        print_frames(m, x->stack, "      ");
+    }
+    free(labs);
+    free(sites);
+}
+
+/* "peak X at T s, final Y" for one level. */
+static void print_level(const char *name, msnap_level lv)
+{
+    const msnap_level *l = &lv;
     char a[32], b[32], t[32];
     printf("  %-10s peak %-11s at %-12s final %s\n", name,
-           summary_fmt_size(l->peak, a, sizeof a),
-           fmt_time(l->peak_t, t, sizeof t),
-           summary_fmt_size(l->cur, b, sizeof b));
+           msnap_size_text(l->peak, a, sizeof a),
+           msnap_time_text(l->peak_t, t, sizeof t),
+           msnap_size_text(l->cur, b, sizeof b));
 }
 
 /* Frame i of a stack as the summary prints it, from the file's tables that
@@ -172,11 +216,11 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
            s->minor, s->mode[0] ? s->mode : "?");
     printf("command    %s\n", command_line(s, cmd, sizeof cmd));
     printf("process    pid %" PRId64 " on %s, duration %s\n", s->pid,
-           s->host[0] ? s->host : "?", fmt_time(s->t_last, t, sizeof t));
+           s->host[0] ? s->host : "?", msnap_time_text(s->t_last, t, sizeof t));
     for (int i = 0; i < s->ndevinfo; i++)
         printf("device %-3d %s, %s\n", s->devinfo[i].index,
                s->devinfo[i].name,
-               summary_fmt_size(s->devinfo[i].total, a, sizeof a));
+               msnap_size_text(s->devinfo[i].total, a, sizeof a));
     if (s->truncated)
         printf("(file truncated after line %" PRIu64
                ": the process probably died; shown up to there)\n", s->lines);
@@ -190,40 +234,38 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
     print_counts("by action", s->by_action, MSNAP_A_COUNT, msnap_action_name);
     print_counts("by api", s->by_api, MSNAP_API_COUNT, msnap_api_name);
 
-    for (int d = 0; d < SM_NDEV; d++) {
-        sm_device *v = &s->dev[d];
-        if (!v->seen)
+    const msnap_state *st = &s->st;
+    for (int d = 0; d < MSNAP_ST_NDEV; d++) {
+        if (!device_shown(s, d))
             continue;
-        if (d == SM_DEV_UNKNOWN)
+        if (d == MSNAP_ST_HOST)
             printf("\ndevice ? (unknown ordinal)\n");
         else
             printf("\ndevice %d\n", d);
-        print_level("reserved", &v->reserved);
-        if (v->async.peak)
-            print_level("async", &v->async);
-        if (v->managed.peak)
-            print_level("managed", &v->managed);
-        if (v->vmm_va.peak)
-            print_level("vmm VA", &v->vmm_va);
-        if (v->vmm_mapped.peak)
-            print_level("vmm mapped", &v->vmm_mapped);
-        if (s->allocated_seen)
-            print_level("allocated", &v->allocated);
-        printf("  live at end: %" PRIu64 " allocation%s, %s\n", v->live_count,
-               plural(v->live_count),
-               summary_fmt_size(v->live_bytes, a, sizeof a));
+        print_level("reserved", msnap_state_level(st, d, MSNAP_LAYER_RESERVED));
+        static const struct { int layer; const char *name; } parts[] = {
+            {MSNAP_LAYER_ASYNC, "  async"}, {MSNAP_LAYER_MANAGED, "  managed"},
+            {MSNAP_LAYER_VMM_VA, "vmm VA"}, {MSNAP_LAYER_VMM_MAPPED, "vmm mapped"}};
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            if (msnap_state_peak(st, d, parts[i].layer))
+                print_level(parts[i].name, msnap_state_level(st, d, parts[i].layer));
+        if (st->allocated_seen)
+            print_level("allocated", msnap_state_level(st, d, MSNAP_LAYER_ALLOCATED));
+        printf("  live at end: %" PRIu64 " allocation%s, %s\n",
+               s->live_count[d], plural(s->live_count[d]),
+               msnap_size_text(s->live_bytes[d], a, sizeof a));
     }
-    if (!s->allocated_seen)
-        printf("\nallocated layer: not seen (no memsnap allocator in this "
-               "process); reserved shown\n");
-    uint64_t hc, hb;
-    summary_host_live(s, &hc, &hb);
-    if (s->pinned.peak || hc)
+    if (!st->allocated_seen)
+        printf("\nallocated layer: not seen (no allocator blocks in this "
+               "file); reserved shown\n");
+    uint64_t hc = s->live_count[MSNAP_ST_HOST], hb = s->live_bytes[MSNAP_ST_HOST];
+    msnap_level pin = msnap_state_level(st, MSNAP_ST_HOST, MSNAP_LAYER_PINNED);
+    if (pin.peak || hc)
         printf("\npinned host  peak %s at %s, live at end %" PRIu64
                " allocation%s, %s\n",
-               summary_fmt_size(s->pinned.peak, a, sizeof a),
-               fmt_time(s->pinned.peak_t, t, sizeof t), hc, plural(hc),
-               summary_fmt_size(hb, b, sizeof b));
+               msnap_size_text(pin.peak, a, sizeof a),
+               msnap_time_text(pin.peak_t, t, sizeof t), hc, plural(hc),
+               msnap_size_text(hb, b, sizeof b));
 
     printf("\nOOM events: %" PRIu64, s->n_oom);
     if (s->n_alloc_error)
@@ -235,10 +277,10 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
         printf("  %s at %s on device %d: requested %s, device free %s of "
                "%s, %s (CUresult %d)\n",
                f->action == MSNAP_A_OOM ? "OOM" : "alloc error",
-               fmt_time(f->t, t, sizeof t),
-               f->device, summary_fmt_size(f->size, a, sizeof a),
-               f->dev_total ? summary_fmt_size(f->dev_free, b, sizeof b) : "?",
-               f->dev_total ? summary_fmt_size(f->dev_total, c, sizeof c) : "?",
+               msnap_time_text(f->t, t, sizeof t),
+               f->device, msnap_size_text(f->size, a, sizeof a),
+               f->dev_total ? msnap_size_text(f->dev_free, b, sizeof b) : "?",
+               f->dev_total ? msnap_size_text(f->dev_total, c, sizeof c) : "?",
                msnap_api_name(f->api), f->result);
         print_frames(m, f->stack, "      ");
     }
@@ -246,63 +288,44 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
     for (size_t i = 0; i < s->nfree_fails; i++) {
         const sm_fail *f = &s->free_fails[i];
         printf("  at %s: 0x%" PRIx64 " %s (CUresult %d)\n",
-               fmt_time(f->t, t, sizeof t),
+               msnap_time_text(f->t, t, sizeof t),
                f->addr, msnap_api_name(f->api), f->result);
         print_frames(m, f->stack, "      ");
     }
-    if (s->unmatched_frees)
+    if (st->unknown_frees)
         printf("frees of allocations not in the file: %" PRIu64
                " (ring window, or recording started late)\n",
-               s->unmatched_frees);
+               st->unknown_frees);
 
     uint64_t lc = 0, lb = 0;
-    for (int d = 0; d < SM_NDEV; d++) {
-        lc += s->dev[d].live_count;
-        lb += s->dev[d].live_bytes;
+    for (int d = 0; d < MSNAP_ST_HOST; d++) {
+        lc += s->live_count[d];
+        lb += s->live_bytes[d];
     }
     printf("\nstill live at end: %" PRIu64 " device allocation%s, %s%s\n",
-           lc, plural(lc), summary_fmt_size(lb, a, sizeof a),
+           lc, plural(lc), msnap_size_text(lb, a, sizeof a),
            lc ? " (at a clean exit, a leak hint)" : "");
-    if (s->state_seen)
+    if (st->state_seen)
         printf("recorder state at %s: %" PRIu64 " live objects holding %s of device memory\n",
-               fmt_time(s->state_t, t, sizeof t), s->state_nlive,
-               summary_fmt_size(s->state_bytes, a, sizeof a));
+               msnap_time_text(st->state_t, t, sizeof t), st->state_nlive,
+               msnap_size_text(st->state_bytes, a, sizeof a));
 
-    size_t nsites;
-    const sm_site *sites = summary_sites_by_peak(s, &nsites);
-    if (top > 0 && nsites) {
-        size_t shown = nsites < (size_t)top ? nsites : (size_t)top;
-        char (*labs)[VM_LABEL_MAX] = site_labels(m, sites, shown);
-        printf("\ntop %zu allocation sites by peak live bytes:\n", shown);
-        for (size_t i = 0; i < shown; i++) {
-            const sm_site *st = &sites[i];
-            printf("  #%-2zu peak %-11s %6" PRIu64 " alloc%s, %s total, "
-                   "live at end %s  [%s, stack %" PRIu32 "]\n",
-                   i + 1, summary_fmt_size(st->peak, a, sizeof a), st->count,
-                   plural(st->count),
-                   summary_fmt_size(st->bytes, b, sizeof b),
-                   summary_fmt_size(st->live, c, sizeof c),
-                   msnap_action_name(st->kind), st->stack);
-            if (labs)
-                printf("      site: %s\n", labs[i]);
-            print_frames(m, st->stack, "      ");
-        }
-        free(labs);
-    }
+    for (size_t k = 0; k < sizeof site_layers / sizeof site_layers[0]; k++)
+        print_sites(s, m, site_layers[k], top);
 
     print_findings(m);
 
     printf("\nnvtx marks: %" PRIu64 "\n", s->n_marks);
     for (size_t i = 0; i < s->nmarks; i++) {
         const sm_mark *mk = &s->marks[i];
-        printf("  %-12s \"%s\"\n", fmt_time(mk->t, t, sizeof t),
+        printf("  %-12s \"%s\"\n", msnap_time_text(mk->t, t, sizeof t),
                vm_str(m, mk->str));
         for (int d = 0; d < mk->ndev; d++)
             printf("      device %d: reserved %s, async %s, allocated %s\n",
-                   d, summary_fmt_size(mk->vals[d].reserved, a, sizeof a),
-                   summary_fmt_size(mk->vals[d].async, b, sizeof b),
-                   s->allocated_seen
-                       ? summary_fmt_size(mk->vals[d].allocated, c, sizeof c)
+                   d, msnap_size_text(mk->vals[d].reserved, a, sizeof a),
+                   msnap_size_text(mk->vals[d].async, b, sizeof b),
+                   st->allocated_seen
+                       ? msnap_size_text(mk->vals[d].allocated, c, sizeof c)
                        : "not seen");
     }
 }
@@ -319,8 +342,9 @@ static void add_u64(cJSON *o, const char *key, uint64_t v)
 }
 
 /* {"peak":..,"peak_t_ns":..,"final":..} */
-static cJSON *json_level(const sm_level *l)
+static cJSON *json_level(msnap_level lv)
 {
+    const msnap_level *l = &lv;
     cJSON *o = cJSON_CreateObject();
     add_u64(o, "peak", l->peak);
     add_u64(o, "peak_t_ns", l->peak_t);
@@ -372,6 +396,41 @@ static cJSON *json_fail(const vm_model *m, const sm_fail *f, int is_free)
     return o;
 }
 
+
+/* Adds "layer": [sites by peak] (null for the allocated layer when the
+ * file has no blocks). */
+static void json_sites(cJSON *ts, const summary *s, const vm_model *m,
+                       int layer, int top)
+{
+    const char *name = msnap_layer_name(layer);
+    if (layer == MSNAP_LAYER_ALLOCATED && !s->st.allocated_seen) {
+        cJSON_AddNullToObject(ts, name);
+        return;
+    }
+    cJSON *ta = cJSON_AddArrayToObject(ts, name);
+    const msnap_site **sites = top > 0 ? malloc((size_t)top * sizeof *sites) : NULL;
+    size_t shown = sites ? summary_top_sites(s, layer, sites, (size_t)top) : 0;
+    char (*labs)[VM_LABEL_MAX] = shown ? site_labels(m, sites, shown) : NULL;
+    for (size_t i = 0; i < shown; i++) {
+        const msnap_site *x = sites[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "stack", x->stack);
+        if (labs)
+            cJSON_AddStringToObject(o, "label", labs[i]);
+        cJSON_AddStringToObject(o, "kind", msnap_action_name(x->kind));
+        cJSON_AddNumberToObject(o, "device", x->device == MSNAP_ST_HOST ? -1 : x->device);
+        add_u64(o, "peak", x->peak);
+        add_u64(o, "peak_t_ns", x->peak_t);
+        add_u64(o, "count", x->count);
+        add_u64(o, "bytes_total", x->bytes);
+        add_u64(o, "live_at_end", x->live);
+        add_u64(o, "live_count_at_end", x->live_count);
+        cJSON_AddItemToObject(o, "frames", json_frames(m, x->stack));
+        cJSON_AddItemToArray(ta, o);
+    }
+    free(labs);
+    free(sites);
+}
 
 /* ---- findings (viz/model.h) --------------------------------------------- */
 
@@ -428,8 +487,8 @@ static void print_findings(vm_model *m)
     printf("leak suspects: %zu", nleaks);
     if (nvalleys >= 2)
         printf(" (%" PRIu64 " valleys of the total; the floor went "
-               "from %s to %s)", nvalleys, summary_fmt_size(f0, a, sizeof a),
-               summary_fmt_size(f1, b, sizeof b));
+               "from %s to %s)", nvalleys, msnap_size_text(f0, a, sizeof a),
+               msnap_size_text(f1, b, sizeof b));
     else
         printf(" (%" PRIu64 " valleys of the total: too few to judge)",
                nvalleys);
@@ -438,10 +497,10 @@ static void print_findings(vm_model *m)
         const vm_site *st = &sites[leaks[i].site];
         printf("  #%-2zu live at valleys %s -> %s, rose %" PRIu32 " time%s, fell %"
                PRIu32 "; live at end %s  [%s, stack %" PRIu32 "]\n",
-               i + 1, summary_fmt_size(leaks[i].first, a, sizeof a),
-               summary_fmt_size(leaks[i].last, b, sizeof b), leaks[i].rises,
+               i + 1, msnap_size_text(leaks[i].first, a, sizeof a),
+               msnap_size_text(leaks[i].last, b, sizeof b), leaks[i].rises,
                plural(leaks[i].rises), leaks[i].falls,
-               summary_fmt_size(st->live, c, sizeof c),
+               msnap_size_text(st->live, c, sizeof c),
                msnap_action_name(st->kind), st->stack);
         print_frames(m, st->stack, "      ");
     }
@@ -453,7 +512,7 @@ static void print_findings(vm_model *m)
                                    : l->at == VM_AT_PEAK ? "the peak of reserved"
                                    : l->at == VM_AT_TIME ? "the chosen time"
                                                          : "the end",
-               fmt_time(l->t_ns, t, sizeof t));
+               msnap_time_text(l->t_ns, t, sizeof t));
     printf("\n");
     for (int dv = 0; dv < VM_NDEV; dv++) {
         const vm_dev *v = vm_device(m, dv);
@@ -462,12 +521,12 @@ static void print_findings(vm_model *m)
             continue;
         printf("  device %d: %" PRIu64 " segments, %s of memory",
                dv == VM_DEV_UNKNOWN ? -1 : dv, dl ? dl->segments : 0,
-               summary_fmt_size(dl ? dl->mapped_bytes : 0, a, sizeof a));
+               msnap_size_text(dl ? dl->mapped_bytes : 0, a, sizeof a));
         if (vm_blocks_seen(m) && dl)
             printf(", %s in blocks; free inside reserved %s, largest free "
-                   "block %s\n", summary_fmt_size(dl->block_bytes, b, sizeof b),
-                   summary_fmt_size(dl->total_free, c, sizeof c),
-                   summary_fmt_size(dl->largest_free, d, sizeof d));
+                   "block %s\n", msnap_size_text(dl->block_bytes, b, sizeof b),
+                   msnap_size_text(dl->total_free, c, sizeof c),
+                   msnap_size_text(dl->largest_free, d, sizeof d));
         else
             printf("\n");
         if (vm_blocks_seen(m) && dl && dl->total_free)
@@ -480,8 +539,8 @@ static void print_findings(vm_model *m)
         if (vm_blocks_seen(m) && v->peak_reserved)
             printf("    1 - peak_allocated/peak_reserved = %.3f (peaks %s / %s)\n",
                    1.0 - (double)v->peak_allocated / (double)v->peak_reserved,
-                   summary_fmt_size(v->peak_allocated, a, sizeof a),
-                   summary_fmt_size(v->peak_reserved, b, sizeof b));
+                   msnap_size_text(v->peak_allocated, a, sizeof a),
+                   msnap_size_text(v->peak_reserved, b, sizeof b));
         else
             printf("    1 - peak_allocated/peak_reserved = n/a (no allocator blocks)\n");
     }
@@ -494,17 +553,20 @@ static void print_findings(vm_model *m)
                nooms, nooms == 1 ? "" : "s");
         for (size_t i = 0; i < nooms && i < 3; i++) {
             const vm_oom *o = &oo[i];
-            printf("  at %s on device %d: requested %s; allocated %s, reserved %s, "
-                   "device free %s",
-                   fmt_time(o->t_ns, t, sizeof t), o->device,
-                   summary_fmt_size(o->requested, a, sizeof a),
-                   summary_fmt_size(o->allocated, b, sizeof b),
-                   summary_fmt_size(o->reserved, c, sizeof c),
-                   o->dev_total ? summary_fmt_size(o->dev_free, d, sizeof d) : "?");
+            printf("  at %s on device %d: requested %s; ",
+                   msnap_time_text(o->t_ns, t, sizeof t), o->device,
+                   msnap_size_text(o->requested, a, sizeof a));
+            if (o->blocks_seen)
+                printf("allocated %s, ", msnap_size_text(o->allocated, b, sizeof b));
+            else
+                printf("allocated layer: not seen, ");
+            printf("reserved %s, device free %s",
+                   msnap_size_text(o->reserved, c, sizeof c),
+                   o->dev_total ? msnap_size_text(o->dev_free, d, sizeof d) : "?");
             if (o->blocks_seen)
                 printf(", free inside reserved %s, largest free block %s",
-                       summary_fmt_size(o->total_free, a, sizeof a),
-                       summary_fmt_size(o->largest_free, b, sizeof b));
+                       msnap_size_text(o->total_free, a, sizeof a),
+                       msnap_size_text(o->largest_free, b, sizeof b));
             printf("\n    -> %s\n", oom_verdict(o));
         }
     }
@@ -592,7 +654,10 @@ static cJSON *json_findings(vm_model *m)
         add_u64(x, "t_ns", o->t_ns);
         cJSON_AddNumberToObject(x, "device", o->device);
         add_u64(x, "requested", o->requested);
-        add_u64(x, "allocated", o->allocated);
+        if (o->blocks_seen)
+            add_u64(x, "allocated", o->allocated);
+        else
+            cJSON_AddNullToObject(x, "allocated");
         add_u64(x, "reserved", o->reserved);
         add_u64(x, "device_free", o->dev_free);
         add_u64(x, "device_total", o->dev_total);
@@ -658,33 +723,31 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
                           json_counts(s->by_api, MSNAP_API_COUNT,
                                       msnap_api_name));
 
-    cJSON_AddBoolToObject(root, "allocated_seen", s->allocated_seen);
+    const msnap_state *st = &s->st;
+    cJSON_AddBoolToObject(root, "allocated_seen", st->allocated_seen);
     cJSON *da = cJSON_AddArrayToObject(root, "devices");
-    for (int d = 0; d < SM_NDEV; d++) {
-        sm_device *v = &s->dev[d];
-        if (!v->seen)
+    for (int d = 0; d < MSNAP_ST_NDEV; d++) {
+        if (!device_shown(s, d))
             continue;
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "device", d == SM_DEV_UNKNOWN ? -1 : d);
-        cJSON_AddItemToObject(o, "reserved", json_level(&v->reserved));
-        cJSON_AddItemToObject(o, "async", json_level(&v->async));
-        cJSON_AddItemToObject(o, "managed", json_level(&v->managed));
-        cJSON_AddItemToObject(o, "vmm_va", json_level(&v->vmm_va));
-        cJSON_AddItemToObject(o, "vmm_mapped", json_level(&v->vmm_mapped));
-        if (s->allocated_seen)
-            cJSON_AddItemToObject(o, "allocated", json_level(&v->allocated));
-        else
-            cJSON_AddNullToObject(o, "allocated");
+        cJSON_AddNumberToObject(o, "device", d == MSNAP_ST_HOST ? -1 : d);
+        for (int l = 0; l < MSNAP_LAYER_COUNT; l++) {
+            if (l == MSNAP_LAYER_PINNED)
+                continue;
+            if (l == MSNAP_LAYER_ALLOCATED && !st->allocated_seen)
+                cJSON_AddNullToObject(o, msnap_layer_name(l));
+            else
+                cJSON_AddItemToObject(o, msnap_layer_name(l),
+                                      json_level(msnap_state_level(st, d, l)));
+        }
         cJSON *l = cJSON_AddObjectToObject(o, "live_at_end");
-        add_u64(l, "count", v->live_count);
-        add_u64(l, "bytes", v->live_bytes);
+        add_u64(l, "count", s->live_count[d]);
+        add_u64(l, "bytes", s->live_bytes[d]);
         cJSON_AddItemToArray(da, o);
     }
-    uint64_t hc, hb;
-    summary_host_live(s, &hc, &hb);
-    cJSON *ho = json_level(&s->pinned);
-    add_u64(ho, "live_count", hc);
-    add_u64(ho, "live_bytes", hb);
+    cJSON *ho = json_level(msnap_state_level(st, MSNAP_ST_HOST, MSNAP_LAYER_PINNED));
+    add_u64(ho, "live_count", s->live_count[MSNAP_ST_HOST]);
+    add_u64(ho, "live_bytes", s->live_bytes[MSNAP_ST_HOST]);
     cJSON_AddItemToObject(root, "pinned_host", ho);
 
     add_u64(root, "oom_count", s->n_oom);
@@ -696,46 +759,26 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
     cJSON *fa = cJSON_AddArrayToObject(root, "failed_frees");
     for (size_t i = 0; i < s->nfree_fails; i++)
         cJSON_AddItemToArray(fa, json_fail(m, &s->free_fails[i], 1));
-    add_u64(root, "unmatched_frees", s->unmatched_frees);
+    add_u64(root, "unmatched_frees", st->unknown_frees);
 
     uint64_t lc = 0, lb = 0;
-    for (int d = 0; d < SM_NDEV; d++) {
-        lc += s->dev[d].live_count;
-        lb += s->dev[d].live_bytes;
+    for (int d = 0; d < MSNAP_ST_HOST; d++) {
+        lc += s->live_count[d];
+        lb += s->live_bytes[d];
     }
     cJSON *le = cJSON_AddObjectToObject(root, "live_at_end");
     add_u64(le, "count", lc);
     add_u64(le, "bytes", lb);
-    if (s->state_seen) {
-        cJSON *st = cJSON_AddObjectToObject(root, "state");
-        add_u64(st, "t_ns", s->state_t);
-        add_u64(st, "live", s->state_nlive);
-        add_u64(st, "bytes", s->state_bytes);
+    if (st->state_seen) {
+        cJSON *so = cJSON_AddObjectToObject(root, "state");
+        add_u64(so, "t_ns", st->state_t);
+        add_u64(so, "live", st->state_nlive);
+        add_u64(so, "bytes", st->state_bytes);
     }
 
-    size_t nsites;
-    const sm_site *sites = summary_sites_by_peak(s, &nsites);
-    cJSON *ta = cJSON_AddArrayToObject(root, "top_sites");
-    size_t shown = top > 0 ? (nsites < (size_t)top ? nsites : (size_t)top) : 0;
-    char (*labs)[VM_LABEL_MAX] = shown ? site_labels(m, sites, shown) : NULL;
-    for (size_t i = 0; i < shown; i++) {
-        const sm_site *st = &sites[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "stack", st->stack);
-        if (labs)
-            cJSON_AddStringToObject(o, "label", labs[i]);
-        cJSON_AddStringToObject(o, "kind", msnap_action_name(st->kind));
-        cJSON_AddNumberToObject(o, "device", st->device);
-        add_u64(o, "peak", st->peak);
-        add_u64(o, "peak_t_ns", st->peak_t);
-        add_u64(o, "count", st->count);
-        add_u64(o, "bytes_total", st->bytes);
-        add_u64(o, "live_at_end", st->live);
-        add_u64(o, "live_count_at_end", st->live_count);
-        cJSON_AddItemToObject(o, "frames", json_frames(m, st->stack));
-        cJSON_AddItemToArray(ta, o);
-    }
-    free(labs);
+    cJSON *ts = cJSON_AddObjectToObject(root, "top_sites");
+    for (size_t k = 0; k < sizeof site_layers / sizeof site_layers[0]; k++)
+        json_sites(ts, s, m, site_layers[k], top);
 
     cJSON_AddItemToObject(root, "findings", json_findings(m));
     add_u64(root, "nvtx_marks", s->n_marks);
@@ -804,8 +847,10 @@ static int summarize(const char *path, int json, int marks, int top,
         return 2;
     }
     int rc = s.n_oom ? 1 : 0;
-    vm_peak_totals(m, &row->peak_allocated, &row->peak_reserved);
-    row->blocks = vm_blocks_seen(m);
+    /* The same state figures the per-file lines print: they agree. */
+    row->peak_reserved = msnap_state_peak(&s.st, -1, MSNAP_LAYER_RESERVED);
+    row->peak_allocated = msnap_state_peak(&s.st, -1, MSNAP_LAYER_ALLOCATED);
+    row->blocks = s.st.allocated_seen;
     row->ooms = s.n_oom;
     if (json) {
         *root = build_json(&s, m, path, top);
@@ -887,12 +932,12 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
                "peak allocated", "OOMs");
         for (int i = 0; i < n; i++)
             printf("  %-*s  %-14s %-14s %" PRIu64 "%s\n", w, paths[i],
-                   summary_fmt_size(rows[i].peak_reserved, a, sizeof a),
-                   rows[i].blocks ? summary_fmt_size(rows[i].peak_allocated, b, sizeof b)
+                   msnap_size_text(rows[i].peak_reserved, a, sizeof a),
+                   rows[i].blocks ? msnap_size_text(rows[i].peak_allocated, b, sizeof b)
                                   : "n/a",
                    rows[i].ooms, i == hi ? "   <- highest peak" : "");
         printf("highest peak reserved: %s (%s)\n", paths[hi],
-               summary_fmt_size(rows[hi].peak_reserved, a, sizeof a));
+               msnap_size_text(rows[hi].peak_reserved, a, sizeof a));
     }
     free(rows);
     if (fflush(stdout) != 0) {

@@ -412,11 +412,15 @@ static void take_counters(msnap_state *st, const msnap_counters *c)
         if (c->allocated)
             st->allocated_seen = 1;
     }
-    if (c->host > st->cnt_peak[MSNAP_ST_HOST][MSNAP_LAYER_PINNED])
+    if (c->host > st->cnt_peak[MSNAP_ST_HOST][MSNAP_LAYER_PINNED]) {
         st->cnt_peak[MSNAP_ST_HOST][MSNAP_LAYER_PINNED] = c->host;
+        st->cnt_peak_t[MSNAP_ST_HOST][MSNAP_LAYER_PINNED] = c->t_ns;
+    }
     for (int l = 0; l < MSNAP_LAYER_COUNT; l++)
-        if (v[l] > st->cnt_peak[slot][l])
+        if (v[l] > st->cnt_peak[slot][l]) {
             st->cnt_peak[slot][l] = v[l];
+            st->cnt_peak_t[slot][l] = c->t_ns;
+        }
 }
 
 /* A live line of a state section. */
@@ -526,6 +530,21 @@ uint64_t msnap_state_peak(const msnap_state *st, int slot, int layer)
     for (int d = 0; d < MSNAP_ST_NDEV; d++)
         cnt += st->cnt_peak[d][layer];
     return cnt > st->all[layer].peak ? cnt : st->all[layer].peak;
+}
+
+msnap_level msnap_state_level(const msnap_state *st, int slot, int layer)
+{
+    msnap_level v = {0};
+    if (layer < 0 || layer >= MSNAP_LAYER_COUNT)
+        return v;
+    v = slot >= 0 && slot < MSNAP_ST_NDEV ? st->lv[slot][layer] : st->all[layer];
+    uint64_t p = msnap_state_peak(st, slot, layer);
+    if (p > v.peak) {
+        v.peak = p;
+        v.peak_t = slot >= 0 && slot < MSNAP_ST_NDEV ? st->cnt_peak_t[slot][layer] : 0;
+        v.peak_ev = 0;
+    }
+    return v;
 }
 
 const msnap_obj *msnap_state_find(const msnap_state *st, int space, uint64_t key)

@@ -384,16 +384,16 @@ static void table_cells(const viz_cmp *cmp, const char **names, int i,
     snprintf(cells[0], 128, "%s: %s", viz_cmp_letter(i, l, sizeof l), names[i]);
     viz_fit_label(cells[0], 44);
     if (r->blocks)
-        vm_fmt_size(r->peak_stacked, cells[1], 128);
+        msnap_size_text(r->peak_stacked, cells[1], 128);
     else
         snprintf(cells[1], 128, "n/a (no blocks)");
-    vm_fmt_size(r->peak_reserved, cells[2], 128);
+    msnap_size_text(r->peak_reserved, cells[2], 128);
     pct(r->frag_free, r->frag_known, cells[3], 128);
     pct(r->frag_peak, r->frag_known, cells[4], 128);
     if (r->ooms)
         snprintf(cells[5], 128, "%" PRIu64 " (at %s: %s)", r->ooms,
-                 vm_fmt_time(r->oom_t, t, sizeof t),
-                 vm_fmt_size(r->oom_requested, a, sizeof a));
+                 msnap_time_text(r->oom_t, t, sizeof t),
+                 msnap_size_text(r->oom_requested, a, sizeof a));
     else
         snprintf(cells[5], 128, "none");
     snprintf(cells[6], 128, "%" PRIu64, r->events);
@@ -482,7 +482,7 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                 viz_fit_label(lab, 70);
                 int up = ch->after > ch->before;
                 snprintf(buf, sizeof buf, "%s%s", up ? "+" : "-",
-                         viz_fmt_size_short(absdiff(ch->after, ch->before), d, sizeof d));
+                         msnap_size_text_short(absdiff(ch->after, ch->before), d, sizeof d));
                 int sx = x0 + 12 * ts;
                 int sy = y + ts;
                 canvas_rect(c, sx, sy, sx + 10 * ts, sy + FONT_CAP_H * ts, ch->colour);
@@ -490,8 +490,8 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                 x += canvas_text(c, x, y, buf, up ? UP : DOWN, ts);
                 x = sx + 14 * ts + canvas_text_w("+1023.5 MiB", ts) + 8 * ts;
                 snprintf(buf, sizeof buf, "%s -> %s  %s",
-                         viz_fmt_size_short(ch->before, a, sizeof a),
-                         viz_fmt_size_short(ch->after, b, sizeof b), lab);
+                         msnap_size_text_short(ch->before, a, sizeof a),
+                         msnap_size_text_short(ch->after, b, sizeof b), lab);
                 canvas_text(c, x, y, buf, TEXT, ts);
             }
             y += lh;

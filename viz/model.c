@@ -1495,37 +1495,3 @@ int vm_parse_at(const char *s, int *at, uint64_t *t_ns)
     *t_ns = (uint64_t)llround(t);
     return 0;
 }
-
-const char *vm_fmt_size(uint64_t bytes, char *buf, size_t cap)
-{
-    static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
-        snprintf(buf, cap, "%" PRIu64 " B", bytes);
-        return buf;
-    }
-    double v = (double)bytes / 1024.0;
-    int u = 0;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, cap, "%.2f %s", v, unit[u]);
-    return buf;
-}
-
-const char *vm_fmt_time(uint64_t ns, char *buf, size_t cap)
-{
-    if (ns < 1000)
-        snprintf(buf, cap, "%" PRIu64 " ns", ns);
-    else if (ns < 1000000)
-        snprintf(buf, cap, "%.3f us", (double)ns / 1e3);
-    else if (ns < 1000000000)
-        snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
-    else if (ns < 120000000000ull)
-        snprintf(buf, cap, "%.3f s", (double)ns / 1e9);
-    else if (ns < 7200000000000ull)
-        snprintf(buf, cap, "%.2f min", (double)ns / 60e9);
-    else
-        snprintf(buf, cap, "%.2f h", (double)ns / 3600e9);
-    return buf;
-}

@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "memsnap/format.h"
+#include "memsnap/human.h"
 #include "symtab.h"
 
 #define VM_NDEV (MSNAP_MAX_DEVICES + 1) /* last slot: device -1 / unknown */
@@ -284,8 +285,5 @@ uint64_t vm_col_value(const vm_model *m, int slot, int col, int rank);
  * "3min", "1.5h", "250us", "1000ns") into *at and *t.  0 ok, -1 bad. */
 int vm_parse_at(const char *s, int *at, uint64_t *t_ns);
 
-/* Human sizes and times for labels. */
-const char *vm_fmt_size(uint64_t bytes, char *buf, size_t cap);
-const char *vm_fmt_time(uint64_t ns, char *buf, size_t cap);
 
 #endif

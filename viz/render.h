@@ -115,7 +115,5 @@ int viz_segmap_pixel(const viz_segmap_geom *g, const vm_layout *l,
 int viz_segmap(const vm_model *m, canvas *c, int width, int height,
                const char *title, viz_segmap_geom *geom);
 
-/* "1.5 GiB", "512 MiB", "0 B": a short size for tick labels. */
-const char *viz_fmt_size_short(uint64_t v, char *buf, size_t cap);
 
 #endif

@@ -164,7 +164,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
                 vm_site_label(m, sites[v->top[r]].stack, lab, sizeof lab);
             viz_fit_label(lab, 84);
             snprintf(it[nit].text, sizeof it[nit].text, "%s%.100s  %s here",
-                     ndev_rows > 1 ? "" : "", lab, viz_fmt_size_short(bytes, a, sizeof a));
+                     ndev_rows > 1 ? "" : "", lab, msnap_size_text_short(bytes, a, sizeof a));
             it[nit++].colour = viz_rank_colour(m, d, r);
         }
         free(labs);
@@ -279,7 +279,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
                      : l->at == VM_AT_TIME ? "at the chosen time"
                                            : "at the end";
     snprintf(buf, sizeof buf, "%s %s (t = %s, after event %" PRIu64 ")", title,
-             when, vm_fmt_time(l->t_ns, a, sizeof a), l->event_index);
+             when, msnap_time_text(l->t_ns, a, sizeof a), l->event_index);
     if ((int)strlen(buf) * FONT_CELL_W * (ts + 1) > width - 2 * margin)
         canvas_text(c, margin, 8, buf, TEXT, ts);
     else
@@ -290,7 +290,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
     snprintf(buf, sizeof buf,
              "One row per segment, laid out by address; every pixel is %s%s.",
              bpp >= 1 ? "" : "less than 1 B",
-             bpp >= 1 ? viz_fmt_size_short((uint64_t)llround(bpp), a, sizeof a) : "");
+             bpp >= 1 ? msnap_size_text_short((uint64_t)llround(bpp), a, sizeof a) : "");
     canvas_text(c, margin, y, buf, MUTED, ts);
     y += (FONT_CELL_H + 3) * ts;
     canvas_text(c, margin, y, vm_blocks_seen(m)
@@ -307,24 +307,24 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
             snprintf(buf, sizeof buf,
                      "device %d: %" PRIu64 " segments with %s of memory, %s of it in blocks",
                      d == VM_DEV_UNKNOWN ? -1 : d, dl->segments,
-                     vm_fmt_size(dl->mapped_bytes, a, sizeof a),
-                     vm_fmt_size(dl->block_bytes, b, sizeof b));
+                     msnap_size_text(dl->mapped_bytes, a, sizeof a),
+                     msnap_size_text(dl->block_bytes, b, sizeof b));
         else
             snprintf(buf, sizeof buf,
                      "device %d: %" PRIu64 " segments with %s of memory",
                      d == VM_DEV_UNKNOWN ? -1 : d, dl->segments,
-                     vm_fmt_size(dl->mapped_bytes, a, sizeof a));
+                     msnap_size_text(dl->mapped_bytes, a, sizeof a));
         if (dl->segment_bytes > dl->mapped_bytes) {
             size_t n = strlen(buf);
             snprintf(buf + n, sizeof buf - n, " (+%s of address space not mapped)",
-                     vm_fmt_size(dl->segment_bytes - dl->mapped_bytes, d1, sizeof d1));
+                     msnap_size_text(dl->segment_bytes - dl->mapped_bytes, d1, sizeof d1));
         }
         canvas_text(c, margin, y, buf, TEXT, ts);
         y += (FONT_CELL_H + 3) * ts;
         if (vm_blocks_seen(m)) {
             snprintf(buf, sizeof buf, "  free inside reserved %s, largest free block %s",
-                     vm_fmt_size(dl->total_free, a, sizeof a),
-                     vm_fmt_size(dl->largest_free, b, sizeof b));
+                     msnap_size_text(dl->total_free, a, sizeof a),
+                     msnap_size_text(dl->largest_free, b, sizeof b));
             canvas_text(c, margin, y, buf, TEXT, ts);
             y += (FONT_CELL_H + 3) * ts;
             if (dl->total_free)
@@ -344,12 +344,12 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved = %.3f (whole run: %s / %s)",
                      1.0 - (double)v->peak_allocated / (double)v->peak_reserved,
-                     vm_fmt_size(v->peak_allocated, a, sizeof a),
-                     vm_fmt_size(v->peak_reserved, b, sizeof b));
+                     msnap_size_text(v->peak_allocated, a, sizeof a),
+                     msnap_size_text(v->peak_reserved, b, sizeof b));
         else
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved: n/a (peak reserved %s)",
-                     vm_fmt_size(v->peak_reserved, a, sizeof a));
+                     msnap_size_text(v->peak_reserved, a, sizeof a));
         canvas_text(c, margin, y, buf, TEXT, ts);
         y += (FONT_CELL_H + 3) * ts;
     }
@@ -382,7 +382,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
         }
         int lines = (int)seg_lines(s->size, bpp, bar_w);
         snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
-                 viz_fmt_size_short(s->size, a, sizeof a), kind_name(s->kind));
+                 msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
         canvas_text(c, margin, y + 2, buf, TEXT, ts);
         if (geom) {
             geom->rows[geom->nrows++] = (viz_segrow){

@@ -116,24 +116,6 @@ int viz_y_of(const viz_geom *g, uint64_t v)
     return (int)y;
 }
 
-const char *viz_fmt_size_short(uint64_t v, char *buf, size_t cap)
-{
-    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    int u = 0;
-    double d = (double)v;
-    while (d >= 1024.0 && u < 6) {
-        d /= 1024.0;
-        u++;
-    }
-    if (fabs(d - round(d)) < 0.005)
-        snprintf(buf, cap, "%.0f %s", d, unit[u]);
-    else if (fabs(d * 10 - round(d * 10)) < 0.05)
-        snprintf(buf, cap, "%.1f %s", d, unit[u]);
-    else
-        snprintf(buf, cap, "%.2f %s", d, unit[u]);
-    return buf;
-}
-
 /* A power-of-two step giving 4..8 ticks up to ymax. */
 static uint64_t size_step(uint64_t ymax)
 {
@@ -291,7 +273,7 @@ static int legend_items(const vm_model *m, int slot, legend_item *it,
             vm_site_label(m, s->stack, lab, sizeof lab);
         viz_fit_label(lab, 84);
         snprintf(it[n].text, sizeof it[n].text, "%.100s  peak %s", lab,
-                 viz_fmt_size_short(s->peak, sz, sizeof sz));
+                 msnap_size_text_short(s->peak, sz, sizeof sz));
         it[n].colour = viz_rank_colour(m, slot, r);
         it[n++].style = 0;
     }
@@ -452,13 +434,13 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         snprintf(buf, sizeof buf,
                  "Coloured area: allocated bytes (allocator blocks) stacked by "
                  "allocation site; line: reserved. Peak allocated %s, reserved %s.",
-                 vm_fmt_size(v->peak_stacked, a, sizeof a),
-                 vm_fmt_size(v->peak_reserved, b, sizeof b));
+                 msnap_size_text(v->peak_stacked, a, sizeof a),
+                 msnap_size_text(v->peak_reserved, b, sizeof b));
     else
         snprintf(buf, sizeof buf,
                  "Reserved only: the process's allocator does not report blocks. "
                  "Coloured area: driver allocations by site. Peak %s.",
-                 vm_fmt_size(v->peak_reserved > v->cnt_peak_reserved
+                 msnap_size_text(v->peak_reserved > v->cnt_peak_reserved
                                  ? v->peak_reserved : v->cnt_peak_reserved,
                              a, sizeof a));
     fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
@@ -469,11 +451,11 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     if (p->capacity && !p->show_capacity)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "Device capacity %s is far above (not drawn). ",
-                              vm_fmt_size(p->capacity, a, sizeof a));
+                              msnap_size_text(p->capacity, a, sizeof a));
     if (p->cap && !p->show_cap && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "Configured cap %s is far above (not drawn). ",
-                              vm_fmt_size(p->cap, a, sizeof a));
+                              msnap_size_text(p->cap, a, sizeof a));
     size_t nkept;
     uint64_t nall;
     vm_ranges(m, &nkept, &nall);
@@ -548,7 +530,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         int yy = viz_y_of(&g, val);
         if (val)
             canvas_hline(c, g.x0, g.x1 - 1, yy, 1, GRID, 0);
-        viz_fmt_size_short(val, buf, sizeof buf);
+        msnap_size_text_short(val, buf, sizeof buf);
         canvas_text(c, g.x0 - 8 - canvas_text_w(buf, ts),
                     yy - FONT_CAP_H * ts / 2, buf, TEXT, ts);
         canvas_hline(c, g.x0 - 5, g.x0 - 1, yy, 1, AXIS, 0);
@@ -584,7 +566,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     else if (xlo > 0)
         snprintf(xt, sizeof xt, "time since the recorder started (the plot "
                  "starts at the first event, %s; --from 0 shows from 0)",
-                 vm_fmt_time(xlo, a, sizeof a));
+                 msnap_time_text(xlo, a, sizeof a));
     else
         snprintf(xt, sizeof xt, "time since the recorder started");
     fit_text(xt, o->columns / (FONT_CELL_W * ts));
@@ -660,14 +642,14 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         int yy = viz_y_of(&g, p->capacity);
         canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAPACITY, 6);
         snprintf(buf, sizeof buf, "device capacity %s",
-                 vm_fmt_size(p->capacity, a, sizeof a));
+                 msnap_size_text(p->capacity, a, sizeof a));
         canvas_text(c, g.x1 - canvas_text_w(buf, ts) - 4,
                     yy - (FONT_CELL_H + 1) * ts, buf, CAPACITY, ts);
     }
     if (p->show_cap) {
         int yy = viz_y_of(&g, p->cap);
         canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAP, 6);
-        snprintf(buf, sizeof buf, "cap %s", vm_fmt_size(p->cap, a, sizeof a));
+        snprintf(buf, sizeof buf, "cap %s", msnap_size_text(p->cap, a, sizeof a));
         canvas_text(c, g.x0 + 6, yy - (FONT_CELL_H + 1) * ts, buf, CAP, ts);
     }
     /* OOMs */
@@ -686,7 +668,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         canvas_rect(c, xx + ts + 1, ya, xx + ts + 1 + 5 * ts, yb, VIZ_OOM);
         snprintf(buf, sizeof buf, "%s: requested %s",
                  oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error",
-                 vm_fmt_size(oo[i].requested, a, sizeof a));
+                 msnap_size_text(oo[i].requested, a, sizeof a));
         int tw = canvas_text_w(buf, ts);
         if (xx - last_label_x > tw + 10) {
             int tx = xx + 8 * ts;
@@ -730,7 +712,7 @@ void viz_panel_title(const vm_model *m, int slot, const char *prefix,
         snprintf(buf, cap, "%s - device ? (unknown ordinal)", prefix);
     else if (v->name[0] || v->total)
         snprintf(buf, cap, "%s - device %d (%s, %s)", prefix, slot,
-                 v->name[0] ? v->name : "?", vm_fmt_size(v->total, a, sizeof a));
+                 v->name[0] ? v->name : "?", msnap_size_text(v->total, a, sizeof a));
     else
         snprintf(buf, cap, "%s - device %d", prefix, slot);
 }

@@ -168,6 +168,7 @@ struct msnap_state {
     msnap_level lv[MSNAP_ST_NDEV][MSNAP_LAYER_COUNT];
     msnap_level all[MSNAP_LAYER_COUNT];   /* the sum over slots, one moment */
     uint64_t cnt_peak[MSNAP_ST_NDEV][MSNAP_LAYER_COUNT]; /* counters lines */
+    uint64_t cnt_peak_t[MSNAP_ST_NDEV][MSNAP_LAYER_COUNT];
     int seen[MSNAP_ST_NDEV];     /* a memory event / device line for the slot */
     int allocated_seen;          /* any block event or counters' allocated */
     int counters_seen;
@@ -227,6 +228,9 @@ int msnap_state_rewind(msnap_state *st);
 
 /* Peak of a layer on a slot (slot -1: the process), counters included. */
 uint64_t msnap_state_peak(const msnap_state *st, int slot, int layer);
+/* The level of a layer on a slot (slot -1: the process) with the counters
+ * lines folded in: a higher counters value replaces peak and peak_t. */
+msnap_level msnap_state_level(const msnap_state *st, int slot, int layer);
 
 /* The live object under (space, key); NULL when none. */
 const msnap_obj *msnap_state_find(const msnap_state *st, int space, uint64_t key);
