@@ -242,14 +242,19 @@ static void print_text(summary *s, vm_model *m, const char *path, int top)
             printf("\ndevice ? (unknown ordinal)\n");
         else
             printf("\ndevice %d\n", d);
-        print_level("reserved", msnap_state_level(st, d, MSNAP_LAYER_RESERVED));
+        /* The unknown slot often holds only address space (a VA
+         * reservation names no device): its zero levels are not shown. */
+        int all = d != MSNAP_ST_HOST;
+        if (all || msnap_state_peak(st, d, MSNAP_LAYER_RESERVED))
+            print_level("reserved", msnap_state_level(st, d, MSNAP_LAYER_RESERVED));
         static const struct { int layer; const char *name; } parts[] = {
             {MSNAP_LAYER_ASYNC, "  async"}, {MSNAP_LAYER_MANAGED, "  managed"},
             {MSNAP_LAYER_VMM_VA, "vmm VA"}, {MSNAP_LAYER_VMM_MAPPED, "vmm mapped"}};
         for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
             if (msnap_state_peak(st, d, parts[i].layer))
                 print_level(parts[i].name, msnap_state_level(st, d, parts[i].layer));
-        if (st->allocated_seen)
+        if (st->allocated_seen &&
+            (all || msnap_state_peak(st, d, MSNAP_LAYER_ALLOCATED)))
             print_level("allocated", msnap_state_level(st, d, MSNAP_LAYER_ALLOCATED));
         printf("  live at end: %" PRIu64 " allocation%s, %s\n",
                s->live_count[d], plural(s->live_count[d]),

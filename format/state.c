@@ -155,6 +155,12 @@ static uint32_t site_of(msnap_state *st, const msnap_obj *o, int *oom)
     return (uint32_t)st->nsites++;
 }
 
+uint32_t msnap_state_site_for(msnap_state *st, const msnap_obj *o)
+{
+    int oom = 0;
+    return site_of(st, o, &oom);
+}
+
 /* Takes (space, key) out of the live set; 1 and *out when it was live. */
 static int obj_remove(msnap_state *st, int space, uint64_t key, msnap_obj *out);
 

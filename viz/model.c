@@ -1,10 +1,11 @@
 /* The renderer's model: see model.h for the two passes and what each
- * learns.  Every event goes through apply_event, which moves entries in and
- * out of the live set (keyed by layer and address, VMM physical memory by
- * handle) with entry_add / entry_remove; those two are the only places where
- * the per-device levels and the per-site live bytes change, so the pass-1
- * bookkeeping (peaks, the valley detector of the leak finder) and the pass-2
- * bookkeeping (column buckets) hang off them (touch_before / touch_after).
+ * learns.  What an event does to live memory is the state model's
+ * (include/memsnap/state.h): every event goes to msnap_state_event, and the
+ * model observes each change of a level (obj_before / obj_after), where the
+ * pass-1 bookkeeping (peaks, the valley detector of the leak finder) and the
+ * pass-2 bookkeeping (column buckets) hang (touch_before / touch_after).
+ * Sites are the state's: vm_sites()[i] is the state's site i, with the
+ * model's rank and leak figures beside it.
  *
  * Leak finder (pass 1).  T = the stacked total over all devices.  A zigzag
  * detector with threshold thr = max(1% of the largest T so far, 1 byte)
@@ -27,18 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memsnap/u64map.h"
+#include "memsnap/state.h"
 
-enum { L_MEM = 1, L_BLOCK, L_VA, L_PHYS, L_MAP };
-#define NO_SITE UINT32_MAX
+#define NO_SITE MSNAP_NO_SITE
 #define MAX_THREADS 64
 #define MAX_DEPTH 32
-
-/* An allocation known to be live before the first recorded event. */
-typedef struct vm_pre {
-    vm_live e;
-    uint64_t key;
-} vm_pre;
 
 typedef struct vm_thread {
     uint32_t tid;
@@ -59,17 +53,11 @@ struct vm_model {
 
     vm_dev dev[VM_NDEV];
 
-    /* live set */
-    u64map live_map;
-    vm_live *live;
-    size_t nlive, cap_live;
-    uint32_t *lfree;
-    size_t nlfree, cap_lfree;
-    struct { vm_live e; uint64_t key; int valid; } undo[VM_UNDO];
-    int undo_pos;
+    /* live objects, levels and sites (state.h) */
+    msnap_state st;
+    int err;                     /* an observer ran out of memory */
 
-    /* sites */
-    u64map site_map;
+    /* the state's sites with the model's figures; nsites <= st.nsites */
     vm_site *sites;
     size_t nsites, cap_sites;
 
@@ -87,7 +75,7 @@ struct vm_model {
     int cur_col;
 
     /* peaks for the capture moment */
-    uint64_t sum_reserved, peak_sum_reserved, peak_idx;
+    uint64_t peak_sum_reserved, peak_idx;
     uint64_t at_time_idx;
     uint64_t capture_idx;        /* after this event; UINT64_MAX: at the end */
     int capture_at;
@@ -107,13 +95,6 @@ struct vm_model {
     vm_leak *leaks;
     size_t nleaks;
 
-    /* ring mode / late start */
-    vm_pre *pre;
-    size_t npre, cap_pre;
-    vm_live *state;
-    size_t nstate, cap_state;
-    int in_state;
-
     /* NVTX (pass 2) */
     vm_thread threads[MAX_THREADS];
     int nthreads;
@@ -131,44 +112,25 @@ static int dev_slot(int d)
     return d >= 0 && d < MSNAP_MAX_DEVICES ? d : VM_DEV_UNKNOWN;
 }
 
-static int layer_of_kind(int kind)
-{
-    switch (kind) {
-    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
-    case MSNAP_A_HOST_ALLOC: return L_MEM;
-    case MSNAP_A_BLOCK_ALLOC: return L_BLOCK;
-    case MSNAP_A_VMM_RESERVE: return L_VA;
-    case MSNAP_A_VMM_CREATE: return L_PHYS;
-    case MSNAP_A_VMM_MAP: return L_MAP;
-    default: return 0;
-    }
-}
-
 /* Site class of an allocation kind on a device slot. */
 static int cls_of(int kind, int slot)
 {
-    switch (kind) {
-    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
-        return VM_CLS_MEM;
-    case MSNAP_A_VMM_CREATE:
-        return slot == VM_DEV_UNKNOWN ? VM_CLS_NONE : VM_CLS_MEM;
-    case MSNAP_A_BLOCK_ALLOC:
-        return VM_CLS_BLOCK;
-    default:
-        return VM_CLS_NONE;
+    switch (msnap_state_site_layer(kind, slot)) {
+    case MSNAP_LAYER_RESERVED: return VM_CLS_MEM;
+    case MSNAP_LAYER_ALLOCATED: return VM_CLS_BLOCK;
+    default: return VM_CLS_NONE;
     }
-}
-
-/* Whether this kind counts in the device's reserved (driver memory) line. */
-static int in_reserved(int kind, int slot)
-{
-    return cls_of(kind, slot) == VM_CLS_MEM;
 }
 
 static int stacked_cls(const vm_model *m)
 {
     return m->blocks_seen ? VM_CLS_BLOCK : VM_CLS_MEM;
 }
+
+static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
+                       int sign);
+static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
+                     int sign);
 
 vm_model *vm_new(const vm_opts *o)
 {
@@ -184,6 +146,11 @@ vm_model *vm_new(const vm_opts *o)
         m->o.columns = 0;
     m->pass = 1;
     m->first_oom_idx = UINT64_MAX;
+    msnap_state_init(&m->st);
+    static const msnap_state_observer obs = {obj_before, obj_after, NULL};
+    msnap_state_observer o2 = obs;
+    o2.ctx = m;
+    msnap_state_observe(&m->st, &o2);
     return m;
 }
 
@@ -198,16 +165,11 @@ void vm_free(vm_model *m)
 {
     if (!m)
         return;
-    u64map_free(&m->live_map);
-    free(m->live);
-    free(m->lfree);
-    u64map_free(&m->site_map);
+    msnap_state_free(&m->st);
     free(m->sites);
     vm_symtab_free(&m->tab);
     free(m->dirty);
     free(m->leaks);
-    free(m->pre);
-    free(m->state);
     free(m->ranges);
     for (int d = 0; d < VM_NDEV; d++) {
         free(m->dev[d].cols);
@@ -256,21 +218,19 @@ int vm_col_of(const vm_model *m, uint64_t x)
 
 /* ---- sites ------------------------------------------------------------ */
 
-static uint32_t site_for(vm_model *m, uint32_t stack, int cls, int kind,
-                         int slot)
+/* The model's entry for the state's site idx, made when new (the state's
+ * sites only grow).  NULL when out of memory. */
+static vm_site *site_at(vm_model *m, uint32_t idx)
 {
-    uint64_t key = (uint64_t)stack | (uint64_t)cls << 32 |
-                   (uint64_t)(slot + 1) << 40;
-    uint64_t *v = u64map_get(&m->site_map, 0, key);
-    if (v)
-        return (uint32_t)*v;
-    if (vm_grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites) ||
-        u64map_put(&m->site_map, 0, key, m->nsites))
-        return NO_SITE;
-    m->sites[m->nsites] = (vm_site){.stack = stack, .cls = (uint8_t)cls,
-                                    .kind = (uint8_t)kind,
-                                    .device = (int16_t)slot, .rank = -1};
-    return (uint32_t)m->nsites++;
+    while (m->nsites <= idx) {
+        if (vm_grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites))
+            return NULL;
+        const msnap_site *s = &m->st.sites[m->nsites];
+        m->sites[m->nsites++] = (vm_site){
+            .stack = s->stack, .cls = (uint8_t)cls_of(s->kind, s->device),
+            .kind = s->kind, .device = s->device, .rank = -1};
+    }
+    return &m->sites[idx];
 }
 
 /* Leak finder: called before a site's live bytes change (pass 1). */
@@ -416,40 +376,51 @@ static void touch_after(vm_model *m, int d)
         k->res_min = v->reserved;
 }
 
-/* Moves the levels of entry e by +size (sign 1) or -size (sign -1). */
-static int entry_delta(vm_model *m, const vm_live *e, int sign)
+/* State observer, before a level changes: fills the columns up to now
+ * with the old state (pass 2) and lets the leak finder save the site's
+ * bytes at the candidate valley (pass 1). */
+static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
+                       int sign)
 {
-    int d = e->device;
+    (void)st;
+    (void)sign;
+    vm_model *m = ctx;
+    int cls = cls_of(o->kind, o->device);
+    if (!cls || m->err)
+        return;
+    touch_before(m, o->device);
+    if (o->site == NO_SITE || m->pass != 1)
+        return;
+    vm_site *s = site_at(m, o->site);
+    if (!s || (s->cls == stacked_cls(m) && site_touch(m, s, o->site)))
+        m->err = 1;
+}
+
+/* State observer, after a level changed: the device's levels, the site's
+ * figures (pass 1) or its rank's column value (pass 2), the stacked total
+ * and the leak finder, the peaks.  -1 out of memory. */
+static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
+                     int sign)
+{
+    vm_model *m = ctx;
+    int d = o->device, cls = cls_of(o->kind, d);
+    if (!cls || m->err)
+        return m->err ? -1 : 0;
     vm_dev *v = &m->dev[d];
-    int cls = cls_of(e->kind, d);
-    int res = in_reserved(e->kind, d);
-    if (!cls && !res)
-        return 0;
-    touch_before(m, d);
-    uint64_t n = e->size;
+    uint64_t n = o->size;
 #define MOVE(x) ((x) = sign > 0 ? (x) + n : ((x) > n ? (x) - n : 0))
-    if (res) {
-        MOVE(v->reserved);
-        MOVE(v->mem);
-        MOVE(m->sum_reserved);
-    }
-    if (cls == VM_CLS_BLOCK)
-        MOVE(v->allocated);
-    if (e->site != NO_SITE) {
-        vm_site *s = &m->sites[e->site];
-        if (m->pass == 1 && s->cls == stacked_cls(m) &&
-            site_touch(m, s, e->site))
+    v->reserved = v->mem = st->lv[d][MSNAP_LAYER_RESERVED].cur;
+    v->allocated = st->lv[d][MSNAP_LAYER_ALLOCATED].cur;
+    if (o->site != NO_SITE) {
+        vm_site *s = site_at(m, o->site);
+        if (!s)
             return -1;
-        MOVE(s->live);
-        if (sign > 0) {
-            if (s->live > s->peak) {
-                s->peak = s->live;
-                s->peak_t = m->cur_x;
-            }
-        }
-        if (m->pass == 2 && s->cls == stacked_cls(m) && s->device == d) {
-            int r = s->rank >= 0 ? s->rank : v->ntop;
-            MOVE(v->cur[r]);
+        if (m->pass == 1) {
+            s->live = st->sites[o->site].live;
+            s->peak = st->sites[o->site].peak;
+            s->peak_t = st->sites[o->site].peak_t;
+        } else if (s->cls == stacked_cls(m) && s->device == d) {
+            MOVE(v->cur[s->rank >= 0 ? s->rank : v->ntop]);
         }
     }
     if (cls == stacked_cls(m)) {
@@ -462,110 +433,6 @@ static int entry_delta(vm_model *m, const vm_live *e, int sign)
     }
 #undef MOVE
     touch_after(m, d);
-    if (m->pass == 1 && m->sum_reserved > m->peak_sum_reserved) {
-        m->peak_sum_reserved = m->sum_reserved;
-        m->peak_idx = m->ev_idx;
-    }
-    return 0;
-}
-
-static void live_slot_release(vm_model *m, uint32_t idx)
-{
-    if (vm_grow((void **)&m->lfree, &m->cap_lfree, m->nlfree, sizeof *m->lfree) == 0)
-        m->lfree[m->nlfree++] = idx;
-}
-
-/* Adds a live entry under (layer, key); an entry already there is removed
- * first.  0 ok, -1 out of memory. */
-static int entry_add(vm_model *m, int layer, uint64_t key, vm_live e)
-{
-    uint64_t old;
-    if (u64map_del(&m->live_map, (uint32_t)layer, key, &old)) {
-        if (entry_delta(m, &m->live[old], -1))
-            return -1;
-        live_slot_release(m, (uint32_t)old);
-    }
-    uint32_t idx;
-    if (m->nlfree) {
-        idx = m->lfree[--m->nlfree];
-    } else {
-        if (vm_grow((void **)&m->live, &m->cap_live, m->nlive, sizeof *m->live))
-            return -1;
-        idx = (uint32_t)m->nlive++;
-    }
-    if (u64map_put(&m->live_map, (uint32_t)layer, key, idx))
-        return -1;
-    e.layer = (uint8_t)layer;
-    int cls = cls_of(e.kind, e.device);
-    if (cls && e.site == NO_SITE) {
-        e.site = site_for(m, e.stack, cls, e.kind, e.device);
-        if (e.site == NO_SITE)
-            return -1;
-    }
-    m->live[idx] = e;
-    if (e.site != NO_SITE && m->pass == 1) {
-        m->sites[e.site].count++;
-        m->sites[e.site].bytes += e.size;
-    }
-    return entry_delta(m, &m->live[idx], 1);
-}
-
-/* Removes (layer, key).  Returns 1 (and *out when not NULL) when it was
- * live, 0 when not, -1 out of memory. */
-static int entry_remove(vm_model *m, int layer, uint64_t key, vm_live *out)
-{
-    uint64_t idx;
-    if (!u64map_del(&m->live_map, (uint32_t)layer, key, &idx))
-        return 0;
-    vm_live e = m->live[idx];
-    live_slot_release(m, (uint32_t)idx);
-    if (out)
-        *out = e;
-    return entry_delta(m, &e, -1) ? -1 : 1;
-}
-
-/* A free (of any layer): removes the entry and remembers it so that a
- * free_error right after can put it back; a free of an address never seen
- * becomes a pre-window allocation (pass 1). */
-static int do_free(vm_model *m, int layer, uint64_t key, const msnap_event *ev,
-                   int alloc_kind)
-{
-    vm_live e;
-    int r = entry_remove(m, layer, key, &e);
-    if (r < 0)
-        return -1;
-    if (r == 1) {
-        m->undo[m->undo_pos].e = e;
-        m->undo[m->undo_pos].key = key;
-        m->undo[m->undo_pos].valid = 1;
-        m->undo_pos = (m->undo_pos + 1) % VM_UNDO;
-        return 0;
-    }
-    if (m->pass == 1 && ev->size) {
-        if (vm_grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
-            return -1;
-        m->pre[m->npre++] = (vm_pre){
-            .key = key,
-            .e = {.addr = ev->addr, .size = ev->size, .aux = ev->aux,
-                  .site = NO_SITE, .stack = 0,
-                  .device = (int16_t)dev_slot(ev->device),
-                  .kind = (uint8_t)alloc_kind, .layer = (uint8_t)layer}};
-    }
-    return 0;
-}
-
-/* free_error: puts back the most recent freed entry at that address. */
-static int undo_free(vm_model *m, uint64_t addr)
-{
-    for (int k = 1; k <= VM_UNDO; k++) {
-        int i = (m->undo_pos - k + VM_UNDO) % VM_UNDO;
-        if (m->undo[i].valid && m->undo[i].e.addr == addr &&
-            m->undo[i].e.layer != L_PHYS) {
-            m->undo[i].valid = 0;
-            vm_live e = m->undo[i].e;
-            return entry_add(m, e.layer, m->undo[i].key, e);
-        }
-    }
     return 0;
 }
 
@@ -573,7 +440,7 @@ static int undo_free(vm_model *m, uint64_t addr)
 
 static int cmp_live_addr(const void *a, const void *b)
 {
-    const vm_live *x = a, *y = b;
+    const msnap_obj *x = a, *y = b;
     if (x->device != y->device)
         return x->device < y->device ? -1 : 1;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
@@ -581,7 +448,7 @@ static int cmp_live_addr(const void *a, const void *b)
 
 static int cmp_addr_only(const void *a, const void *b)
 {
-    const vm_live *x = a, *y = b;
+    const msnap_obj *x = a, *y = b;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
@@ -613,7 +480,7 @@ static int span_push(vm_layout *l, size_t *cap, vm_segment *sg, uint64_t a,
 }
 
 /* First index in sorted arr[0..n) with addr >= a. */
-static size_t lower_bound(const vm_live *arr, size_t n, uint64_t a)
+static size_t lower_bound(const msnap_obj *arr, size_t n, uint64_t a)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -629,11 +496,13 @@ static size_t lower_bound(const vm_live *arr, size_t n, uint64_t a)
 /* Fills the spans of [a, b) given the mapped intervals maps[0..nm) (sorted,
  * clamped by the caller) and the sorted blocks. */
 static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
-                        const vm_live *maps, size_t nm, const vm_live *blocks,
+                        const msnap_obj *maps, size_t nm, const msnap_obj *blocks,
                         size_t nb)
 {
     uint64_t a = sg->addr, b = sg->addr + sg->size, pos = a;
     size_t bi = lower_bound(blocks, nb, a);
+    if (bi > 0 && blocks[bi - 1].addr + blocks[bi - 1].size > a)
+        bi--;   /* a block that starts before the segment reaches into it */
     for (size_t i = 0; i < nm; i++) {
         uint64_t ma = maps[i].addr < a ? a : maps[i].addr;
         uint64_t mb = maps[i].addr + maps[i].size > b ? b
@@ -646,19 +515,25 @@ static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
             return -1;
         pos = ma;
         if (m->blocks_seen) {
-            while (bi < nb && blocks[bi].addr < ma)
+            /* Blocks are sorted and do not overlap, so their ends are
+             * sorted too.  A block may span several mappings (expandable
+             * segments map 2 MiB pages): it fills its part of each, and
+             * stays current for the next mapping. */
+            while (bi < nb && blocks[bi].addr + blocks[bi].size <= ma)
                 bi++;
             for (; bi < nb && blocks[bi].addr < mb; bi++) {
+                uint64_t end = blocks[bi].addr + blocks[bi].size;
                 uint64_t ba = blocks[bi].addr < pos ? pos : blocks[bi].addr;
-                uint64_t be = blocks[bi].addr + blocks[bi].size;
-                if (be > mb)
-                    be = mb;
-                if (be <= ba)
-                    continue;
-                if (span_push(l, cap, sg, pos, ba, VM_SPAN_FREE, NO_SITE) ||
-                    span_push(l, cap, sg, ba, be, VM_SPAN_BLOCK, blocks[bi].site))
-                    return -1;
-                pos = be;
+                uint64_t be = end > mb ? mb : end;
+                if (be > ba) {
+                    if (span_push(l, cap, sg, pos, ba, VM_SPAN_FREE, NO_SITE) ||
+                        span_push(l, cap, sg, ba, be, VM_SPAN_BLOCK,
+                                  blocks[bi].site))
+                        return -1;
+                    pos = be;
+                }
+                if (end > mb)
+                    break;
             }
             if (span_push(l, cap, sg, pos, mb, VM_SPAN_FREE, NO_SITE))
                 return -1;
@@ -676,18 +551,19 @@ static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
 static int layout_build(vm_model *m, vm_layout *l)
 {
     memset(l, 0, sizeof *l);
-    size_t n = m->live_map.n, ns = 0, nb = 0, nm = 0;
-    vm_live *segs = malloc((n + 1) * sizeof *segs);
-    vm_live *blocks = malloc((n + 1) * sizeof *blocks);
-    vm_live *maps = malloc((n + 1) * sizeof *maps);
+    const msnap_state *st = &m->st;
+    size_t n = st->map.n, ns = 0, nb = 0, nm = 0;
+    msnap_obj *segs = malloc((n + 1) * sizeof *segs);
+    msnap_obj *blocks = malloc((n + 1) * sizeof *blocks);
+    msnap_obj *maps = malloc((n + 1) * sizeof *maps);
     size_t cap_segs = 0, cap_spans = 0;
     int rc = -1;
     if (!segs || !blocks || !maps)
         goto out;
-    for (size_t i = 0; i < m->live_map.cap; i++) {
-        if (!m->live_map.slots[i].used)
+    for (size_t i = 0; i < st->map.cap; i++) {
+        if (!st->map.slots[i].used)
             continue;
-        vm_live e = m->live[m->live_map.slots[i].value];
+        msnap_obj e = st->objs[st->map.slots[i].value];
         switch (e.kind) {
         case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
         case MSNAP_A_VMM_RESERVE:
@@ -698,10 +574,10 @@ static int layout_build(vm_model *m, vm_layout *l)
             break;
         case MSNAP_A_VMM_MAP: {
             /* The site of a mapping is the site of its physical memory. */
-            uint64_t *h = u64map_get(&m->live_map, L_PHYS, e.aux);
-            e.site = h ? m->live[*h].site : NO_SITE;
+            const msnap_obj *h = msnap_state_find(st, MSNAP_SP_PHYS, e.aux);
+            e.site = h ? h->site : NO_SITE;
             if (h && e.device == VM_DEV_UNKNOWN)
-                e.device = m->live[*h].device;
+                e.device = h->device;
             maps[nm++] = e;
             break;
         }
@@ -744,7 +620,7 @@ static int layout_build(vm_model *m, vm_layout *l)
                 k++;
             r = fill_segment(m, l, &cap_spans, sg, maps + j, k - j, blocks, nb);
         } else {
-            vm_live whole = segs[i];
+            msnap_obj whole = segs[i];
             r = fill_segment(m, l, &cap_spans, sg, &whole, 1, blocks, nb);
         }
         if (r)
@@ -903,7 +779,6 @@ static void nvtx_event(vm_model *m, const msnap_event *e)
 
 static int apply_event(vm_model *m, const msnap_event *e)
 {
-    int slot = dev_slot(e->device);
     m->ev_idx++;
     if (m->pass == 1) {
         m->events++;
@@ -920,83 +795,26 @@ static int apply_event(vm_model *m, const msnap_event *e)
                                                            : e->t_ns;
     if (m->pass == 2)
         m->cur_col = vm_col_of(m, m->cur_x);
-    vm_live ne = {.addr = e->addr, .size = e->size, .t = e->t_ns,
-                  .aux = e->aux, .site = NO_SITE, .stack = e->stack,
-                  .device = (int16_t)slot, .kind = (uint8_t)e->action};
+    if (e->action == MSNAP_A_BLOCK_ALLOC && m->pass == 1 && !m->blocks_seen) {
+        /* The stacked layer becomes the blocks: restart the finder. */
+        m->blocks_seen = 1;
+        m->T = 0;
+        for (int d = 0; d < VM_NDEV; d++) {
+            m->dev[d].stacked = m->dev[d].allocated;
+            m->dev[d].peak_stacked = m->dev[d].allocated;
+            m->T += m->dev[d].stacked;
+        }
+        m->nvalleys = 0;
+        m->falling = 0;
+        m->lk_max = m->lk_maxever = m->T;
+        m->ndirty = 0;
+        m->serial++;
+        m->cand_ver++;
+    }
+    if (msnap_state_event(&m->st, e) || m->err)
+        return -1;
     int rc = 0;
     switch (e->action) {
-    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
-    case MSNAP_A_HOST_ALLOC:
-        rc = entry_add(m, L_MEM, e->addr, ne);
-        break;
-    case MSNAP_A_FREE:
-        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_ALLOC);
-        break;
-    case MSNAP_A_ASYNC_FREE:
-        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_ASYNC_ALLOC);
-        break;
-    case MSNAP_A_HOST_FREE:
-        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_HOST_ALLOC);
-        break;
-    case MSNAP_A_BLOCK_ALLOC:
-        if (m->pass == 1 && !m->blocks_seen) {
-            /* The stacked layer becomes the blocks: restart the finder. */
-            m->blocks_seen = 1;
-            m->T = 0;
-            for (int d = 0; d < VM_NDEV; d++) {
-                m->dev[d].stacked = m->dev[d].allocated;
-                m->dev[d].peak_stacked = m->dev[d].allocated;
-            }
-            for (int d = 0; d < VM_NDEV; d++)
-                m->T += m->dev[d].stacked;
-            m->nvalleys = 0;
-            m->falling = 0;
-            m->lk_max = m->lk_maxever = m->T;
-            m->ndirty = 0;
-            m->serial++;
-            m->cand_ver++;
-        }
-        rc = entry_add(m, L_BLOCK, e->addr, ne);
-        break;
-    case MSNAP_A_BLOCK_FREE:
-        rc = do_free(m, L_BLOCK, e->addr, e, MSNAP_A_BLOCK_ALLOC);
-        break;
-    case MSNAP_A_VMM_RESERVE:
-        rc = entry_add(m, L_VA, e->addr, ne);
-        break;
-    case MSNAP_A_VMM_ADDR_FREE:
-        rc = do_free(m, L_VA, e->addr, e, MSNAP_A_VMM_RESERVE);
-        break;
-    case MSNAP_A_VMM_CREATE:
-        ne.addr = 0;
-        rc = entry_add(m, L_PHYS, e->aux, ne);
-        break;
-    case MSNAP_A_VMM_RELEASE:
-        rc = do_free(m, L_PHYS, e->aux, e, MSNAP_A_VMM_CREATE);
-        break;
-    case MSNAP_A_VMM_MAP:
-        rc = entry_add(m, L_MAP, e->addr, ne);
-        break;
-    case MSNAP_A_VMM_UNMAP: {
-        /* One unmap may cover several neighbouring mappings. */
-        uint64_t a = e->addr, end = e->addr + (e->size ? e->size : 1);
-        int any = 0;
-        while (a < end) {
-            vm_live got;
-            int r = entry_remove(m, L_MAP, a, &got);
-            if (r < 0)
-                return -1;
-            if (r == 0 || !got.size)
-                break;
-            any = 1;
-            a += got.size;
-        }
-        (void)any;
-        break;
-    }
-    case MSNAP_A_FREE_ERROR:
-        rc = undo_free(m, e->addr);
-        break;
     case MSNAP_A_OOM: case MSNAP_A_ALLOC_ERROR:
         if (m->pass == 1)
             rc = oom_record(m, e);
@@ -1078,24 +896,13 @@ static void take_counters(vm_model *m, const msnap_counters *c)
     k->has_cnt = 1;
 }
 
-static int take_live(vm_model *m, const msnap_live *l)
-{
-    if (m->pass != 1 || !m->in_state || !layer_of_kind(l->kind))
-        return 0;
-    if (vm_grow((void **)&m->state, &m->cap_state, m->nstate, sizeof *m->state))
-        return -1;
-    m->state[m->nstate++] = (vm_live){
-        .addr = l->addr, .size = l->size, .t = l->t_ns, .aux = l->aux,
-        .site = NO_SITE, .stack = l->stack,
-        .device = (int16_t)dev_slot(l->device), .kind = (uint8_t)l->kind,
-        .layer = (uint8_t)layer_of_kind(l->kind)};
-    return 0;
-}
-
 int vm_feed(vm_model *m, const msnap_record *r)
 {
-    if (r->type != MSNAP_REC_LIVE)
-        m->in_state = 0;
+    /* Events go to the state through apply_event (which also moves the
+     * model's clock first); state/live/counters lines straight to it. */
+    if (r->type != MSNAP_REC_EVENT && (m->pass == 1 || r->type != MSNAP_REC_COUNTERS) &&
+        msnap_state_record(&m->st, r))
+        return -1;
     switch (r->type) {
     case MSNAP_REC_HEADER:
         if (m->pass == 1 && !m->have_header) {
@@ -1124,12 +931,8 @@ int vm_feed(vm_model *m, const msnap_record *r)
         take_counters(m, &r->u.counters);
         return 0;
     case MSNAP_REC_STATE_BEGIN:
-        m->in_state = 1;
-        if (m->pass == 1)
-            m->nstate = 0;  /* the last state section describes the end */
-        return 0;
     case MSNAP_REC_LIVE:
-        return take_live(m, &r->u.live);
+        return 0;
     case MSNAP_REC_TRAILER:
         if (m->pass == 1 && r->u.trailer.t_ns > m->t_max)
             m->t_max = r->u.trailer.t_ns;
@@ -1162,32 +965,30 @@ static int cmp_leak(const void *a, const void *b)
 
 int vm_end_pass1(vm_model *m)
 {
-    /* State entries the replay does not have were live before the first
-     * recorded event (ring window, late start). */
-    for (size_t i = 0; i < m->nstate; i++) {
-        vm_live *s = &m->state[i];
-        uint64_t key = s->layer == L_PHYS ? s->aux : s->addr;
-        if (u64map_get(&m->live_map, s->layer, key))
+    /* Objects live before the first recorded event (ring window, late
+     * start: state.h) count towards their sites' peaks (an estimate: they
+     * were live from the start of the window). */
+    if (msnap_state_finish(&m->st))
+        return -1;
+    for (size_t i = 0; i < m->st.npre; i++) {
+        const msnap_obj *e = &m->st.pre[i].o;
+        if (!cls_of(e->kind, e->device))
             continue;
-        if (vm_grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
+        uint32_t si = msnap_state_site_for(&m->st, e);
+        vm_site *s = si == NO_SITE ? NULL : site_at(m, si);
+        if (!s)
             return -1;
-        m->pre[m->npre++] = (vm_pre){.e = *s, .key = key};
+        s->peak += e->size;
     }
-    free(m->state);
-    m->state = NULL;
-    m->nstate = m->cap_state = 0;
-    /* Pre-window allocations count towards their sites' peaks (an
-     * estimate: they were live from the start of the window). */
-    for (size_t i = 0; i < m->npre; i++) {
-        vm_live *e = &m->pre[i].e;
-        int cls = cls_of(e->kind, e->device);
-        if (!cls)
-            continue;
-        e->site = site_for(m, e->stack, cls, e->kind, e->device);
-        if (e->site == NO_SITE)
-            return -1;
-        m->sites[e->site].peak += e->size;
+    if (m->nsites < m->st.nsites && !site_at(m, (uint32_t)m->st.nsites - 1))
+        return -1;
+    for (size_t i = 0; i < m->nsites; i++) {
+        m->sites[i].count = m->st.sites[i].count;
+        m->sites[i].bytes = m->st.sites[i].bytes;
+        m->sites[i].live_count = m->st.sites[i].live_count;
     }
+    m->peak_sum_reserved = m->st.all[MSNAP_LAYER_RESERVED].peak;
+    m->peak_idx = m->st.all[MSNAP_LAYER_RESERVED].peak_ev;
     /* Top sites per device. */
     int cls = stacked_cls(m);
     uint32_t *idx = malloc((m->nsites + 1) * sizeof *idx);
@@ -1231,13 +1032,6 @@ int vm_end_pass1(vm_model *m)
         if (m->nleaks)
             qsort(m->leaks, m->nleaks, sizeof *m->leaks, cmp_leak);
     }
-    /* Live bytes at the end per site. */
-    for (size_t i = 0; i < m->live_map.cap; i++)
-        if (m->live_map.slots[i].used) {
-            vm_live *e = &m->live[m->live_map.slots[i].value];
-            if (e->site != NO_SITE)
-                m->sites[e->site].live_count++;
-        }
     /* The capture moment. */
     int at = m->o.at;
     if (at == VM_AT_DEFAULT)
@@ -1256,16 +1050,10 @@ int vm_end_pass1(vm_model *m)
 
 int vm_begin_pass2(vm_model *m)
 {
-    /* Clean replay state; tables, sites' totals and peaks stay. */
-    u64map_free(&m->live_map);
-    m->nlive = 0;
-    m->nlfree = 0;
-    memset(m->undo, 0, sizeof m->undo);
-    for (size_t i = 0; i < m->nsites; i++)
-        m->sites[i].live = 0;
+    /* Clean replay state; tables, sites' totals and peaks stay (the
+     * state's site figures restart, the model's copies are pass 1's). */
     m->pass = 2;
     m->ev_idx = 0;
-    m->sum_reserved = 0;
     int K = VM_MAX_TOP + 1;
     for (int d = 0; d < VM_NDEV; d++) {
         vm_dev *v = &m->dev[d];
@@ -1284,12 +1072,8 @@ int vm_begin_pass2(vm_model *m)
     }
     m->cur_x = m->o.x_mode == VM_X_TIME ? m->t_first : 0;
     m->cur_col = vm_col_of(m, m->cur_x);
-    for (size_t i = 0; i < m->npre; i++) {
-        vm_live e = m->pre[i].e;
-        e.t = m->t_first;
-        if (entry_add(m, e.layer, m->pre[i].key, e))
-            return -1;
-    }
+    if (msnap_state_rewind(&m->st) || m->err)
+        return -1;
     if (m->capture_idx == 0) {
         if (layout_build(m, &m->layout))
             return -1;

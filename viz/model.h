@@ -33,8 +33,9 @@
  * driver memory of a device: cuMemAlloc/Pitch + cuMemCreate (device-located)
  * + stream-ordered + managed bytes live.
  *
- * A free_error event undoes the free just before it of the same address:
- * the freed entry is put back (the model keeps the last VM_UNDO frees).
+ * What an event does to live memory (refused frees, unmaps across
+ * mappings, memory live before the first event) is the state model's
+ * (include/memsnap/state.h); the model observes its changes.
  */
 #ifndef MEMSNAP_VIZ_MODEL_H
 #define MEMSNAP_VIZ_MODEL_H
@@ -52,7 +53,6 @@
 #define VM_MAX_OOMS 16                  /* OOMs with a full story */
 #define VM_MAX_RANGES 4096              /* NVTX ranges kept for drawing */
 #define VM_RANGE_DEPTHS 3               /* NVTX nesting depths drawn */
-#define VM_UNDO 16                      /* frees a free_error can undo */
 
 enum vm_cls { VM_CLS_NONE = 0, VM_CLS_MEM = 1, VM_CLS_BLOCK = 2 };
 enum vm_at { VM_AT_DEFAULT = 0, VM_AT_OOM, VM_AT_PEAK, VM_AT_END, VM_AT_TIME };
@@ -86,16 +86,6 @@ typedef struct vm_site {
     uint32_t rises, falls;
     int in_valleys;            /* has a value for the first valley */
 } vm_site;
-
-/* One live allocation / segment / handle / mapping. */
-typedef struct vm_live {
-    uint64_t addr, size, t, aux; /* aux: VMM handle for vmm_create / vmm_map */
-    uint32_t site;               /* index into sites, UINT32_MAX: none */
-    uint32_t stack;
-    int16_t device;              /* slot */
-    uint8_t kind;                /* msnap_action */
-    uint8_t layer;
-} vm_live;
 
 /* Layout at one moment: segments (rows of the map) and what fills them. */
 typedef struct vm_span {

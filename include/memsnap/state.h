@@ -235,6 +235,11 @@ msnap_level msnap_state_level(const msnap_state *st, int slot, int layer);
 /* The live object under (space, key); NULL when none. */
 const msnap_obj *msnap_state_find(const msnap_state *st, int space, uint64_t key);
 
+/* The index of o's site (created when new, so a reader can give sites of
+ * pre-window objects a figure before a second read); MSNAP_NO_SITE for
+ * kinds without sites or when out of memory. */
+uint32_t msnap_state_site_for(msnap_state *st, const msnap_obj *o);
+
 /* The site layer of an object kind on a slot (RESERVED, ALLOCATED, PINNED),
  * or -1 for kinds without sites. */
 int msnap_state_site_layer(int kind, int slot);
