@@ -75,7 +75,10 @@ struct vm_model {
     int cur_col;
 
     /* peaks for the capture moment */
-    uint64_t peak_sum_reserved, peak_idx;
+    uint64_t peak_idx;
+    uint64_t peak_reserved1, peak_stacked1; /* the process's peaks after pass 1
+                                               (state.h, counters included),
+                                               as `memsnap summary` reads them */
     uint64_t at_time_idx;
     uint64_t capture_idx;        /* after this event; UINT64_MAX: at the end */
     int capture_at;
@@ -987,7 +990,9 @@ int vm_end_pass1(vm_model *m)
         m->sites[i].bytes = m->st.sites[i].bytes;
         m->sites[i].live_count = m->st.sites[i].live_count;
     }
-    m->peak_sum_reserved = m->st.all[MSNAP_LAYER_RESERVED].peak;
+    m->peak_reserved1 = msnap_state_peak(&m->st, -1, MSNAP_LAYER_RESERVED);
+    m->peak_stacked1 = msnap_state_peak(&m->st, -1, m->blocks_seen
+                                        ? MSNAP_LAYER_ALLOCATED : MSNAP_LAYER_RESERVED);
     m->peak_idx = m->st.all[MSNAP_LAYER_RESERVED].peak_ev;
     /* Top sites per device. */
     int cls = stacked_cls(m);
@@ -1235,15 +1240,8 @@ int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f)
 
 void vm_peak_totals(const vm_model *m, uint64_t *stacked, uint64_t *reserved)
 {
-    uint64_t cnt_res = 0, cnt_alloc = 0;
-    for (int d = 0; d < VM_NDEV; d++) {
-        cnt_res += m->dev[d].cnt_peak_reserved;
-        cnt_alloc += m->dev[d].cnt_peak_allocated;
-    }
-    *stacked = m->lk_maxever;
-    if (m->blocks_seen && cnt_alloc > *stacked)
-        *stacked = cnt_alloc;
-    *reserved = m->peak_sum_reserved > cnt_res ? m->peak_sum_reserved : cnt_res;
+    *stacked = m->peak_stacked1;
+    *reserved = m->peak_reserved1;
 }
 
 void vm_set_colour(vm_model *m, int slot, int rank, uint32_t rgb)
