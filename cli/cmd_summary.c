@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "findings.h"
 #include "model.h"
 #include "summary.h"
 
@@ -455,28 +456,6 @@ static const char *at_name(int at)
     }
 }
 
-/* What the numbers of an OOM say, in one sentence. */
-static const char *oom_verdict(const vm_oom *o)
-{
-    if (!o->blocks_seen) {
-        if (o->dev_total && o->requested > o->dev_free)
-            return "the device did not have the requested bytes free; no "
-                   "allocator blocks, so memory cached inside reserved is "
-                   "not known";
-        return "no allocator blocks, so memory cached inside reserved is "
-               "not known";
-    }
-    if (o->largest_free >= o->requested)
-        return "the largest free block inside reserved would have held it: "
-               "the allocator asked the driver instead of reusing its cache";
-    if (o->total_free + o->dev_free >= o->requested)
-        return "enough memory was free in total (inside reserved + on the "
-               "device), but no single free block was large enough: "
-               "fragmentation";
-    return "the device was full: even all free memory together was smaller "
-           "than the request";
-}
-
 static void print_findings(vm_model *m)
 {
     char a[32], b[32], c[32], d[32], t[32];
@@ -536,14 +515,14 @@ static void print_findings(vm_model *m)
             printf("\n");
         if (vm_blocks_seen(m) && dl && dl->total_free)
             printf("    1 - largest_free/total_free     = %.3f\n",
-                   1.0 - (double)dl->largest_free / (double)dl->total_free);
+                   vm_frag_free(dl->total_free, dl->largest_free));
         else if (vm_blocks_seen(m))
             printf("    1 - largest_free/total_free     = 0 (nothing free)\n");
         else
             printf("    1 - largest_free/total_free     = n/a (no allocator blocks)\n");
         if (vm_blocks_seen(m) && v->peak_reserved)
             printf("    1 - peak_allocated/peak_reserved = %.3f (peaks %s / %s)\n",
-                   1.0 - (double)v->peak_allocated / (double)v->peak_reserved,
+                   vm_frag_peak(v->peak_allocated, v->peak_reserved),
                    msnap_size_text(v->peak_allocated, a, sizeof a),
                    msnap_size_text(v->peak_reserved, b, sizeof b));
         else
@@ -572,7 +551,7 @@ static void print_findings(vm_model *m)
                 printf(", free inside reserved %s, largest free block %s",
                        msnap_size_text(o->total_free, a, sizeof a),
                        msnap_size_text(o->largest_free, b, sizeof b));
-            printf("\n    -> %s\n", oom_verdict(o));
+            printf("\n    -> %s\n", vm_oom_verdict(o));
         }
     }
 }
@@ -627,15 +606,12 @@ static cJSON *json_findings(vm_model *m)
             add_u64(o, "total_free", dl->total_free);
             add_u64(o, "largest_free", dl->largest_free);
             cJSON_AddNumberToObject(o, "frag_free",
-                                    dl->total_free ? 1.0 - (double)dl->largest_free /
-                                                               (double)dl->total_free
-                                                   : 0.0);
+                                    vm_frag_free(dl->total_free, dl->largest_free));
             add_u64(o, "peak_allocated", v->peak_allocated);
             add_u64(o, "peak_reserved", v->peak_reserved);
             if (v->peak_reserved)
                 cJSON_AddNumberToObject(o, "frag_peak",
-                                        1.0 - (double)v->peak_allocated /
-                                                  (double)v->peak_reserved);
+                                        vm_frag_peak(v->peak_allocated, v->peak_reserved));
             else
                 cJSON_AddNullToObject(o, "frag_peak");
         } else {
@@ -673,7 +649,7 @@ static cJSON *json_findings(vm_model *m)
             cJSON_AddNullToObject(x, "free_inside_reserved");
             cJSON_AddNullToObject(x, "largest_free_block");
         }
-        cJSON_AddStringToObject(x, "verdict", oom_verdict(o));
+        cJSON_AddStringToObject(x, "verdict", vm_oom_verdict(o));
         cJSON_AddItemToArray(oa, x);
     }
     return f;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "findings.h"
 #include "font.h"
 
 #define TEXT 0x111111u
@@ -200,10 +201,8 @@ int viz_cmp_build(vm_model **models, int n, int per_other, viz_cmp *out)
         r->frag_at = l->at;
         r->frag_t = l->t_ns;
         r->frag_known = r->blocks && l->valid;
-        r->frag_free = tf ? 1.0 - (double)lf / (double)tf : 0.0;
-        r->frag_peak = r->peak_reserved
-                           ? 1.0 - (double)r->peak_stacked / (double)r->peak_reserved
-                           : 0.0;
+        r->frag_free = vm_frag_free(tf, lf);
+        r->frag_peak = vm_frag_peak(r->peak_stacked, r->peak_reserved);
         if (r->frag_peak < 0)
             r->frag_peak = 0;
         size_t no;

@@ -7,17 +7,8 @@
  * Sites are the state's: vm_sites()[i] is the state's site i, with the
  * model's rank and leak figures beside it.
  *
- * Leak finder (pass 1).  T = the stacked total over all devices.  A zigzag
- * detector with threshold thr = max(1% of the largest T so far, 1 byte)
- * finds the valleys of T: falling by thr from a maximum starts a descent,
- * each new minimum becomes the candidate valley, and rising by thr above it
- * confirms the candidate.  The live bytes of every site *at the candidate*
- * are kept lazily: a site touched after the candidate first saves its live
- * bytes in `snap` (copy-on-write, versioned by cand_ver), so confirming a
- * valley costs only the sites touched since the previous one (the dirty
- * list), never a walk over all sites.  A site is a suspect when, over at
- * least 3 valleys, its bytes at valleys rose at least twice, fell at most
- * a third as often as they rose, and ended above where they started.
+ * The leak finder (pass 1), the fragmentation numbers and the OOM verdict
+ * are findings.c's.
  */
 #include "model.h"
 
@@ -29,6 +20,7 @@
 #include <string.h>
 
 #include "memsnap/state.h"
+#include "findings.h"
 
 #define NO_SITE MSNAP_NO_SITE
 #define MAX_THREADS 64
@@ -89,14 +81,7 @@ struct vm_model {
     size_t nooms;
     uint64_t total_ooms, first_oom_idx;
 
-    /* leak finder */
-    uint64_t T, lk_max, lk_min, lk_maxever, cand_ver, serial, nvalleys;
-    uint64_t floor_first, floor_last;
-    int falling;
-    uint32_t *dirty;
-    size_t ndirty, cap_dirty;
-    vm_leak *leaks;
-    size_t nleaks;
+    vm_leakfinder lf;            /* findings.h; lf.T = the stacked total */
 
     /* NVTX (pass 2) */
     vm_thread threads[MAX_THREADS];
@@ -171,8 +156,7 @@ void vm_free(vm_model *m)
     msnap_state_free(&m->st);
     free(m->sites);
     vm_symtab_free(&m->tab);
-    free(m->dirty);
-    free(m->leaks);
+    vm_lf_free(&m->lf);
     free(m->ranges);
     for (int d = 0; d < VM_NDEV; d++) {
         free(m->dev[d].cols);
@@ -234,90 +218,6 @@ static vm_site *site_at(vm_model *m, uint32_t idx)
             .kind = s->kind, .device = s->device, .rank = -1};
     }
     return &m->sites[idx];
-}
-
-/* Leak finder: called before a site's live bytes change (pass 1). */
-static int site_touch(vm_model *m, vm_site *s, uint32_t idx)
-{
-    if (s->snap_ver != m->cand_ver) {
-        s->snap = s->live;
-        s->snap_ver = m->cand_ver;
-    }
-    if (s->dirty != m->serial + 1) {
-        if (vm_grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
-                 sizeof *m->dirty))
-            return -1;
-        m->dirty[m->ndirty++] = idx;
-        s->dirty = m->serial + 1;
-    }
-    return 0;
-}
-
-/* Confirms the candidate valley: folds the live bytes at the candidate of
- * every site touched since the previous valley into its rise/fall counts. */
-static int valley_commit(vm_model *m)
-{
-    size_t keep = 0;
-    for (size_t i = 0; i < m->ndirty; i++) {
-        vm_site *s = &m->sites[m->dirty[i]];
-        if (s->cls != stacked_cls(m))
-            continue;
-        uint64_t v = s->snap_ver == m->cand_ver ? s->snap : s->live;
-        if (!m->nvalleys) {
-            s->v_first = s->v_last = v;
-            s->in_valleys = 1;
-        } else {
-            if (!s->in_valleys) {
-                s->v_first = s->v_last = 0;
-                s->in_valleys = 1;
-            }
-            if (v > s->v_last)
-                s->rises++;
-            else if (v < s->v_last)
-                s->falls++;
-            s->v_last = v;
-        }
-        /* Touched after the valley: its bytes may differ at the next one. */
-        if (s->snap_ver == m->cand_ver)
-            m->dirty[keep++] = m->dirty[i];
-    }
-    m->ndirty = keep;
-    m->serial++;
-    for (size_t i = 0; i < m->ndirty; i++)
-        m->sites[m->dirty[i]].dirty = m->serial + 1;
-    if (!m->nvalleys)
-        m->floor_first = m->lk_min;
-    m->floor_last = m->lk_min;
-    m->nvalleys++;
-    return 0;
-}
-
-/* Runs the valley detector after T changed (pass 1). */
-static int valley_step(vm_model *m)
-{
-    if (m->T > m->lk_maxever)
-        m->lk_maxever = m->T;
-    uint64_t thr = m->lk_maxever / 100;
-    if (thr < 1)
-        thr = 1;
-    if (!m->falling) {
-        if (m->T > m->lk_max)
-            m->lk_max = m->T;
-        else if (m->lk_max - m->T >= thr) {
-            m->falling = 1;
-            m->lk_min = m->T;
-            m->cand_ver++;
-        }
-    } else if (m->T < m->lk_min) {
-        m->lk_min = m->T;
-        m->cand_ver++;
-    } else if (m->T - m->lk_min >= thr) {
-        if (valley_commit(m))
-            return -1;
-        m->falling = 0;
-        m->lk_max = m->T;
-    }
-    return 0;
 }
 
 /* ---- per-device bookkeeping around a change --------------------------- */
@@ -395,7 +295,7 @@ static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
     if (o->site == NO_SITE || m->pass != 1)
         return;
     vm_site *s = site_at(m, o->site);
-    if (!s || (s->cls == stacked_cls(m) && site_touch(m, s, o->site)))
+    if (!s || (s->cls == stacked_cls(m) && vm_lf_touch(&m->lf, s, o->site)))
         m->err = 1;
 }
 
@@ -429,8 +329,8 @@ static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
     if (cls == stacked_cls(m)) {
         MOVE(v->stacked);
         if (m->pass == 1) {
-            MOVE(m->T);
-            if (valley_step(m))
+            MOVE(m->lf.T);
+            if (vm_lf_step(&m->lf, m->sites, stacked_cls(m)))
                 return -1;
         }
     }
@@ -801,18 +701,13 @@ static int apply_event(vm_model *m, const msnap_event *e)
     if (e->action == MSNAP_A_BLOCK_ALLOC && m->pass == 1 && !m->blocks_seen) {
         /* The stacked layer becomes the blocks: restart the finder. */
         m->blocks_seen = 1;
-        m->T = 0;
+        uint64_t T = 0;
         for (int d = 0; d < VM_NDEV; d++) {
             m->dev[d].stacked = m->dev[d].allocated;
             m->dev[d].peak_stacked = m->dev[d].allocated;
-            m->T += m->dev[d].stacked;
+            T += m->dev[d].stacked;
         }
-        m->nvalleys = 0;
-        m->falling = 0;
-        m->lk_max = m->lk_maxever = m->T;
-        m->ndirty = 0;
-        m->serial++;
-        m->cand_ver++;
+        vm_lf_restart(&m->lf, T);
     }
     if (msnap_state_event(&m->st, e) || m->err)
         return -1;
@@ -957,15 +852,6 @@ static int cmp_site_peak(const void *a, const void *b)
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-static int cmp_leak(const void *a, const void *b)
-{
-    const vm_leak *x = a, *y = b;
-    uint64_t gx = x->last - x->first, gy = y->last - y->first;
-    if (gx != gy)
-        return gx > gy ? -1 : 1;
-    return x->site < y->site ? -1 : x->site > y->site;
-}
-
 int vm_end_pass1(vm_model *m)
 {
     /* Objects live before the first recorded event (ring window, late
@@ -1015,28 +901,8 @@ int vm_end_pass1(vm_model *m)
         }
     }
     free(idx);
-    /* Leak suspects. */
-    m->nleaks = 0;
-    if (m->nvalleys >= 3) {
-        for (size_t i = 0; i < m->nsites; i++) {
-            vm_site *s = &m->sites[i];
-            if (s->cls != cls || !s->in_valleys)
-                continue;
-            if (s->rises >= 2 && s->falls * 3 <= s->rises && s->v_last > s->v_first) {
-                vm_leak *nl = realloc(m->leaks, (m->nleaks + 1) * sizeof *nl);
-                if (!nl)
-                    return -1;
-                m->leaks = nl;
-                m->leaks[m->nleaks++] = (vm_leak){.site = (uint32_t)i,
-                                                  .first = s->v_first,
-                                                  .last = s->v_last,
-                                                  .rises = s->rises,
-                                                  .falls = s->falls};
-            }
-        }
-        if (m->nleaks)
-            qsort(m->leaks, m->nleaks, sizeof *m->leaks, cmp_leak);
-    }
+    if (vm_lf_finish(&m->lf, m->sites, m->nsites, cls))
+        return -1;
     /* The capture moment. */
     int at = m->o.at;
     if (at == VM_AT_DEFAULT)
@@ -1184,16 +1050,16 @@ const vm_site *vm_sites(const vm_model *m, size_t *n)
 
 const vm_leak *vm_leaks(const vm_model *m, size_t *n, uint64_t *nvalleys)
 {
-    *n = m->nleaks;
+    *n = m->lf.nleaks;
     if (nvalleys)
-        *nvalleys = m->nvalleys;
-    return m->leaks;
+        *nvalleys = m->lf.nvalleys;
+    return m->lf.leaks;
 }
 
 void vm_floor(const vm_model *m, uint64_t *first, uint64_t *last)
 {
-    *first = m->floor_first;
-    *last = m->floor_last;
+    *first = m->lf.floor_first;
+    *last = m->lf.floor_last;
 }
 
 const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "findings.h"
 #include "font.h"
 
 #define TEXT 0x111111u
@@ -329,7 +330,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
             y += (FONT_CELL_H + 3) * ts;
             if (dl->total_free)
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = %.3f",
-                         1.0 - (double)dl->largest_free / (double)dl->total_free);
+                         vm_frag_free(dl->total_free, dl->largest_free));
             else
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = 0 (nothing free)");
         } else {
@@ -343,7 +344,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
         if (vm_blocks_seen(m) && v->peak_reserved)
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved = %.3f (whole run: %s / %s)",
-                     1.0 - (double)v->peak_allocated / (double)v->peak_reserved,
+                     vm_frag_peak(v->peak_allocated, v->peak_reserved),
                      msnap_size_text(v->peak_allocated, a, sizeof a),
                      msnap_size_text(v->peak_reserved, b, sizeof b));
         else
