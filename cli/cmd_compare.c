@@ -145,17 +145,17 @@ int cmd_compare(int argc, char **argv)
     int n, width = a.width, height = a.height;
     if ((rc = viz_args_files(&a, argc, argv, &paths, &n)) != 0)
         return rc;
-    vm_model *models[MAX_FILES] = {0};
+    sm_model *models[MAX_FILES] = {0};
     const char *names[MAX_FILES];
     char err[1024];
     rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        names[i] = vm_base_name(paths[i]);
-        models[i] = vm_new(&a.o);
+        names[i] = sm_base_name(paths[i]);
+        models[i] = sm_new(&a.o);
         if (!models[i]) {
             fprintf(stderr, "memsnap compare: out of memory\n");
             rc = 2;
-        } else if (vm_read_file(models[i], paths[i], 1, err, sizeof err)) {
+        } else if (sm_read_file(models[i], paths[i], 1, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             rc = 2;
         }
@@ -185,7 +185,7 @@ int cmd_compare(int argc, char **argv)
     canvas_free(&cv);
     viz_cmp_free(&cmp);
     for (int i = 0; i < n; i++)
-        vm_free(models[i]);
+        sm_free(models[i]);
     if (!rc && fflush(stdout) != 0)
         rc = 2;
     return rc;

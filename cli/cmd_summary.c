@@ -66,10 +66,10 @@ static const char *command_line(const summary *s, char *buf, size_t cap)
 
 /* The labels of the listed sites, told apart (viz/label.c); NULL when out
  * of memory.  free() the result. */
-static char (*site_labels(const vm_model *m, const msnap_site *const *sites,
-                          size_t n))[VM_LABEL_MAX]
+static char (*site_labels(const sm_model *m, const msnap_site *const *sites,
+                          size_t n))[SM_LABEL_MAX]
 {
-    char (*labs)[VM_LABEL_MAX] = malloc((n + 1) * sizeof *labs);
+    char (*labs)[SM_LABEL_MAX] = malloc((n + 1) * sizeof *labs);
     uint32_t *stacks = malloc((n + 1) * sizeof *stacks);
     if (!labs || !stacks) {
         free(labs);
@@ -78,7 +78,7 @@ static char (*site_labels(const vm_model *m, const msnap_site *const *sites,
     }
     for (size_t i = 0; i < n; i++)
         stacks[i] = sites[i]->stack;
-    vm_site_labels(m, stacks, (int)n, labs);
+    sm_site_labels(m, stacks, (int)n, labs);
     free(stacks);
     return labs;
 }
@@ -104,10 +104,10 @@ static int device_shown(const summary *s, int d)
 /* Frame i of a stack as the summary prints it, from the file's tables that
  * the findings model keeps (viz/symtab.h; a size-0 last module record
  * reaches upwards).  Returns the stack's depth, 0 when unknown. */
-static int frame(const vm_model *m, uint32_t stack, int i, char *buf,
+static int frame(const sm_model *m, uint32_t stack, int i, char *buf,
                  size_t cap)
 {
-    return vm_symtab_frame(vm_symtab_of(m), stack, i, VM_MOD_OPEN_LAST, buf,
+    return sm_symtab_frame(sm_symtab_of(m), stack, i, SM_MOD_OPEN_LAST, buf,
                            cap);
 }
 
@@ -134,7 +134,7 @@ static cJSON *json_level(msnap_level lv)
 }
 
 /* ["frame", ...] for a stack (at most TOP_FRAMES... all frames in JSON). */
-static cJSON *json_frames(const vm_model *m, uint32_t stack)
+static cJSON *json_frames(const sm_model *m, uint32_t stack)
 {
     cJSON *a = cJSON_CreateArray();
     char f[1024];
@@ -157,7 +157,7 @@ static cJSON *json_counts(const uint64_t *v, int n, const char *(*name)(int))
 }
 
 /* One failure entry. */
-static cJSON *json_fail(const vm_model *m, const sm_fail *f, int is_free)
+static cJSON *json_fail(const sm_model *m, const sum_fail *f, int is_free)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "action", msnap_action_name(f->action));
@@ -180,7 +180,7 @@ static cJSON *json_fail(const vm_model *m, const sm_fail *f, int is_free)
 
 /* Adds "layer": [sites by peak] (null for the allocated layer when the
  * file has no blocks). */
-static void json_sites(cJSON *ts, const summary *s, const vm_model *m,
+static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
                        int layer, int top)
 {
     const char *name = msnap_layer_name(layer);
@@ -191,7 +191,7 @@ static void json_sites(cJSON *ts, const summary *s, const vm_model *m,
     cJSON *ta = cJSON_AddArrayToObject(ts, name);
     const msnap_site **sites = top > 0 ? malloc((size_t)top * sizeof *sites) : NULL;
     size_t shown = sites ? summary_top_sites(s, layer, sites, (size_t)top) : 0;
-    char (*labs)[VM_LABEL_MAX] = shown ? site_labels(m, sites, shown) : NULL;
+    char (*labs)[SM_LABEL_MAX] = shown ? site_labels(m, sites, shown) : NULL;
     for (size_t i = 0; i < shown; i++) {
         const msnap_site *x = sites[i];
         cJSON *o = cJSON_CreateObject();
@@ -218,41 +218,41 @@ static void json_sites(cJSON *ts, const summary *s, const vm_model *m,
 /* Feeds a record read by summary_read to the findings model. */
 static int feed_model(void *ctx, const msnap_record *r)
 {
-    return vm_feed(ctx, r);
+    return sm_feed(ctx, r);
 }
 
 static const char *at_name(int at)
 {
     switch (at) {
-    case VM_AT_OOM: return "oom";
-    case VM_AT_PEAK: return "peak";
-    case VM_AT_TIME: return "time";
+    case SM_AT_OOM: return "oom";
+    case SM_AT_PEAK: return "peak";
+    case SM_AT_TIME: return "time";
     default: return "end";
     }
 }
 
 /* The findings as a JSON object. */
-static cJSON *json_findings(vm_model *m)
+static cJSON *json_findings(sm_model *m)
 {
     cJSON *f = cJSON_CreateObject();
     cJSON_AddStringToObject(f, "stacked_layer",
-                            vm_blocks_seen(m) ? "blocks" : "reserved");
+                            sm_blocks_seen(m) ? "blocks" : "reserved");
     size_t nleaks, nsites;
     uint64_t nvalleys, f0, f1;
-    const vm_leak *leaks = vm_leaks(m, &nleaks, &nvalleys);
-    const vm_site *sites = vm_sites(m, &nsites);
-    vm_floor(m, &f0, &f1);
+    const sm_leak *leaks = sm_leaks(m, &nleaks, &nvalleys);
+    const sm_site *sites = sm_sites(m, &nsites);
+    sm_floor(m, &f0, &f1);
     add_u64(f, "valleys", nvalleys);
     cJSON *fl = cJSON_AddObjectToObject(f, "floor");
     add_u64(fl, "first", f0);
     add_u64(fl, "last", f1);
     cJSON *la = cJSON_AddArrayToObject(f, "leak_suspects");
     for (size_t i = 0; i < nleaks; i++) {
-        const vm_site *st = &sites[leaks[i].site];
+        const sm_site *st = &sites[leaks[i].site];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "stack", st->stack);
         cJSON_AddStringToObject(o, "kind", msnap_action_name(st->kind));
-        cJSON_AddNumberToObject(o, "device", st->device == VM_DEV_UNKNOWN ? -1 : st->device);
+        cJSON_AddNumberToObject(o, "device", st->device == SM_DEV_UNKNOWN ? -1 : st->device);
         add_u64(o, "first_valley_bytes", leaks[i].first);
         add_u64(o, "last_valley_bytes", leaks[i].last);
         add_u64(o, "rises", leaks[i].rises);
@@ -261,32 +261,32 @@ static cJSON *json_findings(vm_model *m)
         cJSON_AddItemToObject(o, "frames", json_frames(m, st->stack));
         cJSON_AddItemToArray(la, o);
     }
-    const vm_layout *l = vm_layout_at(m);
+    const sm_layout *l = sm_layout_at(m);
     cJSON *fr = cJSON_AddObjectToObject(f, "fragmentation");
     cJSON_AddStringToObject(fr, "at", l->valid ? at_name(l->at) : "none");
     add_u64(fr, "t_ns", l->t_ns);
     cJSON *fd = cJSON_AddArrayToObject(fr, "devices");
-    for (int dv = 0; dv < VM_NDEV; dv++) {
-        const vm_dev *v = vm_device(m, dv);
-        const vm_dev_layout *dl = &l->dev[dv];
+    for (int dv = 0; dv < SM_NDEV; dv++) {
+        const sm_dev *v = sm_device(m, dv);
+        const sm_dev_layout *dl = &l->dev[dv];
         if (!v->seen || (!v->peak_reserved && !dl->segments))
             continue;
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "device", dv == VM_DEV_UNKNOWN ? -1 : dv);
+        cJSON_AddNumberToObject(o, "device", dv == SM_DEV_UNKNOWN ? -1 : dv);
         add_u64(o, "segments", dl->segments);
         add_u64(o, "memory_bytes", dl->mapped_bytes);
         add_u64(o, "address_space_bytes", dl->segment_bytes);
-        if (vm_blocks_seen(m)) {
+        if (sm_blocks_seen(m)) {
             add_u64(o, "block_bytes", dl->block_bytes);
             add_u64(o, "total_free", dl->total_free);
             add_u64(o, "largest_free", dl->largest_free);
             cJSON_AddNumberToObject(o, "frag_free",
-                                    vm_frag_free(dl->total_free, dl->largest_free));
+                                    sm_frag_free(dl->total_free, dl->largest_free));
             add_u64(o, "peak_allocated", v->peak_allocated);
             add_u64(o, "peak_reserved", v->peak_reserved);
             if (v->peak_reserved)
                 cJSON_AddNumberToObject(o, "frag_peak",
-                                        vm_frag_peak(v->peak_allocated, v->peak_reserved));
+                                        sm_frag_peak(v->peak_allocated, v->peak_reserved));
             else
                 cJSON_AddNullToObject(o, "frag_peak");
         } else {
@@ -301,10 +301,10 @@ static cJSON *json_findings(vm_model *m)
         cJSON_AddItemToArray(fd, o);
     }
     size_t nooms;
-    const vm_oom *oo = vm_ooms(m, &nooms, NULL);
+    const sm_oom *oo = sm_ooms(m, &nooms, NULL);
     cJSON *oa = cJSON_AddArrayToObject(f, "oom_story");
     for (size_t i = 0; i < nooms; i++) {
-        const vm_oom *o = &oo[i];
+        const sm_oom *o = &oo[i];
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "action", msnap_action_name(o->action));
         add_u64(x, "t_ns", o->t_ns);
@@ -324,14 +324,14 @@ static cJSON *json_findings(vm_model *m)
             cJSON_AddNullToObject(x, "free_inside_reserved");
             cJSON_AddNullToObject(x, "largest_free_block");
         }
-        cJSON_AddStringToObject(x, "verdict", vm_oom_verdict(o));
+        cJSON_AddStringToObject(x, "verdict", sm_oom_verdict(o));
         cJSON_AddItemToArray(oa, x);
     }
     return f;
 }
 
 /* Builds the whole JSON object; NULL when out of memory. */
-static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
+static cJSON *build_json(summary *s, sm_model *m, const char *path, int top)
 {
     cJSON *root = cJSON_CreateObject();
     char cmd[2048];
@@ -450,10 +450,10 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
     if (s->want_marks) {
         cJSON *ma = cJSON_AddArrayToObject(root, "marks");
         for (size_t i = 0; i < s->nmarks; i++) {
-            const sm_mark *mk = &s->marks[i];
+            const sum_mark *mk = &s->marks[i];
             cJSON *o = cJSON_CreateObject();
             add_u64(o, "t_ns", mk->t);
-            cJSON_AddStringToObject(o, "message", vm_str(m, mk->str));
+            cJSON_AddStringToObject(o, "message", sm_str(m, mk->str));
             cJSON *dv = cJSON_AddArrayToObject(o, "devices");
             for (int d = 0; d < mk->ndev; d++) {
                 cJSON *x = cJSON_CreateObject();
@@ -809,8 +809,8 @@ static int summarize(const char *path, int marks, int top, cJSON **root)
     /* The findings model (viz/model.h) sees the same records in the same
      * pass; a second pass only when the fragmentation moment is the peak
      * (known at the end) and the input is a file. */
-    vm_opts mo = {.top = 8, .columns = 0, .at = VM_AT_DEFAULT};
-    vm_model *m = vm_new(&mo);
+    sm_opts mo = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
+    sm_model *m = sm_new(&mo);
     if (!m) {
         fprintf(stderr, "memsnap summary: out of memory\n");
         return 2;
@@ -819,9 +819,9 @@ static int summarize(const char *path, int marks, int top, cJSON **root)
     s.feed_ctx = m;
     int rc = 0;
     if (summary_read(&s, path, err, sizeof err) != 0 ||
-        (vm_end_pass1(m) != 0 &&
+        (sm_end_pass1(m) != 0 &&
          snprintf(err, sizeof err, "%s: out of memory", path) > 0) ||
-        (strcmp(path, "-") != 0 && vm_read_pass2(m, path, err, sizeof err))) {
+        (strcmp(path, "-") != 0 && sm_read_pass2(m, path, err, sizeof err))) {
         fprintf(stderr, "%s\n", err);
         rc = 2;
     } else if (!(*root = build_json(&s, m, path, top))) {
@@ -831,7 +831,7 @@ static int summarize(const char *path, int marks, int top, cJSON **root)
         rc = s.n_oom ? 1 : 0;
     }
     summary_free(&s);
-    vm_free(m);
+    sm_free(m);
     return rc;
 }
 
@@ -966,7 +966,7 @@ int cmd_summary(int argc, char **argv)
                         "got 0; try memsnap --help\n");
         return 2;
     }
-    vm_demangle_allow_loading(1);
+    sm_demangle_allow_loading(1);
     if (nfiles == 1) {
         cJSON *root = NULL;
         int rc = summarize(argv[optind], marks, top, &root);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symtab.h" /* vm_dupstr */
+#include "symtab.h" /* sm_dupstr */
 
 void summary_init(summary *s, int want_marks)
 {
@@ -18,16 +18,16 @@ void summary_init(summary *s, int want_marks)
     s->want_marks = want_marks;
 }
 
-/* Appends a failure to a list capped at SM_MAX_LISTED.  -1 no memory. */
-static int fail_push(sm_fail **list, size_t *n, const msnap_event *e)
+/* Appends a failure to a list capped at SUM_MAX_LISTED.  -1 no memory. */
+static int fail_push(sum_fail **list, size_t *n, const msnap_event *e)
 {
-    if (*n >= SM_MAX_LISTED)
+    if (*n >= SUM_MAX_LISTED)
         return 0;
-    sm_fail *nl = realloc(*list, (*n + 1) * sizeof **list);
+    sum_fail *nl = realloc(*list, (*n + 1) * sizeof **list);
     if (!nl)
         return -1;
     *list = nl;
-    nl[(*n)++] = (sm_fail){.t = e->t_ns, .size = e->size, .dev_free = e->aux,
+    nl[(*n)++] = (sum_fail){.t = e->t_ns, .size = e->size, .dev_free = e->aux,
                            .dev_total = e->aux2, .addr = e->addr,
                            .action = e->action, .api = e->api,
                            .device = e->device, .result = e->result,
@@ -38,17 +38,17 @@ static int fail_push(sm_fail **list, size_t *n, const msnap_event *e)
 /* Records the per-device values at an nvtx_mark.  -1 no memory. */
 static int mark_push(summary *s, const msnap_event *e)
 {
-    if (s->nmarks >= SM_MAX_LISTED * 100)
+    if (s->nmarks >= SUM_MAX_LISTED * 100)
         return 0;
     int ndev = s->ndevinfo;
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
         if (s->st.seen[d] && d + 1 > ndev)
             ndev = d + 1;
-    sm_mark *nm = realloc(s->marks, (s->nmarks + 1) * sizeof *nm);
+    sum_mark *nm = realloc(s->marks, (s->nmarks + 1) * sizeof *nm);
     if (!nm)
         return -1;
     s->marks = nm;
-    sm_mark *m = &nm[s->nmarks];
+    sum_mark *m = &nm[s->nmarks];
     m->t = e->t_ns;
     m->str = (uint32_t)e->aux;
     m->ndev = ndev;
@@ -108,7 +108,7 @@ static int take_header(summary *s, const msnap_header *h)
     if (!s->argv)
         return -1;
     for (int i = 0; i < s->argc; i++)
-        if (!(s->argv[i] = vm_dupstr(h->argv[i])))
+        if (!(s->argv[i] = sm_dupstr(h->argv[i])))
             return -1;
     s->ndevinfo = h->ndevices < 0 ? 0
                 : h->ndevices > MSNAP_MAX_DEVICES ? MSNAP_MAX_DEVICES

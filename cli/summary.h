@@ -8,7 +8,7 @@
  * Memory: the state's live set and sites and the OOM/failed-free/mark
  * lists; never the events.  The file's stack/module/sym/str records are
  * left to the feed: `memsnap summary` prints its frames and mark messages
- * from the tables of the findings model (viz/symtab.h, vm_symtab_of).
+ * from the tables of the findings model (viz/symtab.h, sm_symtab_of).
  */
 #ifndef MEMSNAP_CLI_SUMMARY_H
 #define MEMSNAP_CLI_SUMMARY_H
@@ -19,25 +19,25 @@
 #include "memsnap/state.h"
 
 /* A failed allocation (oom / alloc_error) or a failed free. */
-typedef struct sm_fail {
+typedef struct sum_fail {
     uint64_t t, size, dev_free, dev_total, addr;
     int action, api, device, result;
     uint32_t stack;
-} sm_fail;
+} sum_fail;
 
 /* Per-device values at an nvtx_mark (only with want_marks). */
-typedef struct sm_mark_dev {
+typedef struct sum_mark_dev {
     uint64_t reserved, async, allocated;   /* current levels (state.h) */
-} sm_mark_dev;
+} sum_mark_dev;
 
-typedef struct sm_mark {
+typedef struct sum_mark {
     uint64_t t;
     uint32_t str;       /* string id; message resolved at print time */
     int ndev;           /* entries in vals: devices 0..ndev-1 */
-    sm_mark_dev *vals;
-} sm_mark;
+    sum_mark_dev *vals;
+} sum_mark;
 
-#define SM_MAX_LISTED 1000 /* OOMs / failed frees / marks kept in detail */
+#define SUM_MAX_LISTED 1000 /* OOMs / failed frees / marks kept in detail */
 
 typedef struct summary {
     /* header */
@@ -66,15 +66,15 @@ typedef struct summary {
 
     /* failures */
     uint64_t n_oom, n_alloc_error, n_free_error;
-    sm_fail *fails;            /* ooms and alloc errors, first SM_MAX_LISTED */
+    sum_fail *fails;            /* ooms and alloc errors, first SUM_MAX_LISTED */
     size_t nfails;
-    sm_fail *free_fails;
+    sum_fail *free_fails;
     size_t nfree_fails;
 
     /* marks */
     int want_marks;
     uint64_t n_marks;
-    sm_mark *marks;
+    sum_mark *marks;
     size_t nmarks;
 
     /* trailer */

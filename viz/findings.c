@@ -5,14 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int vm_lf_touch(vm_leakfinder *m, vm_site *s, uint32_t idx)
+int sm_lf_touch(sm_leakfinder *m, sm_site *s, uint32_t idx)
 {
     if (s->snap_ver != m->cand_ver) {
         s->snap = s->live;
         s->snap_ver = m->cand_ver;
     }
     if (s->dirty != m->serial + 1) {
-        if (vm_grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
+        if (sm_grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
                  sizeof *m->dirty))
             return -1;
         m->dirty[m->ndirty++] = idx;
@@ -23,11 +23,11 @@ int vm_lf_touch(vm_leakfinder *m, vm_site *s, uint32_t idx)
 
 /* Confirms the candidate valley: folds the live bytes at the candidate of
  * every site touched since the previous valley into its rise/fall counts. */
-static int valley_commit(vm_leakfinder *m, vm_site *sites, int cls)
+static int valley_commit(sm_leakfinder *m, sm_site *sites, int cls)
 {
     size_t keep = 0;
     for (size_t i = 0; i < m->ndirty; i++) {
-        vm_site *s = &sites[m->dirty[i]];
+        sm_site *s = &sites[m->dirty[i]];
         if (s->cls != cls)
             continue;
         uint64_t v = s->snap_ver == m->cand_ver ? s->snap : s->live;
@@ -60,7 +60,7 @@ static int valley_commit(vm_leakfinder *m, vm_site *sites, int cls)
     return 0;
 }
 
-int vm_lf_step(vm_leakfinder *m, vm_site *sites, int cls)
+int sm_lf_step(sm_leakfinder *m, sm_site *sites, int cls)
 {
     if (m->T > m->lk_maxever)
         m->lk_maxever = m->T;
@@ -87,7 +87,7 @@ int vm_lf_step(vm_leakfinder *m, vm_site *sites, int cls)
     return 0;
 }
 
-void vm_lf_restart(vm_leakfinder *f, uint64_t T)
+void sm_lf_restart(sm_leakfinder *f, uint64_t T)
 {
     f->T = T;
     f->nvalleys = 0;
@@ -101,28 +101,28 @@ void vm_lf_restart(vm_leakfinder *f, uint64_t T)
 /* Largest growth first, then site index. */
 static int cmp_leak(const void *a, const void *b)
 {
-    const vm_leak *x = a, *y = b;
+    const sm_leak *x = a, *y = b;
     uint64_t gx = x->last - x->first, gy = y->last - y->first;
     if (gx != gy)
         return gx > gy ? -1 : 1;
     return x->site < y->site ? -1 : x->site > y->site;
 }
 
-int vm_lf_finish(vm_leakfinder *f, const vm_site *sites, size_t n, int cls)
+int sm_lf_finish(sm_leakfinder *f, const sm_site *sites, size_t n, int cls)
 {
     f->nleaks = 0;
     if (f->nvalleys < 3)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        const vm_site *s = &sites[i];
+        const sm_site *s = &sites[i];
         if (s->cls != cls || !s->in_valleys)
             continue;
         if (s->rises >= 2 && s->falls * 3 <= s->rises && s->v_last > s->v_first) {
-            vm_leak *nl = realloc(f->leaks, (f->nleaks + 1) * sizeof *nl);
+            sm_leak *nl = realloc(f->leaks, (f->nleaks + 1) * sizeof *nl);
             if (!nl)
                 return -1;
             f->leaks = nl;
-            f->leaks[f->nleaks++] = (vm_leak){.site = (uint32_t)i,
+            f->leaks[f->nleaks++] = (sm_leak){.site = (uint32_t)i,
                                               .first = s->v_first,
                                               .last = s->v_last,
                                               .rises = s->rises,
@@ -134,25 +134,25 @@ int vm_lf_finish(vm_leakfinder *f, const vm_site *sites, size_t n, int cls)
     return 0;
 }
 
-void vm_lf_free(vm_leakfinder *f)
+void sm_lf_free(sm_leakfinder *f)
 {
     free(f->dirty);
     free(f->leaks);
     memset(f, 0, sizeof *f);
 }
 
-double vm_frag_free(uint64_t total_free, uint64_t largest_free)
+double sm_frag_free(uint64_t total_free, uint64_t largest_free)
 {
     return total_free ? 1.0 - (double)largest_free / (double)total_free : 0.0;
 }
 
-double vm_frag_peak(uint64_t peak_allocated, uint64_t peak_reserved)
+double sm_frag_peak(uint64_t peak_allocated, uint64_t peak_reserved)
 {
     return peak_reserved ? 1.0 - (double)peak_allocated / (double)peak_reserved
                          : -1.0;
 }
 
-const char *vm_oom_verdict(const vm_oom *o)
+const char *sm_oom_verdict(const sm_oom *o)
 {
     if (!o->blocks_seen) {
         if (o->dev_total && o->requested > o->dev_free)

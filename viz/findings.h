@@ -5,12 +5,12 @@
  *
  *   leak suspects   a zigzag valley detector over the stacked total T (all
  *                   devices): a site whose live bytes at successive valleys
- *                   keep rising (vm_leakfinder below);
+ *                   keep rising (sm_leakfinder below);
  *   fragmentation   at one moment, inside reserved: 1 - largest free block
- *                   / total free (vm_frag_free); over the run: 1 - peak
- *                   allocated / peak reserved (vm_frag_peak);
+ *                   / total free (sm_frag_free); over the run: 1 - peak
+ *                   allocated / peak reserved (sm_frag_peak);
  *   the OOM story   what the numbers of a failed allocation say
- *                   (vm_oom_verdict).
+ *                   (sm_oom_verdict).
  *
  * Leak finder.  A zigzag detector with threshold thr = max(1% of the
  * largest T so far, 1 byte) finds the valleys of T: falling by thr from a
@@ -32,32 +32,32 @@
 
 #include "model.h"
 
-typedef struct vm_leakfinder {
+typedef struct sm_leakfinder {
     uint64_t T;                  /* the stacked total, kept by the caller */
     uint64_t lk_max, lk_min, lk_maxever, cand_ver, serial, nvalleys;
     uint64_t floor_first, floor_last; /* T at the first / latest valley */
     int falling;
     uint32_t *dirty;             /* sites touched since the last valley */
     size_t ndirty, cap_dirty;
-    vm_leak *leaks;              /* after vm_lf_finish, largest growth first */
+    sm_leak *leaks;              /* after sm_lf_finish, largest growth first */
     size_t nleaks;
-} vm_leakfinder;
+} sm_leakfinder;
 
 /* Before site idx's live bytes change.  0 ok, -1 out of memory. */
-int vm_lf_touch(vm_leakfinder *f, vm_site *s, uint32_t idx);
+int sm_lf_touch(sm_leakfinder *f, sm_site *s, uint32_t idx);
 /* After f->T changed; sites of class cls take part.  0 ok, -1 no memory. */
-int vm_lf_step(vm_leakfinder *f, vm_site *sites, int cls);
+int sm_lf_step(sm_leakfinder *f, sm_site *sites, int cls);
 /* Starts over from total T (the stacked layer changed meaning). */
-void vm_lf_restart(vm_leakfinder *f, uint64_t T);
+void sm_lf_restart(sm_leakfinder *f, uint64_t T);
 /* Lists the suspects among sites[0..n) of class cls.  0 ok, -1 no memory. */
-int vm_lf_finish(vm_leakfinder *f, const vm_site *sites, size_t n, int cls);
-void vm_lf_free(vm_leakfinder *f);
+int sm_lf_finish(sm_leakfinder *f, const sm_site *sites, size_t n, int cls);
+void sm_lf_free(sm_leakfinder *f);
 
 /* 1 - largest_free/total_free inside reserved; 0 when nothing is free. */
-double vm_frag_free(uint64_t total_free, uint64_t largest_free);
+double sm_frag_free(uint64_t total_free, uint64_t largest_free);
 /* 1 - peak_allocated/peak_reserved; -1 when nothing was reserved. */
-double vm_frag_peak(uint64_t peak_allocated, uint64_t peak_reserved);
+double sm_frag_peak(uint64_t peak_allocated, uint64_t peak_reserved);
 /* What the numbers of an OOM say, in one sentence. */
-const char *vm_oom_verdict(const vm_oom *o);
+const char *sm_oom_verdict(const sm_oom *o);
 
 #endif

@@ -1,5 +1,5 @@
 /* Site labels: which frame of a stack names an allocation site, and how
- * that frame is written in a legend (model.h, vm_site_label & co).
+ * that frame is written in a legend (model.h, sm_site_label & co).
  *
  * The rule.  Every stack of a real program starts inside the memory
  * runtime: PyTorch's caching allocator (libc10_cuda: ...ExpandableSegment::
@@ -16,7 +16,7 @@
  * them, the innermost frame names the site.
  *
  * The name.  "function (file:line)" from the sym record, the function
- * shortened (vm_short_name): demangled when it arrives mangled (_Z...: a
+ * shortened (sm_short_name): demangled when it arrives mangled (_Z...: a
  * recording made before the recorder demangled in-process) and
  * __cxa_demangle is reachable, then without argument list, template
  * arguments, return type, "(anonymous namespace)::" and " [clone ...]".
@@ -47,7 +47,7 @@ static int allow_loading;
 static int demangle_tried;
 static demangle_fn demangler;
 
-void vm_demangle_allow_loading(int allow)
+void sm_demangle_allow_loading(int allow)
 {
     allow_loading = allow;
     if (allow && demangle_tried && !demangler)
@@ -180,7 +180,7 @@ static void strip_templates(const char *s, char *out, size_t cap)
     out[n] = '\0';
 }
 
-void vm_short_name(const char *fn, char *buf, size_t cap)
+void sm_short_name(const char *fn, char *buf, size_t cap)
 {
     if (!cap)
         return;
@@ -273,10 +273,10 @@ void vm_short_name(const char *fn, char *buf, size_t cap)
 /* ---- which frame names the site ----------------------------------------- */
 
 /* Whether frame f is inside the memory runtime / allocator libraries. */
-static int in_runtime(const vm_frame_info *f)
+static int in_runtime(const sm_frame_info *f)
 {
     if (f->module[0]) {
-        const char *b = vm_base_name(f->module);
+        const char *b = sm_base_name(f->module);
         static const char *libs[] = {"libcuda.", "libcudart", "libc10_cuda",
                                      "libc10.", "libmemsnap", "libmsnap"};
         for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
@@ -297,14 +297,14 @@ static int in_runtime(const vm_frame_info *f)
 }
 
 /* Index of the frame that names the stack's site; -1 for an unknown stack. */
-static int label_frame(const vm_model *m, uint32_t stack)
+static int label_frame(const sm_model *m, uint32_t stack)
 {
-    vm_frame_info f;
-    int depth = vm_frame_get(m, stack, 0, &f);
+    sm_frame_info f;
+    int depth = sm_frame_get(m, stack, 0, &f);
     if (!depth)
         return -1;
     for (int i = 0; i < depth; i++) {
-        vm_frame_get(m, stack, i, &f);
+        sm_frame_get(m, stack, i, &f);
         if (!in_runtime(&f))
             return i;
     }
@@ -313,41 +313,41 @@ static int label_frame(const vm_model *m, uint32_t stack)
 
 /* The name of frame i without addresses: short function, else
  * module+0xoff, else 0xip. */
-static void frame_name(const vm_model *m, uint32_t stack, int i, char *buf,
+static void frame_name(const sm_model *m, uint32_t stack, int i, char *buf,
                        size_t cap)
 {
-    vm_frame_info f;
-    vm_frame_get(m, stack, i, &f);
+    sm_frame_info f;
+    sm_frame_get(m, stack, i, &f);
     if (f.fn[0])
-        vm_short_name(f.fn, buf, cap);
+        sm_short_name(f.fn, buf, cap);
     else if (f.module[0])
-        snprintf(buf, cap, "%s+0x%" PRIx64, vm_base_name(f.module),
+        snprintf(buf, cap, "%s+0x%" PRIx64, sm_base_name(f.module),
                  f.ip - f.module_base);
     else
         snprintf(buf, cap, "0x%" PRIx64, f.ip);
 }
 
 /* Frame i written for a legend: "short_fn (file:line)" etc. */
-static void frame_label(const vm_model *m, uint32_t stack, int i, char *buf,
+static void frame_label(const sm_model *m, uint32_t stack, int i, char *buf,
                         size_t cap)
 {
-    vm_frame_info f;
-    vm_frame_get(m, stack, i, &f);
-    char fn[VM_LABEL_MAX];
+    sm_frame_info f;
+    sm_frame_get(m, stack, i, &f);
+    char fn[SM_LABEL_MAX];
     frame_name(m, stack, i, fn, sizeof fn);
     if (f.fn[0] && f.file[0] && f.line)
-        snprintf(buf, cap, "%s (%s:%d)", fn, vm_base_name(f.file), f.line);
+        snprintf(buf, cap, "%s (%s:%d)", fn, sm_base_name(f.file), f.line);
     else if (f.fn[0] && f.file[0])
-        snprintf(buf, cap, "%s (%s)", fn, vm_base_name(f.file));
+        snprintf(buf, cap, "%s (%s)", fn, sm_base_name(f.file));
     else
         snprintf(buf, cap, "%s", fn);
 }
 
-void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap)
+void sm_site_label(const sm_model *m, uint32_t stack, char *buf, size_t cap)
 {
     if (!stack) {
         /* Pre-window allocations known only from a free carry no stack. */
-        snprintf(buf, cap, "%s", vm_ring_mode(m)
+        snprintf(buf, cap, "%s", sm_ring_mode(m)
                                      ? "(no stack: allocated before the event window)"
                                      : "(no stack)");
         return;
@@ -372,23 +372,23 @@ static const char *tail2(const char *name)
     return prev ? prev + 2 : name;
 }
 
-/* The frame names of a stack, computed once per vm_site_labels call. */
+/* The frame names of a stack, computed once per sm_site_labels call. */
 typedef struct named_stack {
     int lf, depth;
-    char (*names)[VM_LABEL_MAX];   /* [2 * depth]: function names, then with file:line */
+    char (*names)[SM_LABEL_MAX];   /* [2 * depth]: function names, then with file:line */
 } named_stack;
 
-static void name_stack(const vm_model *m, uint32_t stack, named_stack *ns)
+static void name_stack(const sm_model *m, uint32_t stack, named_stack *ns)
 {
-    vm_frame_info f;
+    sm_frame_info f;
     ns->lf = stack ? label_frame(m, stack) : -1;
-    ns->depth = stack ? vm_frame_get(m, stack, 0, &f) : 0;
-    ns->names = ns->depth ? malloc((size_t)ns->depth * 2 * VM_LABEL_MAX) : NULL;
+    ns->depth = stack ? sm_frame_get(m, stack, 0, &f) : 0;
+    ns->names = ns->depth ? malloc((size_t)ns->depth * 2 * SM_LABEL_MAX) : NULL;
     if (!ns->names)
         ns->depth = 0;
     for (int i = 0; i < ns->depth; i++) {
-        frame_name(m, stack, i, ns->names[i], VM_LABEL_MAX);
-        frame_label(m, stack, i, ns->names[ns->depth + i], VM_LABEL_MAX);
+        frame_name(m, stack, i, ns->names[i], SM_LABEL_MAX);
+        frame_label(m, stack, i, ns->names[ns->depth + i], SM_LABEL_MAX);
     }
 }
 
@@ -402,11 +402,11 @@ static int has_name(const named_stack *ns, const char *name, int level)
     return 0;
 }
 
-void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
-                    char (*labels)[VM_LABEL_MAX])
+void sm_site_labels(const sm_model *m, const uint32_t *stacks, int n,
+                    char (*labels)[SM_LABEL_MAX])
 {
     for (int i = 0; i < n; i++)
-        vm_site_label(m, stacks[i], labels[i], VM_LABEL_MAX);
+        sm_site_label(m, stacks[i], labels[i], SM_LABEL_MAX);
     int *group = malloc(((size_t)n + 1) * sizeof *group);
     named_stack *ns = calloc((size_t)n + 1, sizeof *ns);
     if (!group || !ns) {
@@ -441,7 +441,7 @@ void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
     for (int k = 0; shared && k < n; k++) {
         if (!shared[k])
             continue;
-        char suffix[VM_LABEL_MAX] = "";
+        char suffix[SM_LABEL_MAX] = "";
         /* Callers from the labelling frame outwards, not the last few
          * (process entry: main, _start...; and a stack cut at the depth
          * limit lacks them, which would make them look unique). */
@@ -464,10 +464,10 @@ void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
         if (!suffix[0])
             snprintf(suffix, sizeof suffix, " (stack %" PRIu32 ")", stacks[k]);
         size_t sl = strlen(suffix), bl = strlen(labels[k]);
-        if (sl > VM_LABEL_MAX - 1)
-            sl = VM_LABEL_MAX - 1;
-        if (bl + sl > VM_LABEL_MAX - 1)
-            bl = VM_LABEL_MAX - 1 - sl;
+        if (sl > SM_LABEL_MAX - 1)
+            sl = SM_LABEL_MAX - 1;
+        if (bl + sl > SM_LABEL_MAX - 1)
+            bl = SM_LABEL_MAX - 1 - sl;
         memcpy(labels[k] + bl, suffix, sl);
         labels[k][bl + sl] = '\0';
     }
@@ -478,7 +478,7 @@ void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
     free(ns);
 }
 
-uint64_t vm_site_key(const vm_model *m, uint32_t stack)
+uint64_t sm_site_key(const sm_model *m, uint32_t stack)
 {
     uint64_t h = 1469598103934665603ull;   /* FNV-1a */
     int lf = stack ? label_frame(m, stack) : -1;
@@ -488,9 +488,9 @@ uint64_t vm_site_key(const vm_model *m, uint32_t stack)
             h = (h ^ (uint8_t)*s) * 1099511628211ull;
         return h ^ (stack ? stack : 0);
     }
-    vm_frame_info f;
-    int depth = vm_frame_get(m, stack, 0, &f);
-    char name[VM_LABEL_MAX];
+    sm_frame_info f;
+    int depth = sm_frame_get(m, stack, 0, &f);
+    char name[SM_LABEL_MAX];
     for (int i = lf; i < depth; i++) {
         frame_label(m, stack, i, name, sizeof name);
         for (const char *s = name; *s; s++)

@@ -4,7 +4,7 @@
  * model observes each change of a level (obj_before / obj_after), where the
  * pass-1 bookkeeping (peaks, the valley detector of the leak finder) and the
  * pass-2 bookkeeping (column buckets) hang (touch_before / touch_after).
- * Sites are the state's: vm_sites()[i] is the state's site i, with the
+ * Sites are the state's: sm_sites()[i] is the state's site i, with the
  * model's rank and leak figures beside it.
  *
  * The leak finder (pass 1), the fragmentation numbers and the OOM verdict
@@ -26,15 +26,15 @@
 #define MAX_THREADS 64
 #define MAX_DEPTH 32
 
-typedef struct vm_thread {
+typedef struct sm_thread {
     uint32_t tid;
     int depth;
     uint64_t x0[MAX_DEPTH];
     uint32_t str[MAX_DEPTH];
-} vm_thread;
+} sm_thread;
 
-struct vm_model {
-    vm_opts o;
+struct sm_model {
+    sm_opts o;
     int pass;
 
     /* header */
@@ -43,18 +43,18 @@ struct vm_model {
     msnap_header hdr;            /* copied scalars; argv/settings not kept */
     uint64_t cap_header;
 
-    vm_dev dev[VM_NDEV];
+    sm_dev dev[SM_NDEV];
 
     /* live objects, levels and sites (state.h) */
     msnap_state st;
     int err;                     /* an observer ran out of memory */
 
     /* the state's sites with the model's figures; nsites <= st.nsites */
-    vm_site *sites;
+    sm_site *sites;
     size_t nsites, cap_sites;
 
     /* the file's stack/sym/module/str tables (pass 1) */
-    vm_symtab tab;
+    sm_symtab tab;
 
     /* progress */
     uint64_t events, ev_idx, t_max, t_first;
@@ -74,21 +74,21 @@ struct vm_model {
     uint64_t at_time_idx;
     uint64_t capture_idx;        /* after this event; UINT64_MAX: at the end */
     int capture_at;
-    vm_layout layout;
+    sm_layout layout;
 
     /* OOMs */
-    vm_oom ooms[VM_MAX_OOMS];
+    sm_oom ooms[SM_MAX_OOMS];
     size_t nooms;
     uint64_t total_ooms, first_oom_idx;
 
-    vm_leakfinder lf;            /* findings.h; lf.T = the stacked total */
+    sm_leakfinder lf;            /* findings.h; lf.T = the stacked total */
 
     /* NVTX (pass 2) */
-    vm_thread threads[MAX_THREADS];
+    sm_thread threads[MAX_THREADS];
     int nthreads;
     uint32_t main_tid;
     int have_main;
-    vm_range *ranges;
+    sm_range *ranges;
     size_t nranges;
     uint64_t total_ranges;
 };
@@ -97,22 +97,22 @@ struct vm_model {
 
 static int dev_slot(int d)
 {
-    return d >= 0 && d < MSNAP_MAX_DEVICES ? d : VM_DEV_UNKNOWN;
+    return d >= 0 && d < MSNAP_MAX_DEVICES ? d : SM_DEV_UNKNOWN;
 }
 
 /* Site class of an allocation kind on a device slot. */
 static int cls_of(int kind, int slot)
 {
     switch (msnap_state_site_layer(kind, slot)) {
-    case MSNAP_LAYER_RESERVED: return VM_CLS_MEM;
-    case MSNAP_LAYER_ALLOCATED: return VM_CLS_BLOCK;
-    default: return VM_CLS_NONE;
+    case MSNAP_LAYER_RESERVED: return SM_CLS_MEM;
+    case MSNAP_LAYER_ALLOCATED: return SM_CLS_BLOCK;
+    default: return SM_CLS_NONE;
     }
 }
 
-static int stacked_cls(const vm_model *m)
+static int stacked_cls(const sm_model *m)
 {
-    return m->blocks_seen ? VM_CLS_BLOCK : VM_CLS_MEM;
+    return m->blocks_seen ? SM_CLS_BLOCK : SM_CLS_MEM;
 }
 
 static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
@@ -120,16 +120,16 @@ static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
 static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
                      int sign);
 
-vm_model *vm_new(const vm_opts *o)
+sm_model *sm_new(const sm_opts *o)
 {
-    vm_model *m = calloc(1, sizeof *m);
+    sm_model *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->o = *o;
     if (m->o.top < 0)
         m->o.top = 0;
-    if (m->o.top > VM_MAX_TOP)
-        m->o.top = VM_MAX_TOP;
+    if (m->o.top > SM_MAX_TOP)
+        m->o.top = SM_MAX_TOP;
     if (m->o.columns < 0)
         m->o.columns = 0;
     m->pass = 1;
@@ -142,23 +142,23 @@ vm_model *vm_new(const vm_opts *o)
     return m;
 }
 
-static void layout_free(vm_layout *l)
+static void layout_free(sm_layout *l)
 {
     free(l->segs);
     free(l->spans);
     memset(l, 0, sizeof *l);
 }
 
-void vm_free(vm_model *m)
+void sm_free(sm_model *m)
 {
     if (!m)
         return;
     msnap_state_free(&m->st);
     free(m->sites);
-    vm_symtab_free(&m->tab);
-    vm_lf_free(&m->lf);
+    sm_symtab_free(&m->tab);
+    sm_lf_free(&m->lf);
     free(m->ranges);
-    for (int d = 0; d < VM_NDEV; d++) {
+    for (int d = 0; d < SM_NDEV; d++) {
         free(m->dev[d].cols);
         free(m->dev[d].colvals);
     }
@@ -168,15 +168,15 @@ void vm_free(vm_model *m)
 
 /* ---- x axis ----------------------------------------------------------- */
 
-void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi)
+void sm_x_range(const sm_model *m, uint64_t *lo, uint64_t *hi)
 {
     *lo = 0;
-    if (m->o.x_mode == VM_X_EVENTS) {
+    if (m->o.x_mode == SM_X_EVENTS) {
         *hi = m->events > 1 ? m->events - 1 : 1;
         return;
     }
     *hi = m->t_max ? m->t_max : 1;
-    if (m->o.x_from == VM_FROM_FIRST) {
+    if (m->o.x_from == SM_FROM_FIRST) {
         uint64_t first = UINT64_MAX;
         if (m->have_first)
             first = m->t_first;
@@ -187,13 +187,13 @@ void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi)
     }
 }
 
-int vm_col_of(const vm_model *m, uint64_t x)
+int sm_col_of(const sm_model *m, uint64_t x)
 {
     uint64_t lo, hi;
     int n = m->o.columns;
     if (n <= 0)
         return 0;
-    vm_x_range(m, &lo, &hi);
+    sm_x_range(m, &lo, &hi);
     if (x <= lo)
         return 0;
     if (x >= hi)
@@ -207,13 +207,13 @@ int vm_col_of(const vm_model *m, uint64_t x)
 
 /* The model's entry for the state's site idx, made when new (the state's
  * sites only grow).  NULL when out of memory. */
-static vm_site *site_at(vm_model *m, uint32_t idx)
+static sm_site *site_at(sm_model *m, uint32_t idx)
 {
     while (m->nsites <= idx) {
-        if (vm_grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites))
+        if (sm_grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites))
             return NULL;
         const msnap_site *s = &m->st.sites[m->nsites];
-        m->sites[m->nsites++] = (vm_site){
+        m->sites[m->nsites++] = (sm_site){
             .stack = s->stack, .cls = (uint8_t)cls_of(s->kind, s->device),
             .kind = s->kind, .device = s->device, .rank = -1};
     }
@@ -224,18 +224,18 @@ static vm_site *site_at(vm_model *m, uint32_t idx)
 
 /* Pass 2: before a change on device slot d, fills the columns since the
  * device's last one with its current (pre-change) state. */
-static void touch_before(vm_model *m, int d)
+static void touch_before(sm_model *m, int d)
 {
-    vm_dev *v = &m->dev[d];
+    sm_dev *v = &m->dev[d];
     if (m->pass != 2 || !v->cols)
         return;
     int col = m->cur_col;
-    int K = VM_MAX_TOP + 1;
+    int K = SM_MAX_TOP + 1;
     for (int c = v->last_col + 1; c <= col; c++) {
-        vm_col *k = &v->cols[c];
+        sm_col *k = &v->cols[c];
         uint64_t cnt_res = k->cnt_res, cnt_alloc = k->cnt_alloc;
         uint8_t has_cnt = k->has_cnt;
-        *k = (vm_col){.total_max = v->stacked, .total_min = v->stacked,
+        *k = (sm_col){.total_max = v->stacked, .total_min = v->stacked,
                       .res_max = v->reserved, .res_min = v->reserved,
                       .cnt_res = cnt_res, .cnt_alloc = cnt_alloc,
                       .has = 1, .has_cnt = has_cnt};
@@ -246,9 +246,9 @@ static void touch_before(vm_model *m, int d)
 }
 
 /* After a change on device slot d: peaks (pass 1) or the column (pass 2). */
-static void touch_after(vm_model *m, int d)
+static void touch_after(sm_model *m, int d)
 {
-    vm_dev *v = &m->dev[d];
+    sm_dev *v = &m->dev[d];
     v->seen = 1;
     if (m->pass == 1) {
         if (v->reserved > v->peak_reserved) {
@@ -265,10 +265,10 @@ static void touch_after(vm_model *m, int d)
     }
     if (!v->cols || v->last_col < 0)
         return;
-    vm_col *k = &v->cols[v->last_col];
+    sm_col *k = &v->cols[v->last_col];
     if (v->stacked > k->total_max) {
         k->total_max = v->stacked;
-        memcpy(&v->colvals[(size_t)v->last_col * (VM_MAX_TOP + 1)], v->cur,
+        memcpy(&v->colvals[(size_t)v->last_col * (SM_MAX_TOP + 1)], v->cur,
                sizeof v->cur);
     }
     if (v->stacked < k->total_min)
@@ -287,15 +287,15 @@ static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
 {
     (void)st;
     (void)sign;
-    vm_model *m = ctx;
+    sm_model *m = ctx;
     int cls = cls_of(o->kind, o->device);
     if (!cls || m->err)
         return;
     touch_before(m, o->device);
     if (o->site == NO_SITE || m->pass != 1)
         return;
-    vm_site *s = site_at(m, o->site);
-    if (!s || (s->cls == stacked_cls(m) && vm_lf_touch(&m->lf, s, o->site)))
+    sm_site *s = site_at(m, o->site);
+    if (!s || (s->cls == stacked_cls(m) && sm_lf_touch(&m->lf, s, o->site)))
         m->err = 1;
 }
 
@@ -305,17 +305,17 @@ static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
 static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
                      int sign)
 {
-    vm_model *m = ctx;
+    sm_model *m = ctx;
     int d = o->device, cls = cls_of(o->kind, d);
     if (!cls || m->err)
         return m->err ? -1 : 0;
-    vm_dev *v = &m->dev[d];
+    sm_dev *v = &m->dev[d];
     uint64_t n = o->size;
 #define MOVE(x) ((x) = sign > 0 ? (x) + n : ((x) > n ? (x) - n : 0))
     v->reserved = v->mem = st->lv[d][MSNAP_LAYER_RESERVED].cur;
     v->allocated = st->lv[d][MSNAP_LAYER_ALLOCATED].cur;
     if (o->site != NO_SITE) {
-        vm_site *s = site_at(m, o->site);
+        sm_site *s = site_at(m, o->site);
         if (!s)
             return -1;
         if (m->pass == 1) {
@@ -330,7 +330,7 @@ static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
         MOVE(v->stacked);
         if (m->pass == 1) {
             MOVE(m->lf.T);
-            if (vm_lf_step(&m->lf, m->sites, stacked_cls(m)))
+            if (sm_lf_step(&m->lf, m->sites, stacked_cls(m)))
                 return -1;
         }
     }
@@ -357,27 +357,27 @@ static int cmp_addr_only(const void *a, const void *b)
 
 /* Appends a span, merging with the previous one when both are free (or
  * both unmapped) and contiguous. */
-static int span_push(vm_layout *l, size_t *cap, vm_segment *sg, uint64_t a,
+static int span_push(sm_layout *l, size_t *cap, sm_segment *sg, uint64_t a,
                      uint64_t b, int what, uint32_t site)
 {
     if (b <= a)
         return 0;
     if (sg->nspans) {
-        vm_span *p = &l->spans[l->nspans - 1];
+        sm_span *p = &l->spans[l->nspans - 1];
         if (p->what == what && p->addr + p->size == a &&
-            (what == VM_SPAN_FREE || what == VM_SPAN_UNMAPPED)) {
+            (what == SM_SPAN_FREE || what == SM_SPAN_UNMAPPED)) {
             p->size += b - a;
-            if (what == VM_SPAN_FREE && p->size > sg->largest_free)
+            if (what == SM_SPAN_FREE && p->size > sg->largest_free)
                 sg->largest_free = p->size;
             return 0;
         }
     }
-    if (vm_grow((void **)&l->spans, cap, l->nspans, sizeof *l->spans))
+    if (sm_grow((void **)&l->spans, cap, l->nspans, sizeof *l->spans))
         return -1;
-    l->spans[l->nspans++] = (vm_span){.addr = a, .size = b - a, .site = site,
+    l->spans[l->nspans++] = (sm_span){.addr = a, .size = b - a, .site = site,
                                       .what = (uint8_t)what};
     sg->nspans++;
-    if (what == VM_SPAN_FREE && b - a > sg->largest_free)
+    if (what == SM_SPAN_FREE && b - a > sg->largest_free)
         sg->largest_free = b - a;
     return 0;
 }
@@ -398,7 +398,7 @@ static size_t lower_bound(const msnap_obj *arr, size_t n, uint64_t a)
 
 /* Fills the spans of [a, b) given the mapped intervals maps[0..nm) (sorted,
  * clamped by the caller) and the sorted blocks. */
-static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
+static int fill_segment(sm_model *m, sm_layout *l, size_t *cap, sm_segment *sg,
                         const msnap_obj *maps, size_t nm, const msnap_obj *blocks,
                         size_t nb)
 {
@@ -414,7 +414,7 @@ static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
             continue;
         if (ma < pos)
             ma = pos;
-        if (span_push(l, cap, sg, pos, ma, VM_SPAN_UNMAPPED, NO_SITE))
+        if (span_push(l, cap, sg, pos, ma, SM_SPAN_UNMAPPED, NO_SITE))
             return -1;
         pos = ma;
         if (m->blocks_seen) {
@@ -429,8 +429,8 @@ static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
                 uint64_t ba = blocks[bi].addr < pos ? pos : blocks[bi].addr;
                 uint64_t be = end > mb ? mb : end;
                 if (be > ba) {
-                    if (span_push(l, cap, sg, pos, ba, VM_SPAN_FREE, NO_SITE) ||
-                        span_push(l, cap, sg, ba, be, VM_SPAN_BLOCK,
+                    if (span_push(l, cap, sg, pos, ba, SM_SPAN_FREE, NO_SITE) ||
+                        span_push(l, cap, sg, ba, be, SM_SPAN_BLOCK,
                                   blocks[bi].site))
                         return -1;
                     pos = be;
@@ -438,20 +438,20 @@ static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
                 if (end > mb)
                     break;
             }
-            if (span_push(l, cap, sg, pos, mb, VM_SPAN_FREE, NO_SITE))
+            if (span_push(l, cap, sg, pos, mb, SM_SPAN_FREE, NO_SITE))
                 return -1;
         } else {
             uint32_t site = maps[i].site;
-            if (span_push(l, cap, sg, ma, mb, VM_SPAN_USED, site))
+            if (span_push(l, cap, sg, ma, mb, SM_SPAN_USED, site))
                 return -1;
         }
         pos = mb;
     }
-    return span_push(l, cap, sg, pos, b, VM_SPAN_UNMAPPED, NO_SITE);
+    return span_push(l, cap, sg, pos, b, SM_SPAN_UNMAPPED, NO_SITE);
 }
 
 /* Builds the layout of the current live set into *l.  0 ok, -1 no memory. */
-static int layout_build(vm_model *m, vm_layout *l)
+static int layout_build(sm_model *m, sm_layout *l)
 {
     memset(l, 0, sizeof *l);
     const msnap_state *st = &m->st;
@@ -479,7 +479,7 @@ static int layout_build(vm_model *m, vm_layout *l)
             /* The site of a mapping is the site of its physical memory. */
             const msnap_obj *h = msnap_state_find(st, MSNAP_SP_PHYS, e.aux);
             e.site = h ? h->site : NO_SITE;
-            if (h && e.device == VM_DEV_UNKNOWN)
+            if (h && e.device == SM_DEV_UNKNOWN)
                 e.device = h->device;
             maps[nm++] = e;
             break;
@@ -492,7 +492,7 @@ static int layout_build(vm_model *m, vm_layout *l)
     qsort(maps, nm, sizeof *maps, cmp_addr_only);
     /* A VA reservation on an unknown device takes its mappings' device. */
     for (size_t i = 0; i < ns; i++) {
-        if (segs[i].kind != MSNAP_A_VMM_RESERVE || segs[i].device != VM_DEV_UNKNOWN)
+        if (segs[i].kind != MSNAP_A_VMM_RESERVE || segs[i].device != SM_DEV_UNKNOWN)
             continue;
         size_t j = lower_bound(maps, nm, segs[i].addr);
         if (j < nm && maps[j].addr < segs[i].addr + segs[i].size)
@@ -510,10 +510,10 @@ static int layout_build(vm_model *m, vm_layout *l)
     }
     qsort(segs, ns, sizeof *segs, cmp_live_addr);
     for (size_t i = 0; i < ns; i++) {
-        if (vm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
+        if (sm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
             goto out;
-        vm_segment *sg = &l->segs[l->nsegs++];
-        *sg = (vm_segment){.addr = segs[i].addr, .size = segs[i].size,
+        sm_segment *sg = &l->segs[l->nsegs++];
+        *sg = (sm_segment){.addr = segs[i].addr, .size = segs[i].size,
                            .kind = segs[i].kind, .device = segs[i].device,
                            .site = segs[i].site, .first_span = l->nspans};
         int r;
@@ -528,16 +528,16 @@ static int layout_build(vm_model *m, vm_layout *l)
         }
         if (r)
             goto out;
-        vm_dev_layout *dl = &l->dev[sg->device];
+        sm_dev_layout *dl = &l->dev[sg->device];
         dl->segments++;
         dl->segment_bytes += sg->size;
         for (size_t s = sg->first_span; s < sg->first_span + sg->nspans; s++) {
-            const vm_span *sp = &l->spans[s];
-            if (sp->what != VM_SPAN_UNMAPPED)
+            const sm_span *sp = &l->spans[s];
+            if (sp->what != SM_SPAN_UNMAPPED)
                 dl->mapped_bytes += sp->size;
-            if (sp->what == VM_SPAN_BLOCK)
+            if (sp->what == SM_SPAN_BLOCK)
                 dl->block_bytes += sp->size;
-            if (sp->what == VM_SPAN_FREE)
+            if (sp->what == SM_SPAN_FREE)
                 dl->total_free += sp->size;
         }
         if (sg->largest_free > dl->largest_free)
@@ -565,14 +565,14 @@ static int layout_build(vm_model *m, vm_layout *l)
             if (inside)
                 continue;
             int d = blocks[i].device;
-            if (vm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
+            if (sm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
                 goto out;
-            vm_segment *sg = &l->segs[l->nsegs++];
-            *sg = (vm_segment){.addr = blocks[i].addr, .size = blocks[i].size,
+            sm_segment *sg = &l->segs[l->nsegs++];
+            *sg = (sm_segment){.addr = blocks[i].addr, .size = blocks[i].size,
                                .kind = 0, .device = (int16_t)d, .site = NO_SITE,
                                .first_span = l->nspans};
             if (span_push(l, &cap_spans, sg, blocks[i].addr,
-                          blocks[i].addr + blocks[i].size, VM_SPAN_BLOCK,
+                          blocks[i].addr + blocks[i].size, SM_SPAN_BLOCK,
                           blocks[i].site))
                 goto out;
             l->dev[d].block_bytes += blocks[i].size;
@@ -593,25 +593,25 @@ out:
 
 /* ---- events ----------------------------------------------------------- */
 
-static int oom_record(vm_model *m, const msnap_event *e)
+static int oom_record(sm_model *m, const msnap_event *e)
 {
     if (e->action == MSNAP_A_OOM) {
         m->total_ooms++;
         if (m->first_oom_idx == UINT64_MAX)
             m->first_oom_idx = m->ev_idx;
     }
-    if (m->nooms >= VM_MAX_OOMS)
+    if (m->nooms >= SM_MAX_OOMS)
         return 0;
     int d = dev_slot(e->device);
-    vm_oom *o = &m->ooms[m->nooms++];
-    *o = (vm_oom){.t_ns = e->t_ns, .event_index = m->ev_idx,
+    sm_oom *o = &m->ooms[m->nooms++];
+    *o = (sm_oom){.t_ns = e->t_ns, .event_index = m->ev_idx,
                   .requested = e->size, .dev_free = e->aux,
                   .dev_total = e->aux2, .device = e->device,
                   .action = e->action, .api = e->api, .result = e->result,
                   .stack = e->stack, .allocated = m->dev[d].stacked,
                   .reserved = m->dev[d].reserved,
                   .blocks_seen = m->blocks_seen};
-    vm_layout l;
+    sm_layout l;
     if (layout_build(m, &l))
         return -1;
     o->total_free = l.dev[d].total_free;
@@ -621,48 +621,48 @@ static int oom_record(vm_model *m, const msnap_event *e)
     return 0;
 }
 
-static vm_thread *thread_for(vm_model *m, uint32_t tid)
+static sm_thread *thread_for(sm_model *m, uint32_t tid)
 {
     for (int i = 0; i < m->nthreads; i++)
         if (m->threads[i].tid == tid)
             return &m->threads[i];
     if (m->nthreads == MAX_THREADS)
         return NULL;
-    vm_thread *t = &m->threads[m->nthreads++];
+    sm_thread *t = &m->threads[m->nthreads++];
     memset(t, 0, sizeof *t);
     t->tid = tid;
     return t;
 }
 
-static void range_close(vm_model *m, vm_thread *t, uint64_t x1)
+static void range_close(sm_model *m, sm_thread *t, uint64_t x1)
 {
     t->depth--;
     if (t->depth >= MAX_DEPTH)
         return;
     m->total_ranges++;
-    if (!m->have_main || t->tid != m->main_tid || t->depth >= VM_RANGE_DEPTHS)
+    if (!m->have_main || t->tid != m->main_tid || t->depth >= SM_RANGE_DEPTHS)
         return;
     uint64_t x0 = t->x0[t->depth];
-    if (m->nranges >= VM_MAX_RANGES)
+    if (m->nranges >= SM_MAX_RANGES)
         return;
     if (!m->ranges) {
-        m->ranges = malloc(VM_MAX_RANGES * sizeof *m->ranges);
+        m->ranges = malloc(SM_MAX_RANGES * sizeof *m->ranges);
         if (!m->ranges)
             return;
     }
     /* Ranges narrower than two pixel columns cannot be seen: not kept. */
-    if (m->o.columns && vm_col_of(m, x1) - vm_col_of(m, x0) < 2)
+    if (m->o.columns && sm_col_of(m, x1) - sm_col_of(m, x0) < 2)
         return;
-    m->ranges[m->nranges++] = (vm_range){.t0 = x0, .t1 = x1,
+    m->ranges[m->nranges++] = (sm_range){.t0 = x0, .t1 = x1,
                                          .str = t->str[t->depth],
                                          .lane = (uint8_t)t->depth};
 }
 
-static void nvtx_event(vm_model *m, const msnap_event *e)
+static void nvtx_event(sm_model *m, const msnap_event *e)
 {
     if (m->pass != 2)
         return;
-    vm_thread *t = thread_for(m, e->tid);
+    sm_thread *t = thread_for(m, e->tid);
     if (!t)
         return;
     if (e->action == MSNAP_A_NVTX_PUSH) {
@@ -680,7 +680,7 @@ static void nvtx_event(vm_model *m, const msnap_event *e)
     }
 }
 
-static int apply_event(vm_model *m, const msnap_event *e)
+static int apply_event(sm_model *m, const msnap_event *e)
 {
     m->ev_idx++;
     if (m->pass == 1) {
@@ -691,23 +691,23 @@ static int apply_event(vm_model *m, const msnap_event *e)
         }
         if (e->t_ns > m->t_max)
             m->t_max = e->t_ns;
-        if (m->o.at == VM_AT_TIME && e->t_ns <= m->o.at_t_ns)
+        if (m->o.at == SM_AT_TIME && e->t_ns <= m->o.at_t_ns)
             m->at_time_idx = m->ev_idx;
     }
-    m->cur_x = m->o.x_mode == VM_X_EVENTS && m->pass == 2 ? m->ev_idx - 1
+    m->cur_x = m->o.x_mode == SM_X_EVENTS && m->pass == 2 ? m->ev_idx - 1
                                                            : e->t_ns;
     if (m->pass == 2)
-        m->cur_col = vm_col_of(m, m->cur_x);
+        m->cur_col = sm_col_of(m, m->cur_x);
     if (e->action == MSNAP_A_BLOCK_ALLOC && m->pass == 1 && !m->blocks_seen) {
         /* The stacked layer becomes the blocks: restart the finder. */
         m->blocks_seen = 1;
         uint64_t T = 0;
-        for (int d = 0; d < VM_NDEV; d++) {
+        for (int d = 0; d < SM_NDEV; d++) {
             m->dev[d].stacked = m->dev[d].allocated;
             m->dev[d].peak_stacked = m->dev[d].allocated;
             T += m->dev[d].stacked;
         }
-        vm_lf_restart(&m->lf, T);
+        sm_lf_restart(&m->lf, T);
     }
     if (msnap_state_event(&m->st, e) || m->err)
         return -1;
@@ -754,18 +754,18 @@ static uint64_t settings_cap(const char *json)
     return cap;
 }
 
-static void take_device(vm_model *m, const msnap_device_info *d)
+static void take_device(sm_model *m, const msnap_device_info *d)
 {
-    vm_dev *v = &m->dev[dev_slot(d->index)];
+    sm_dev *v = &m->dev[dev_slot(d->index)];
     v->total = d->total;
     snprintf(v->name, sizeof v->name, "%s", d->name);
 }
 
-static void take_counters(vm_model *m, const msnap_counters *c)
+static void take_counters(sm_model *m, const msnap_counters *c)
 {
     if (c->device < 0)
         return;
-    vm_dev *v = &m->dev[dev_slot(c->device)];
+    sm_dev *v = &m->dev[dev_slot(c->device)];
     uint64_t res = c->reserved + c->async + c->managed;
     uint64_t alloc = m->blocks_seen ? c->allocated : res;
     if (m->pass == 1) {
@@ -784,9 +784,9 @@ static void take_counters(vm_model *m, const msnap_counters *c)
             v->seen = 1;
         return;
     }
-    if (!v->cols || m->o.x_mode != VM_X_TIME)
+    if (!v->cols || m->o.x_mode != SM_X_TIME)
         return;
-    vm_col *k = &v->cols[vm_col_of(m, c->t_ns)];
+    sm_col *k = &v->cols[sm_col_of(m, c->t_ns)];
     if (res > k->cnt_res)
         k->cnt_res = res;
     if (alloc > k->cnt_alloc)
@@ -794,7 +794,7 @@ static void take_counters(vm_model *m, const msnap_counters *c)
     k->has_cnt = 1;
 }
 
-int vm_feed(vm_model *m, const msnap_record *r)
+int sm_feed(sm_model *m, const msnap_record *r)
 {
     /* Events go to the state through apply_event (which also moves the
      * model's clock first); state/live/counters lines straight to it. */
@@ -824,7 +824,7 @@ int vm_feed(vm_model *m, const msnap_record *r)
     case MSNAP_REC_MODULE:
     case MSNAP_REC_SYMBOL:
     case MSNAP_REC_STR:
-        return m->pass == 1 ? vm_symtab_take(&m->tab, r) : 0;
+        return m->pass == 1 ? sm_symtab_take(&m->tab, r) : 0;
     case MSNAP_REC_COUNTERS:
         take_counters(m, &r->u.counters);
         return 0;
@@ -841,18 +841,18 @@ int vm_feed(vm_model *m, const msnap_record *r)
 
 /* ---- end of pass 1 ------------------------------------------------------ */
 
-static const vm_model *sort_model; /* qsort has no context argument */
+static const sm_model *sort_model; /* qsort has no context argument */
 
 static int cmp_site_peak(const void *a, const void *b)
 {
-    const vm_site *x = &sort_model->sites[*(const uint32_t *)a];
-    const vm_site *y = &sort_model->sites[*(const uint32_t *)b];
+    const sm_site *x = &sort_model->sites[*(const uint32_t *)a];
+    const sm_site *y = &sort_model->sites[*(const uint32_t *)b];
     if (x->peak != y->peak)
         return x->peak > y->peak ? -1 : 1;
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-int vm_end_pass1(vm_model *m)
+int sm_end_pass1(sm_model *m)
 {
     /* Objects live before the first recorded event (ring window, late
      * start: state.h) count towards their sites' peaks (an estimate: they
@@ -864,7 +864,7 @@ int vm_end_pass1(vm_model *m)
         if (!cls_of(e->kind, e->device))
             continue;
         uint32_t si = msnap_state_site_for(&m->st, e);
-        vm_site *s = si == NO_SITE ? NULL : site_at(m, si);
+        sm_site *s = si == NO_SITE ? NULL : site_at(m, si);
         if (!s)
             return -1;
         s->peak += e->size;
@@ -885,7 +885,7 @@ int vm_end_pass1(vm_model *m)
     uint32_t *idx = malloc((m->nsites + 1) * sizeof *idx);
     if (!idx)
         return -1;
-    for (int d = 0; d < VM_NDEV; d++) {
+    for (int d = 0; d < SM_NDEV; d++) {
         size_t n = 0;
         for (size_t i = 0; i < m->nsites; i++)
             if (m->sites[i].device == d && m->sites[i].cls == cls &&
@@ -893,7 +893,7 @@ int vm_end_pass1(vm_model *m)
                 idx[n++] = (uint32_t)i;
         sort_model = m;
         qsort(idx, n, sizeof *idx, cmp_site_peak);
-        vm_dev *v = &m->dev[d];
+        sm_dev *v = &m->dev[d];
         v->ntop = 0;
         for (size_t i = 0; i < n && v->ntop < m->o.top; i++) {
             m->sites[idx[i]].rank = v->ntop;
@@ -901,33 +901,33 @@ int vm_end_pass1(vm_model *m)
         }
     }
     free(idx);
-    if (vm_lf_finish(&m->lf, m->sites, m->nsites, cls))
+    if (sm_lf_finish(&m->lf, m->sites, m->nsites, cls))
         return -1;
     /* The capture moment. */
     int at = m->o.at;
-    if (at == VM_AT_DEFAULT)
-        at = m->total_ooms ? VM_AT_OOM : m->peak_idx ? VM_AT_PEAK : VM_AT_END;
-    if (at == VM_AT_OOM && !m->total_ooms)
-        at = VM_AT_END;
+    if (at == SM_AT_DEFAULT)
+        at = m->total_ooms ? SM_AT_OOM : m->peak_idx ? SM_AT_PEAK : SM_AT_END;
+    if (at == SM_AT_OOM && !m->total_ooms)
+        at = SM_AT_END;
     m->capture_at = at;
     switch (at) {
-    case VM_AT_OOM: m->capture_idx = m->first_oom_idx; break;
-    case VM_AT_PEAK: m->capture_idx = m->peak_idx ? m->peak_idx : UINT64_MAX; break;
-    case VM_AT_TIME: m->capture_idx = m->at_time_idx; break;
+    case SM_AT_OOM: m->capture_idx = m->first_oom_idx; break;
+    case SM_AT_PEAK: m->capture_idx = m->peak_idx ? m->peak_idx : UINT64_MAX; break;
+    case SM_AT_TIME: m->capture_idx = m->at_time_idx; break;
     default: m->capture_idx = UINT64_MAX; break;
     }
     return 0;
 }
 
-int vm_begin_pass2(vm_model *m)
+int sm_begin_pass2(sm_model *m)
 {
     /* Clean replay state; tables, sites' totals and peaks stay (the
      * state's site figures restart, the model's copies are pass 1's). */
     m->pass = 2;
     m->ev_idx = 0;
-    int K = VM_MAX_TOP + 1;
-    for (int d = 0; d < VM_NDEV; d++) {
-        vm_dev *v = &m->dev[d];
+    int K = SM_MAX_TOP + 1;
+    for (int d = 0; d < SM_NDEV; d++) {
+        sm_dev *v = &m->dev[d];
         v->reserved = v->stacked = v->allocated = v->mem = 0;
         memset(v->cur, 0, sizeof v->cur);
         v->last_col = -1;
@@ -938,11 +938,11 @@ int vm_begin_pass2(vm_model *m)
         if (!v->cols || !v->colvals)
             return -1;
         /* Columns before the first event belong to the counters series. */
-        if (m->o.x_mode == VM_X_TIME && m->have_first)
-            v->last_col = vm_col_of(m, m->t_first) - 1;
+        if (m->o.x_mode == SM_X_TIME && m->have_first)
+            v->last_col = sm_col_of(m, m->t_first) - 1;
     }
-    m->cur_x = m->o.x_mode == VM_X_TIME ? m->t_first : 0;
-    m->cur_col = vm_col_of(m, m->cur_x);
+    m->cur_x = m->o.x_mode == SM_X_TIME ? m->t_first : 0;
+    m->cur_col = sm_col_of(m, m->cur_x);
     if (msnap_state_rewind(&m->st) || m->err)
         return -1;
     if (m->capture_idx == 0) {
@@ -953,13 +953,13 @@ int vm_begin_pass2(vm_model *m)
     return 0;
 }
 
-int vm_end_pass2(vm_model *m)
+int sm_end_pass2(sm_model *m)
 {
     uint64_t lo, hi;
-    vm_x_range(m, &lo, &hi);
+    sm_x_range(m, &lo, &hi);
     m->cur_x = hi;
-    m->cur_col = vm_col_of(m, hi);
-    for (int d = 0; d < VM_NDEV; d++)
+    m->cur_col = sm_col_of(m, hi);
+    for (int d = 0; d < SM_NDEV; d++)
         if (m->dev[d].seen && m->dev[d].cols)
             touch_before(m, d);
     for (int i = 0; i < m->nthreads; i++)
@@ -975,7 +975,7 @@ int vm_end_pass2(vm_model *m)
 }
 
 /* Reads the file once as pass `pass` (1 or 2) and ends that pass. */
-static int read_pass(vm_model *m, const char *path, int pass, char *err,
+static int read_pass(sm_model *m, const char *path, int pass, char *err,
                      size_t errlen)
 {
     char rerr[512] = "";
@@ -984,7 +984,7 @@ static int read_pass(vm_model *m, const char *path, int pass, char *err,
         snprintf(err, errlen, "%s: %s", path, rerr[0] ? rerr : "cannot open");
         return 2;
     }
-    if (pass == 2 && vm_begin_pass2(m)) {
+    if (pass == 2 && sm_begin_pass2(m)) {
         msnap_reader_close(r);
         snprintf(err, errlen, "%s: out of memory", path);
         return 2;
@@ -992,7 +992,7 @@ static int read_pass(vm_model *m, const char *path, int pass, char *err,
     msnap_record rec;
     int rc;
     while ((rc = msnap_reader_next(r, &rec)) == 1)
-        if (vm_feed(m, &rec)) {
+        if (sm_feed(m, &rec)) {
             msnap_reader_close(r);
             snprintf(err, errlen, "%s: out of memory", path);
             return 2;
@@ -1003,14 +1003,14 @@ static int read_pass(vm_model *m, const char *path, int pass, char *err,
         return 2;
     }
     msnap_reader_close(r);
-    if ((pass == 1 ? vm_end_pass1(m) : vm_end_pass2(m)) != 0) {
+    if ((pass == 1 ? sm_end_pass1(m) : sm_end_pass2(m)) != 0) {
         snprintf(err, errlen, "%s: out of memory", path);
         return 2;
     }
     return 0;
 }
 
-int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
+int sm_read_file(sm_model *m, const char *path, int pass2, char *err,
                  size_t errlen)
 {
     int rc = read_pass(m, path, 1, err, errlen);
@@ -1019,36 +1019,36 @@ int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
     return rc;
 }
 
-int vm_read_pass2(vm_model *m, const char *path, char *err, size_t errlen)
+int sm_read_pass2(sm_model *m, const char *path, char *err, size_t errlen)
 {
     return read_pass(m, path, 2, err, errlen);
 }
 
 /* ---- results ------------------------------------------------------------ */
 
-const vm_opts *vm_options(const vm_model *m) { return &m->o; }
-const vm_dev *vm_device(const vm_model *m, int slot) { return &m->dev[slot]; }
-int vm_blocks_seen(const vm_model *m) { return m->blocks_seen; }
-uint64_t vm_events(const vm_model *m) { return m->events; }
-uint64_t vm_first_event_t(const vm_model *m) { return m->t_first; }
-int vm_counters_seen(const vm_model *m) { return m->counters_seen; }
-uint64_t vm_cap(const vm_model *m) { return m->o.cap ? m->o.cap : m->cap_header; }
-int vm_ring_mode(const vm_model *m) { return !strcmp(m->mode, "ring"); }
-const vm_layout *vm_layout_at(const vm_model *m) { return &m->layout; }
+const sm_opts *sm_options(const sm_model *m) { return &m->o; }
+const sm_dev *sm_device(const sm_model *m, int slot) { return &m->dev[slot]; }
+int sm_blocks_seen(const sm_model *m) { return m->blocks_seen; }
+uint64_t sm_events(const sm_model *m) { return m->events; }
+uint64_t sm_first_event_t(const sm_model *m) { return m->t_first; }
+int sm_counters_seen(const sm_model *m) { return m->counters_seen; }
+uint64_t sm_cap(const sm_model *m) { return m->o.cap ? m->o.cap : m->cap_header; }
+int sm_ring_mode(const sm_model *m) { return !strcmp(m->mode, "ring"); }
+const sm_layout *sm_layout_at(const sm_model *m) { return &m->layout; }
 
-const msnap_header *vm_header_info(const vm_model *m, char *mode, size_t len)
+const msnap_header *sm_header_info(const sm_model *m, char *mode, size_t len)
 {
     snprintf(mode, len, "%s", m->mode);
     return &m->hdr;
 }
 
-const vm_site *vm_sites(const vm_model *m, size_t *n)
+const sm_site *sm_sites(const sm_model *m, size_t *n)
 {
     *n = m->nsites;
     return m->sites;
 }
 
-const vm_leak *vm_leaks(const vm_model *m, size_t *n, uint64_t *nvalleys)
+const sm_leak *sm_leaks(const sm_model *m, size_t *n, uint64_t *nvalleys)
 {
     *n = m->lf.nleaks;
     if (nvalleys)
@@ -1056,13 +1056,13 @@ const vm_leak *vm_leaks(const vm_model *m, size_t *n, uint64_t *nvalleys)
     return m->lf.leaks;
 }
 
-void vm_floor(const vm_model *m, uint64_t *first, uint64_t *last)
+void sm_floor(const sm_model *m, uint64_t *first, uint64_t *last)
 {
     *first = m->lf.floor_first;
     *last = m->lf.floor_last;
 }
 
-const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total)
+const sm_oom *sm_ooms(const sm_model *m, size_t *n, uint64_t *total)
 {
     *n = m->nooms;
     if (total)
@@ -1070,7 +1070,7 @@ const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total)
     return m->ooms;
 }
 
-const vm_range *vm_ranges(const vm_model *m, size_t *n, uint64_t *total)
+const sm_range *sm_ranges(const sm_model *m, size_t *n, uint64_t *total)
 {
     *n = m->nranges;
     if (total)
@@ -1078,52 +1078,52 @@ const vm_range *vm_ranges(const vm_model *m, size_t *n, uint64_t *total)
     return m->ranges;
 }
 
-uint64_t vm_col_value(const vm_model *m, int slot, int col, int rank)
+uint64_t sm_col_value(const sm_model *m, int slot, int col, int rank)
 {
-    const vm_dev *v = &m->dev[slot];
+    const sm_dev *v = &m->dev[slot];
     if (!v->colvals || col < 0 || col >= m->o.columns || rank < 0 ||
-        rank > VM_MAX_TOP)
+        rank > SM_MAX_TOP)
         return 0;
-    return v->colvals[(size_t)col * (VM_MAX_TOP + 1) + rank];
+    return v->colvals[(size_t)col * (SM_MAX_TOP + 1) + rank];
 }
 
-const vm_symtab *vm_symtab_of(const vm_model *m) { return &m->tab; }
+const sm_symtab *sm_symtab_of(const sm_model *m) { return &m->tab; }
 
-const char *vm_str(const vm_model *m, uint32_t id)
+const char *sm_str(const sm_model *m, uint32_t id)
 {
-    return vm_symtab_str(&m->tab, id);
+    return sm_symtab_str(&m->tab, id);
 }
 
-int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap)
+int sm_frame(const sm_model *m, uint32_t stack, int i, char *buf, size_t cap)
 {
-    return vm_symtab_frame(&m->tab, stack, i, VM_MOD_SIZED, buf, cap);
+    return sm_symtab_frame(&m->tab, stack, i, SM_MOD_SIZED, buf, cap);
 }
 
-int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f)
+int sm_frame_get(const sm_model *m, uint32_t stack, int i, sm_frame_info *f)
 {
-    return vm_symtab_frame_get(&m->tab, stack, i, f);
+    return sm_symtab_frame_get(&m->tab, stack, i, f);
 }
 
-void vm_peak_totals(const vm_model *m, uint64_t *stacked, uint64_t *reserved)
+void sm_peak_totals(const sm_model *m, uint64_t *stacked, uint64_t *reserved)
 {
     *stacked = m->peak_stacked1;
     *reserved = m->peak_reserved1;
 }
 
-void vm_set_colour(vm_model *m, int slot, int rank, uint32_t rgb)
+void sm_set_colour(sm_model *m, int slot, int rank, uint32_t rgb)
 {
-    if (slot < 0 || slot >= VM_NDEV || rank < 0 || rank >= VM_MAX_TOP)
+    if (slot < 0 || slot >= SM_NDEV || rank < 0 || rank >= SM_MAX_TOP)
         return;
     m->dev[slot].colour[rank] = rgb;
     m->dev[slot].colour_set[rank] = 1;
 }
 
-int vm_parse_at(const char *s, int *at, uint64_t *t_ns)
+int sm_parse_at(const char *s, int *at, uint64_t *t_ns)
 {
     *t_ns = 0;
-    if (!strcmp(s, "oom")) { *at = VM_AT_OOM; return 0; }
-    if (!strcmp(s, "peak")) { *at = VM_AT_PEAK; return 0; }
-    if (!strcmp(s, "end")) { *at = VM_AT_END; return 0; }
+    if (!strcmp(s, "oom")) { *at = SM_AT_OOM; return 0; }
+    if (!strcmp(s, "peak")) { *at = SM_AT_PEAK; return 0; }
+    if (!strcmp(s, "end")) { *at = SM_AT_END; return 0; }
     char *end;
     double v = strtod(s, &end);
     if (end == s || !(v >= 0) || v > 1e12)
@@ -1139,7 +1139,7 @@ int vm_parse_at(const char *s, int *at, uint64_t *t_ns)
     double t = v * mul;
     if (t > 1.8e19)
         return -1;
-    *at = VM_AT_TIME;
+    *at = SM_AT_TIME;
     *t_ns = (uint64_t)llround(t);
     return 0;
 }
