@@ -72,13 +72,13 @@ static void print_table(const viz_cmp *cmp, char **paths)
         snprintf(ev, sizeof ev, "%" PRIu64, r->events);
         printf("%s: %-*s  %-15s %-14s %-10s %-10s %-7s ",
                viz_cmp_letter(i, l, sizeof l), w, paths[i],
-               r->blocks ? vm_fmt_size(r->peak_stacked, a, sizeof a)
+               r->blocks ? msnap_size_text(r->peak_stacked, a, sizeof a)
                          : "n/a (no blocks)",
-               vm_fmt_size(r->peak_reserved, b, sizeof b), ff, fp, ev);
+               msnap_size_text(r->peak_reserved, b, sizeof b), ff, fp, ev);
         if (r->ooms)
             printf("%" PRIu64 " (first at %s, requested %s)\n", r->ooms,
-                   vm_fmt_time(r->oom_t, t, sizeof t),
-                   vm_fmt_size(r->oom_requested, a, sizeof a));
+                   msnap_time_text(r->oom_t, t, sizeof t),
+                   msnap_size_text(r->oom_requested, a, sizeof a));
         else
             printf("none\n");
     }
@@ -101,9 +101,9 @@ static void print_table(const viz_cmp *cmp, char **paths)
                                               : c->before - c->after;
             char dd[32];
             printf("  %s%-11s %11s -> %-11s %s\n", c->after > c->before ? "+" : "-",
-                   vm_fmt_size(d, dd, sizeof dd),
-                   vm_fmt_size(c->before, a, sizeof a),
-                   vm_fmt_size(c->after, b, sizeof b), c->label);
+                   msnap_size_text(d, dd, sizeof dd),
+                   msnap_size_text(c->before, a, sizeof a),
+                   msnap_size_text(c->after, b, sizeof b), c->label);
         }
     }
 }
@@ -145,17 +145,17 @@ int cmd_compare(int argc, char **argv)
     int n, width = a.width, height = a.height;
     if ((rc = viz_args_files(&a, argc, argv, &paths, &n)) != 0)
         return rc;
-    vm_model *models[MAX_FILES] = {0};
+    sm_model *models[MAX_FILES] = {0};
     const char *names[MAX_FILES];
     char err[1024];
     rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        names[i] = vm_base_name(paths[i]);
-        models[i] = vm_new(&a.o);
+        names[i] = sm_base_name(paths[i]);
+        models[i] = sm_new(&a.o);
         if (!models[i]) {
             fprintf(stderr, "memsnap compare: out of memory\n");
             rc = 2;
-        } else if (vm_read_file(models[i], paths[i], 1, err, sizeof err)) {
+        } else if (sm_read_file(models[i], paths[i], 1, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             rc = 2;
         }
@@ -185,7 +185,7 @@ int cmd_compare(int argc, char **argv)
     canvas_free(&cv);
     viz_cmp_free(&cmp);
     for (int i = 0; i < n; i++)
-        vm_free(models[i]);
+        sm_free(models[i]);
     if (!rc && fflush(stdout) != 0)
         rc = 2;
     return rc;

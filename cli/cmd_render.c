@@ -131,20 +131,20 @@ static void common_prefix(char **paths, int n, char *buf, size_t cap)
 
 /* Several files: one timeline with a panel per file on one y scale, a
  * segment map per file.  Returns the exit status. */
-static int render_several(char **paths, int n, const vm_opts *o,
+static int render_several(char **paths, int n, const sm_opts *o,
                           const char *prefix, int width, int height)
 {
-    vm_model *models[MAX_FILES] = {0};
+    sm_model *models[MAX_FILES] = {0};
     const char *names[MAX_FILES];
     char err[1024], pfx[4096], out[4200];
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        names[i] = vm_base_name(paths[i]);
-        models[i] = vm_new(o);
+        names[i] = sm_base_name(paths[i]);
+        models[i] = sm_new(o);
         if (!models[i]) {
             fprintf(stderr, "memsnap render: out of memory\n");
             rc = 2;
-        } else if (vm_read_file(models[i], paths[i], 1, err, sizeof err)) {
+        } else if (sm_read_file(models[i], paths[i], 1, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             rc = 2;
         }
@@ -174,7 +174,7 @@ static int render_several(char **paths, int n, const vm_opts *o,
         char fp[4096], title[512];
         default_prefix(paths[i], fp, sizeof fp);
         if (prefix)   /* -o PREFIX: PREFIX-FILE-segments.png */
-            snprintf(out, sizeof out, "%s-%s-segments.png", prefix, vm_base_name(fp));
+            snprintf(out, sizeof out, "%s-%s-segments.png", prefix, sm_base_name(fp));
         else
             snprintf(out, sizeof out, "%s-segments.png", fp);
         snprintf(title, sizeof title, "Memory segments of %s", names[i]);
@@ -193,7 +193,7 @@ static int render_several(char **paths, int n, const vm_opts *o,
         canvas_free(&cv);
     }
     for (int i = 0; i < n; i++)
-        vm_free(models[i]);
+        sm_free(models[i]);
     if (!rc && fflush(stdout) != 0)
         rc = 2;
     return rc;
@@ -216,7 +216,7 @@ int cmd_render(int argc, char **argv)
     viz_args_init(&a, "render", usage_text);
     a.max_files = MAX_FILES;
     a.stdin_msg = "needs a file, not stdin (it reads the snapshot twice)";
-    vm_opts *o = &a.o;
+    sm_opts *o = &a.o;
     const char *prefix = NULL;
     int c, rc;
     optind = 1;
@@ -225,12 +225,12 @@ int cmd_render(int argc, char **argv)
         switch (c) {
         case 'o': prefix = optarg; break;
         case 'a':
-            if (vm_parse_at(optarg, &o->at, &o->at_t_ns))
+            if (sm_parse_at(optarg, &o->at, &o->at_t_ns))
                 return viz_args_bad(&a, "--at wants oom, peak, end or a time like 12.5s, got", optarg);
             break;
         case 'x':
-            if (!strcmp(optarg, "time")) o->x_mode = VM_X_TIME;
-            else if (!strcmp(optarg, "events")) o->x_mode = VM_X_EVENTS;
+            if (!strcmp(optarg, "time")) o->x_mode = SM_X_TIME;
+            else if (!strcmp(optarg, "events")) o->x_mode = SM_X_EVENTS;
             else return viz_args_bad(&a, "--x wants time or events, got", optarg);
             break;
         case 'c':
@@ -258,21 +258,21 @@ int cmd_render(int argc, char **argv)
     snprintf(tl, sizeof tl, "%s-timeline.png", pfx);
     snprintf(sg, sizeof sg, "%s-segments.png", pfx);
 
-    vm_model *m = vm_new(o);
+    sm_model *m = sm_new(o);
     if (!m) {
         fprintf(stderr, "memsnap render: out of memory\n");
         return 2;
     }
-    rc = vm_read_file(m, path, 1, err, sizeof err);
+    rc = sm_read_file(m, path, 1, err, sizeof err);
     if (rc) {
         fprintf(stderr, "%s\n", err);
-        vm_free(m);
+        sm_free(m);
         return 2;
     }
     canvas cv;
     if (viz_timeline(m, &cv, width, height, "GPU memory over time", NULL, 0, NULL)) {
         fprintf(stderr, "memsnap render: out of memory\n");
-        vm_free(m);
+        sm_free(m);
         return 2;
     }
     rc = canvas_write_png(&cv, tl, err, sizeof err);
@@ -280,13 +280,13 @@ int cmd_render(int argc, char **argv)
     if (rc == 0) {
         if (viz_segmap(m, &cv, width, 0, "Memory segments", NULL)) {
             fprintf(stderr, "memsnap render: out of memory\n");
-            vm_free(m);
+            sm_free(m);
             return 2;
         }
         rc = canvas_write_png(&cv, sg, err, sizeof err);
         canvas_free(&cv);
     }
-    vm_free(m);
+    sm_free(m);
     if (rc) {
         fprintf(stderr, "memsnap render: %s\n", err);
         return 2;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "findings.h"
 #include "model.h"
 #include "summary.h"
 
@@ -46,21 +47,6 @@ static const char usage_text[] =
     "Exit status: 0 ok, 1 a snapshot contains an OOM event, 2 bad usage or\n"
     "unreadable input.\n";
 
-/* A duration in ns for people: "850 ns", "12.500 us", "3.250 ms",
- * "12.345 s".  Returns buf. */
-static const char *fmt_time(uint64_t ns, char *buf, size_t cap)
-{
-    if (ns < 1000)
-        snprintf(buf, cap, "%" PRIu64 " ns", ns);
-    else if (ns < 1000000)
-        snprintf(buf, cap, "%.3f us", (double)ns / 1e3);
-    else if (ns < 1000000000)
-        snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
-    else
-        snprintf(buf, cap, "%.3f s", (double)ns / 1e9);
-    return buf;
-}
-
 /* "" or "s" for a count. */
 static const char *plural(uint64_t n)
 {
@@ -78,13 +64,12 @@ static const char *command_line(const summary *s, char *buf, size_t cap)
     return buf;
 }
 
-static void print_findings(vm_model *m);
-
 /* The labels of the listed sites, told apart (viz/label.c); NULL when out
  * of memory.  free() the result. */
-static char (*site_labels(const vm_model *m, const sm_site *sites, size_t n))[VM_LABEL_MAX]
+static char (*site_labels(const sm_model *m, const msnap_site *const *sites,
+                          size_t n))[SM_LABEL_MAX]
 {
-    char (*labs)[VM_LABEL_MAX] = malloc((n + 1) * sizeof *labs);
+    char (*labs)[SM_LABEL_MAX] = malloc((n + 1) * sizeof *labs);
     uint32_t *stacks = malloc((n + 1) * sizeof *stacks);
     if (!labs || !stacks) {
         free(labs);
@@ -92,219 +77,38 @@ static char (*site_labels(const vm_model *m, const sm_site *sites, size_t n))[VM
         return NULL;
     }
     for (size_t i = 0; i < n; i++)
-        stacks[i] = sites[i].stack;
-    vm_site_labels(m, stacks, (int)n, labs);
+        stacks[i] = sites[i]->stack;
+    sm_site_labels(m, stacks, (int)n, labs);
     free(stacks);
     return labs;
 }
 
 /* ---- text --------------------------------------------------------------- */
 
-/* "peak X at T s, final Y" for one level. */
-static void print_level(const char *name, const sm_level *l)
+/* The layers whose sites are ranked, each on its own (state.h). */
+static const int site_layers[] = {MSNAP_LAYER_RESERVED, MSNAP_LAYER_ALLOCATED,
+                                  MSNAP_LAYER_PINNED};
+
+/* Whether a device slot gets a section: a device of the file, or the
+ * unknown slot when memory other than pinned host memory lives there. */
+static int device_shown(const summary *s, int d)
 {
-    char a[32], b[32], t[32];
-    printf("  %-10s peak %-11s at %-12s final %s\n", name,
-           summary_fmt_size(l->peak, a, sizeof a),
-           fmt_time(l->peak_t, t, sizeof t),
-           summary_fmt_size(l->cur, b, sizeof b));
+    if (d != MSNAP_ST_HOST)
+        return s->st.seen[d];
+    for (int l = 0; l < MSNAP_LAYER_COUNT; l++)
+        if (l != MSNAP_LAYER_PINNED && msnap_state_peak(&s->st, d, l))
+            return 1;
+    return 0;
 }
 
 /* Frame i of a stack as the summary prints it, from the file's tables that
  * the findings model keeps (viz/symtab.h; a size-0 last module record
  * reaches upwards).  Returns the stack's depth, 0 when unknown. */
-static int frame(const vm_model *m, uint32_t stack, int i, char *buf,
+static int frame(const sm_model *m, uint32_t stack, int i, char *buf,
                  size_t cap)
 {
-    return vm_symtab_frame(vm_symtab_of(m), stack, i, VM_MOD_OPEN_LAST, buf,
+    return sm_symtab_frame(sm_symtab_of(m), stack, i, SM_MOD_OPEN_LAST, buf,
                            cap);
-}
-
-/* Prints up to TOP_FRAMES frames of a stack, indented. */
-static void print_frames(const vm_model *m, uint32_t stack, const char *indent)
-{
-    char f[1024];
-    if (!stack) {
-        printf("%s(no stack recorded)\n", indent);
-        return;
-    }
-    int depth = frame(m, stack, 0, f, sizeof f);
-    if (!depth) {
-        printf("%s(stack %" PRIu32 " not in the file)\n", indent, stack);
-        return;
-    }
-    for (int i = 0; i < depth && i < TOP_FRAMES; i++) {
-        frame(m, stack, i, f, sizeof f);
-        printf("%s%s\n", indent, f);
-    }
-    if (depth > TOP_FRAMES)
-        printf("%s... %d more frames\n", indent, depth - TOP_FRAMES);
-}
-
-/* Prints "name count, name count, ..." for the non-zero entries. */
-static void print_counts(const char *title, const uint64_t *v, int n,
-                         const char *(*name)(int))
-{
-    int col = printf("  %-10s", title), first = 1;
-    for (int i = 0; i < n; i++) {
-        if (!v[i])
-            continue;
-        char item[96];
-        int len = snprintf(item, sizeof item, "%s%s %" PRIu64,
-                           first ? "" : ", ", name(i), v[i]);
-        if (col + len > 78) {
-            printf(",\n  %-10s", "");
-            col = 12;
-            len = snprintf(item, sizeof item, "%s %" PRIu64, name(i), v[i]);
-        }
-        col += printf("%s", item);
-        first = 0;
-    }
-    if (first)
-        printf("none");
-    printf("\n");
-}
-
-static void print_text(summary *s, vm_model *m, const char *path, int top)
-{
-    char a[32], b[32], c[32], t[32], cmd[2048];
-    printf("snapshot   %s (format %d.%d, mode %s)\n", path, s->major,
-           s->minor, s->mode[0] ? s->mode : "?");
-    printf("command    %s\n", command_line(s, cmd, sizeof cmd));
-    printf("process    pid %" PRId64 " on %s, duration %s\n", s->pid,
-           s->host[0] ? s->host : "?", fmt_time(s->t_last, t, sizeof t));
-    for (int i = 0; i < s->ndevinfo; i++)
-        printf("device %-3d %s, %s\n", s->devinfo[i].index,
-               s->devinfo[i].name,
-               summary_fmt_size(s->devinfo[i].total, a, sizeof a));
-    if (s->truncated)
-        printf("(file truncated after line %" PRIu64
-               ": the process probably died; shown up to there)\n", s->lines);
-    if (s->trailer_seen)
-        printf("trailer    reason %s, %" PRIu64 " events written, %" PRIu64
-               " dropped, %" PRIu64 " without stack\n",
-               s->tr_reason, s->tr_events, s->tr_dropped,
-               s->tr_stacks_dropped);
-
-    printf("\nevents     %" PRIu64 "\n", s->events);
-    print_counts("by action", s->by_action, MSNAP_A_COUNT, msnap_action_name);
-    print_counts("by api", s->by_api, MSNAP_API_COUNT, msnap_api_name);
-
-    for (int d = 0; d < SM_NDEV; d++) {
-        sm_device *v = &s->dev[d];
-        if (!v->seen)
-            continue;
-        if (d == SM_DEV_UNKNOWN)
-            printf("\ndevice ? (unknown ordinal)\n");
-        else
-            printf("\ndevice %d\n", d);
-        print_level("reserved", &v->reserved);
-        if (v->async.peak)
-            print_level("async", &v->async);
-        if (v->managed.peak)
-            print_level("managed", &v->managed);
-        if (v->vmm_va.peak)
-            print_level("vmm VA", &v->vmm_va);
-        if (v->vmm_mapped.peak)
-            print_level("vmm mapped", &v->vmm_mapped);
-        if (s->allocated_seen)
-            print_level("allocated", &v->allocated);
-        printf("  live at end: %" PRIu64 " allocation%s, %s\n", v->live_count,
-               plural(v->live_count),
-               summary_fmt_size(v->live_bytes, a, sizeof a));
-    }
-    if (!s->allocated_seen)
-        printf("\nallocated layer: not seen (no memsnap allocator in this "
-               "process); reserved shown\n");
-    uint64_t hc, hb;
-    summary_host_live(s, &hc, &hb);
-    if (s->pinned.peak || hc)
-        printf("\npinned host  peak %s at %s, live at end %" PRIu64
-               " allocation%s, %s\n",
-               summary_fmt_size(s->pinned.peak, a, sizeof a),
-               fmt_time(s->pinned.peak_t, t, sizeof t), hc, plural(hc),
-               summary_fmt_size(hb, b, sizeof b));
-
-    printf("\nOOM events: %" PRIu64, s->n_oom);
-    if (s->n_alloc_error)
-        printf(" (and %" PRIu64 " other failed allocations)",
-               s->n_alloc_error);
-    printf("\n");
-    for (size_t i = 0; i < s->nfails; i++) {
-        const sm_fail *f = &s->fails[i];
-        printf("  %s at %s on device %d: requested %s, device free %s of "
-               "%s, %s (CUresult %d)\n",
-               f->action == MSNAP_A_OOM ? "OOM" : "alloc error",
-               fmt_time(f->t, t, sizeof t),
-               f->device, summary_fmt_size(f->size, a, sizeof a),
-               f->dev_total ? summary_fmt_size(f->dev_free, b, sizeof b) : "?",
-               f->dev_total ? summary_fmt_size(f->dev_total, c, sizeof c) : "?",
-               msnap_api_name(f->api), f->result);
-        print_frames(m, f->stack, "      ");
-    }
-    printf("failed frees: %" PRIu64 "\n", s->n_free_error);
-    for (size_t i = 0; i < s->nfree_fails; i++) {
-        const sm_fail *f = &s->free_fails[i];
-        printf("  at %s: 0x%" PRIx64 " %s (CUresult %d)\n",
-               fmt_time(f->t, t, sizeof t),
-               f->addr, msnap_api_name(f->api), f->result);
-        print_frames(m, f->stack, "      ");
-    }
-    if (s->unmatched_frees)
-        printf("frees of allocations not in the file: %" PRIu64
-               " (ring window, or recording started late)\n",
-               s->unmatched_frees);
-
-    uint64_t lc = 0, lb = 0;
-    for (int d = 0; d < SM_NDEV; d++) {
-        lc += s->dev[d].live_count;
-        lb += s->dev[d].live_bytes;
-    }
-    printf("\nstill live at end: %" PRIu64 " device allocation%s, %s%s\n",
-           lc, plural(lc), summary_fmt_size(lb, a, sizeof a),
-           lc ? " (at a clean exit, a leak hint)" : "");
-    if (s->state_seen)
-        printf("recorder state at %s: %" PRIu64 " live objects holding %s of device memory\n",
-               fmt_time(s->state_t, t, sizeof t), s->state_nlive,
-               summary_fmt_size(s->state_bytes, a, sizeof a));
-
-    size_t nsites;
-    const sm_site *sites = summary_sites_by_peak(s, &nsites);
-    if (top > 0 && nsites) {
-        size_t shown = nsites < (size_t)top ? nsites : (size_t)top;
-        char (*labs)[VM_LABEL_MAX] = site_labels(m, sites, shown);
-        printf("\ntop %zu allocation sites by peak live bytes:\n", shown);
-        for (size_t i = 0; i < shown; i++) {
-            const sm_site *st = &sites[i];
-            printf("  #%-2zu peak %-11s %6" PRIu64 " alloc%s, %s total, "
-                   "live at end %s  [%s, stack %" PRIu32 "]\n",
-                   i + 1, summary_fmt_size(st->peak, a, sizeof a), st->count,
-                   plural(st->count),
-                   summary_fmt_size(st->bytes, b, sizeof b),
-                   summary_fmt_size(st->live, c, sizeof c),
-                   msnap_action_name(st->kind), st->stack);
-            if (labs)
-                printf("      site: %s\n", labs[i]);
-            print_frames(m, st->stack, "      ");
-        }
-        free(labs);
-    }
-
-    print_findings(m);
-
-    printf("\nnvtx marks: %" PRIu64 "\n", s->n_marks);
-    for (size_t i = 0; i < s->nmarks; i++) {
-        const sm_mark *mk = &s->marks[i];
-        printf("  %-12s \"%s\"\n", fmt_time(mk->t, t, sizeof t),
-               vm_str(m, mk->str));
-        for (int d = 0; d < mk->ndev; d++)
-            printf("      device %d: reserved %s, async %s, allocated %s\n",
-                   d, summary_fmt_size(mk->vals[d].reserved, a, sizeof a),
-                   summary_fmt_size(mk->vals[d].async, b, sizeof b),
-                   s->allocated_seen
-                       ? summary_fmt_size(mk->vals[d].allocated, c, sizeof c)
-                       : "not seen");
-    }
 }
 
 /* ---- JSON --------------------------------------------------------------- */
@@ -319,8 +123,9 @@ static void add_u64(cJSON *o, const char *key, uint64_t v)
 }
 
 /* {"peak":..,"peak_t_ns":..,"final":..} */
-static cJSON *json_level(const sm_level *l)
+static cJSON *json_level(msnap_level lv)
 {
+    const msnap_level *l = &lv;
     cJSON *o = cJSON_CreateObject();
     add_u64(o, "peak", l->peak);
     add_u64(o, "peak_t_ns", l->peak_t);
@@ -329,7 +134,7 @@ static cJSON *json_level(const sm_level *l)
 }
 
 /* ["frame", ...] for a stack (at most TOP_FRAMES... all frames in JSON). */
-static cJSON *json_frames(const vm_model *m, uint32_t stack)
+static cJSON *json_frames(const sm_model *m, uint32_t stack)
 {
     cJSON *a = cJSON_CreateArray();
     char f[1024];
@@ -352,7 +157,7 @@ static cJSON *json_counts(const uint64_t *v, int n, const char *(*name)(int))
 }
 
 /* One failure entry. */
-static cJSON *json_fail(const vm_model *m, const sm_fail *f, int is_free)
+static cJSON *json_fail(const sm_model *m, const sum_fail *f, int is_free)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "action", msnap_action_name(f->action));
@@ -373,165 +178,81 @@ static cJSON *json_fail(const vm_model *m, const sm_fail *f, int is_free)
 }
 
 
+/* Adds "layer": [sites by peak] (null for the allocated layer when the
+ * file has no blocks). */
+static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
+                       int layer, int top)
+{
+    const char *name = msnap_layer_name(layer);
+    if (layer == MSNAP_LAYER_ALLOCATED && !s->st.allocated_seen) {
+        cJSON_AddNullToObject(ts, name);
+        return;
+    }
+    cJSON *ta = cJSON_AddArrayToObject(ts, name);
+    const msnap_site **sites = top > 0 ? malloc((size_t)top * sizeof *sites) : NULL;
+    size_t shown = sites ? summary_top_sites(s, layer, sites, (size_t)top) : 0;
+    char (*labs)[SM_LABEL_MAX] = shown ? site_labels(m, sites, shown) : NULL;
+    for (size_t i = 0; i < shown; i++) {
+        const msnap_site *x = sites[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "stack", x->stack);
+        if (labs)
+            cJSON_AddStringToObject(o, "label", labs[i]);
+        cJSON_AddStringToObject(o, "kind", msnap_action_name(x->kind));
+        cJSON_AddNumberToObject(o, "device", x->device == MSNAP_ST_HOST ? -1 : x->device);
+        add_u64(o, "peak", x->peak);
+        add_u64(o, "peak_t_ns", x->peak_t);
+        add_u64(o, "count", x->count);
+        add_u64(o, "bytes_total", x->bytes);
+        add_u64(o, "live_at_end", x->live);
+        add_u64(o, "live_count_at_end", x->live_count);
+        cJSON_AddItemToObject(o, "frames", json_frames(m, x->stack));
+        cJSON_AddItemToArray(ta, o);
+    }
+    free(labs);
+    free(sites);
+}
+
 /* ---- findings (viz/model.h) --------------------------------------------- */
 
 /* Feeds a record read by summary_read to the findings model. */
 static int feed_model(void *ctx, const msnap_record *r)
 {
-    return vm_feed(ctx, r);
+    return sm_feed(ctx, r);
 }
 
 static const char *at_name(int at)
 {
     switch (at) {
-    case VM_AT_OOM: return "oom";
-    case VM_AT_PEAK: return "peak";
-    case VM_AT_TIME: return "time";
+    case SM_AT_OOM: return "oom";
+    case SM_AT_PEAK: return "peak";
+    case SM_AT_TIME: return "time";
     default: return "end";
     }
 }
 
-/* What the numbers of an OOM say, in one sentence. */
-static const char *oom_verdict(const vm_oom *o)
-{
-    if (!o->blocks_seen) {
-        if (o->dev_total && o->requested > o->dev_free)
-            return "the device did not have the requested bytes free; no "
-                   "allocator blocks, so memory cached inside reserved is "
-                   "not known";
-        return "no allocator blocks, so memory cached inside reserved is "
-               "not known";
-    }
-    if (o->largest_free >= o->requested)
-        return "the largest free block inside reserved would have held it: "
-               "the allocator asked the driver instead of reusing its cache";
-    if (o->total_free + o->dev_free >= o->requested)
-        return "enough memory was free in total (inside reserved + on the "
-               "device), but no single free block was large enough: "
-               "fragmentation";
-    return "the device was full: even all free memory together was smaller "
-           "than the request";
-}
-
-static void print_findings(vm_model *m)
-{
-    char a[32], b[32], c[32], d[32], t[32];
-    size_t nleaks;
-    uint64_t nvalleys, f0, f1;
-    const vm_leak *leaks = vm_leaks(m, &nleaks, &nvalleys);
-    size_t nsites;
-    const vm_site *sites = vm_sites(m, &nsites);
-    vm_floor(m, &f0, &f1);
-    printf("\nfindings (stacked layer: %s)\n",
-           vm_blocks_seen(m) ? "allocator blocks"
-                             : "reserved only, the allocator reports no blocks");
-    printf("leak suspects: %zu", nleaks);
-    if (nvalleys >= 2)
-        printf(" (%" PRIu64 " valleys of the total; the floor went "
-               "from %s to %s)", nvalleys, summary_fmt_size(f0, a, sizeof a),
-               summary_fmt_size(f1, b, sizeof b));
-    else
-        printf(" (%" PRIu64 " valleys of the total: too few to judge)",
-               nvalleys);
-    printf("\n");
-    for (size_t i = 0; i < nleaks && i < 10; i++) {
-        const vm_site *st = &sites[leaks[i].site];
-        printf("  #%-2zu live at valleys %s -> %s, rose %" PRIu32 " time%s, fell %"
-               PRIu32 "; live at end %s  [%s, stack %" PRIu32 "]\n",
-               i + 1, summary_fmt_size(leaks[i].first, a, sizeof a),
-               summary_fmt_size(leaks[i].last, b, sizeof b), leaks[i].rises,
-               plural(leaks[i].rises), leaks[i].falls,
-               summary_fmt_size(st->live, c, sizeof c),
-               msnap_action_name(st->kind), st->stack);
-        print_frames(m, st->stack, "      ");
-    }
-
-    const vm_layout *l = vm_layout_at(m);
-    printf("fragmentation");
-    if (l->valid)
-        printf(" (at %s, t = %s)", l->at == VM_AT_OOM ? "the first OOM"
-                                   : l->at == VM_AT_PEAK ? "the peak of reserved"
-                                   : l->at == VM_AT_TIME ? "the chosen time"
-                                                         : "the end",
-               fmt_time(l->t_ns, t, sizeof t));
-    printf("\n");
-    for (int dv = 0; dv < VM_NDEV; dv++) {
-        const vm_dev *v = vm_device(m, dv);
-        const vm_dev_layout *dl = l->valid ? &l->dev[dv] : NULL;
-        if (!v->seen || (!v->peak_reserved && (!dl || !dl->segments)))
-            continue;
-        printf("  device %d: %" PRIu64 " segments, %s of memory",
-               dv == VM_DEV_UNKNOWN ? -1 : dv, dl ? dl->segments : 0,
-               summary_fmt_size(dl ? dl->mapped_bytes : 0, a, sizeof a));
-        if (vm_blocks_seen(m) && dl)
-            printf(", %s in blocks; free inside reserved %s, largest free "
-                   "block %s\n", summary_fmt_size(dl->block_bytes, b, sizeof b),
-                   summary_fmt_size(dl->total_free, c, sizeof c),
-                   summary_fmt_size(dl->largest_free, d, sizeof d));
-        else
-            printf("\n");
-        if (vm_blocks_seen(m) && dl && dl->total_free)
-            printf("    1 - largest_free/total_free     = %.3f\n",
-                   1.0 - (double)dl->largest_free / (double)dl->total_free);
-        else if (vm_blocks_seen(m))
-            printf("    1 - largest_free/total_free     = 0 (nothing free)\n");
-        else
-            printf("    1 - largest_free/total_free     = n/a (no allocator blocks)\n");
-        if (vm_blocks_seen(m) && v->peak_reserved)
-            printf("    1 - peak_allocated/peak_reserved = %.3f (peaks %s / %s)\n",
-                   1.0 - (double)v->peak_allocated / (double)v->peak_reserved,
-                   summary_fmt_size(v->peak_allocated, a, sizeof a),
-                   summary_fmt_size(v->peak_reserved, b, sizeof b));
-        else
-            printf("    1 - peak_allocated/peak_reserved = n/a (no allocator blocks)\n");
-    }
-
-    size_t nooms;
-    uint64_t total_ooms;
-    const vm_oom *oo = vm_ooms(m, &nooms, &total_ooms);
-    if (nooms) {
-        printf("OOM story (%zu of %zu failed allocation%s):\n", nooms < 3 ? nooms : 3,
-               nooms, nooms == 1 ? "" : "s");
-        for (size_t i = 0; i < nooms && i < 3; i++) {
-            const vm_oom *o = &oo[i];
-            printf("  at %s on device %d: requested %s; allocated %s, reserved %s, "
-                   "device free %s",
-                   fmt_time(o->t_ns, t, sizeof t), o->device,
-                   summary_fmt_size(o->requested, a, sizeof a),
-                   summary_fmt_size(o->allocated, b, sizeof b),
-                   summary_fmt_size(o->reserved, c, sizeof c),
-                   o->dev_total ? summary_fmt_size(o->dev_free, d, sizeof d) : "?");
-            if (o->blocks_seen)
-                printf(", free inside reserved %s, largest free block %s",
-                       summary_fmt_size(o->total_free, a, sizeof a),
-                       summary_fmt_size(o->largest_free, b, sizeof b));
-            printf("\n    -> %s\n", oom_verdict(o));
-        }
-    }
-}
-
 /* The findings as a JSON object. */
-static cJSON *json_findings(vm_model *m)
+static cJSON *json_findings(sm_model *m)
 {
     cJSON *f = cJSON_CreateObject();
     cJSON_AddStringToObject(f, "stacked_layer",
-                            vm_blocks_seen(m) ? "blocks" : "reserved");
+                            sm_blocks_seen(m) ? "blocks" : "reserved");
     size_t nleaks, nsites;
     uint64_t nvalleys, f0, f1;
-    const vm_leak *leaks = vm_leaks(m, &nleaks, &nvalleys);
-    const vm_site *sites = vm_sites(m, &nsites);
-    vm_floor(m, &f0, &f1);
+    const sm_leak *leaks = sm_leaks(m, &nleaks, &nvalleys);
+    const sm_site *sites = sm_sites(m, &nsites);
+    sm_floor(m, &f0, &f1);
     add_u64(f, "valleys", nvalleys);
     cJSON *fl = cJSON_AddObjectToObject(f, "floor");
     add_u64(fl, "first", f0);
     add_u64(fl, "last", f1);
     cJSON *la = cJSON_AddArrayToObject(f, "leak_suspects");
     for (size_t i = 0; i < nleaks; i++) {
-        const vm_site *st = &sites[leaks[i].site];
+        const sm_site *st = &sites[leaks[i].site];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "stack", st->stack);
         cJSON_AddStringToObject(o, "kind", msnap_action_name(st->kind));
-        cJSON_AddNumberToObject(o, "device", st->device == VM_DEV_UNKNOWN ? -1 : st->device);
+        cJSON_AddNumberToObject(o, "device", st->device == SM_DEV_UNKNOWN ? -1 : st->device);
         add_u64(o, "first_valley_bytes", leaks[i].first);
         add_u64(o, "last_valley_bytes", leaks[i].last);
         add_u64(o, "rises", leaks[i].rises);
@@ -540,35 +261,32 @@ static cJSON *json_findings(vm_model *m)
         cJSON_AddItemToObject(o, "frames", json_frames(m, st->stack));
         cJSON_AddItemToArray(la, o);
     }
-    const vm_layout *l = vm_layout_at(m);
+    const sm_layout *l = sm_layout_at(m);
     cJSON *fr = cJSON_AddObjectToObject(f, "fragmentation");
     cJSON_AddStringToObject(fr, "at", l->valid ? at_name(l->at) : "none");
     add_u64(fr, "t_ns", l->t_ns);
     cJSON *fd = cJSON_AddArrayToObject(fr, "devices");
-    for (int dv = 0; dv < VM_NDEV; dv++) {
-        const vm_dev *v = vm_device(m, dv);
-        const vm_dev_layout *dl = &l->dev[dv];
+    for (int dv = 0; dv < SM_NDEV; dv++) {
+        const sm_dev *v = sm_device(m, dv);
+        const sm_dev_layout *dl = &l->dev[dv];
         if (!v->seen || (!v->peak_reserved && !dl->segments))
             continue;
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "device", dv == VM_DEV_UNKNOWN ? -1 : dv);
+        cJSON_AddNumberToObject(o, "device", dv == SM_DEV_UNKNOWN ? -1 : dv);
         add_u64(o, "segments", dl->segments);
         add_u64(o, "memory_bytes", dl->mapped_bytes);
         add_u64(o, "address_space_bytes", dl->segment_bytes);
-        if (vm_blocks_seen(m)) {
+        if (sm_blocks_seen(m)) {
             add_u64(o, "block_bytes", dl->block_bytes);
             add_u64(o, "total_free", dl->total_free);
             add_u64(o, "largest_free", dl->largest_free);
             cJSON_AddNumberToObject(o, "frag_free",
-                                    dl->total_free ? 1.0 - (double)dl->largest_free /
-                                                               (double)dl->total_free
-                                                   : 0.0);
+                                    sm_frag_free(dl->total_free, dl->largest_free));
             add_u64(o, "peak_allocated", v->peak_allocated);
             add_u64(o, "peak_reserved", v->peak_reserved);
             if (v->peak_reserved)
                 cJSON_AddNumberToObject(o, "frag_peak",
-                                        1.0 - (double)v->peak_allocated /
-                                                  (double)v->peak_reserved);
+                                        sm_frag_peak(v->peak_allocated, v->peak_reserved));
             else
                 cJSON_AddNullToObject(o, "frag_peak");
         } else {
@@ -583,16 +301,19 @@ static cJSON *json_findings(vm_model *m)
         cJSON_AddItemToArray(fd, o);
     }
     size_t nooms;
-    const vm_oom *oo = vm_ooms(m, &nooms, NULL);
+    const sm_oom *oo = sm_ooms(m, &nooms, NULL);
     cJSON *oa = cJSON_AddArrayToObject(f, "oom_story");
     for (size_t i = 0; i < nooms; i++) {
-        const vm_oom *o = &oo[i];
+        const sm_oom *o = &oo[i];
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "action", msnap_action_name(o->action));
         add_u64(x, "t_ns", o->t_ns);
         cJSON_AddNumberToObject(x, "device", o->device);
         add_u64(x, "requested", o->requested);
-        add_u64(x, "allocated", o->allocated);
+        if (o->blocks_seen)
+            add_u64(x, "allocated", o->allocated);
+        else
+            cJSON_AddNullToObject(x, "allocated");
         add_u64(x, "reserved", o->reserved);
         add_u64(x, "device_free", o->dev_free);
         add_u64(x, "device_total", o->dev_total);
@@ -603,14 +324,14 @@ static cJSON *json_findings(vm_model *m)
             cJSON_AddNullToObject(x, "free_inside_reserved");
             cJSON_AddNullToObject(x, "largest_free_block");
         }
-        cJSON_AddStringToObject(x, "verdict", oom_verdict(o));
+        cJSON_AddStringToObject(x, "verdict", sm_oom_verdict(o));
         cJSON_AddItemToArray(oa, x);
     }
     return f;
 }
 
 /* Builds the whole JSON object; NULL when out of memory. */
-static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
+static cJSON *build_json(summary *s, sm_model *m, const char *path, int top)
 {
     cJSON *root = cJSON_CreateObject();
     char cmd[2048];
@@ -658,33 +379,40 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
                           json_counts(s->by_api, MSNAP_API_COUNT,
                                       msnap_api_name));
 
-    cJSON_AddBoolToObject(root, "allocated_seen", s->allocated_seen);
+    const msnap_state *st = &s->st;
+    cJSON_AddBoolToObject(root, "allocated_seen", st->allocated_seen);
+    /* The process (all devices at one moment): the rank table's figures. */
+    cJSON *po = cJSON_AddObjectToObject(root, "process");
+    cJSON_AddItemToObject(po, "reserved",
+                          json_level(msnap_state_level(st, -1, MSNAP_LAYER_RESERVED)));
+    if (st->allocated_seen)
+        cJSON_AddItemToObject(po, "allocated",
+                              json_level(msnap_state_level(st, -1, MSNAP_LAYER_ALLOCATED)));
+    else
+        cJSON_AddNullToObject(po, "allocated");
     cJSON *da = cJSON_AddArrayToObject(root, "devices");
-    for (int d = 0; d < SM_NDEV; d++) {
-        sm_device *v = &s->dev[d];
-        if (!v->seen)
+    for (int d = 0; d < MSNAP_ST_NDEV; d++) {
+        if (!device_shown(s, d))
             continue;
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "device", d == SM_DEV_UNKNOWN ? -1 : d);
-        cJSON_AddItemToObject(o, "reserved", json_level(&v->reserved));
-        cJSON_AddItemToObject(o, "async", json_level(&v->async));
-        cJSON_AddItemToObject(o, "managed", json_level(&v->managed));
-        cJSON_AddItemToObject(o, "vmm_va", json_level(&v->vmm_va));
-        cJSON_AddItemToObject(o, "vmm_mapped", json_level(&v->vmm_mapped));
-        if (s->allocated_seen)
-            cJSON_AddItemToObject(o, "allocated", json_level(&v->allocated));
-        else
-            cJSON_AddNullToObject(o, "allocated");
+        cJSON_AddNumberToObject(o, "device", d == MSNAP_ST_HOST ? -1 : d);
+        for (int l = 0; l < MSNAP_LAYER_COUNT; l++) {
+            if (l == MSNAP_LAYER_PINNED)
+                continue;
+            if (l == MSNAP_LAYER_ALLOCATED && !st->allocated_seen)
+                cJSON_AddNullToObject(o, msnap_layer_name(l));
+            else
+                cJSON_AddItemToObject(o, msnap_layer_name(l),
+                                      json_level(msnap_state_level(st, d, l)));
+        }
         cJSON *l = cJSON_AddObjectToObject(o, "live_at_end");
-        add_u64(l, "count", v->live_count);
-        add_u64(l, "bytes", v->live_bytes);
+        add_u64(l, "count", s->live_count[d]);
+        add_u64(l, "bytes", s->live_bytes[d]);
         cJSON_AddItemToArray(da, o);
     }
-    uint64_t hc, hb;
-    summary_host_live(s, &hc, &hb);
-    cJSON *ho = json_level(&s->pinned);
-    add_u64(ho, "live_count", hc);
-    add_u64(ho, "live_bytes", hb);
+    cJSON *ho = json_level(msnap_state_level(st, MSNAP_ST_HOST, MSNAP_LAYER_PINNED));
+    add_u64(ho, "live_count", s->live_count[MSNAP_ST_HOST]);
+    add_u64(ho, "live_bytes", s->live_bytes[MSNAP_ST_HOST]);
     cJSON_AddItemToObject(root, "pinned_host", ho);
 
     add_u64(root, "oom_count", s->n_oom);
@@ -696,56 +424,36 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
     cJSON *fa = cJSON_AddArrayToObject(root, "failed_frees");
     for (size_t i = 0; i < s->nfree_fails; i++)
         cJSON_AddItemToArray(fa, json_fail(m, &s->free_fails[i], 1));
-    add_u64(root, "unmatched_frees", s->unmatched_frees);
+    add_u64(root, "unmatched_frees", st->unknown_frees);
 
     uint64_t lc = 0, lb = 0;
-    for (int d = 0; d < SM_NDEV; d++) {
-        lc += s->dev[d].live_count;
-        lb += s->dev[d].live_bytes;
+    for (int d = 0; d < MSNAP_ST_HOST; d++) {
+        lc += s->live_count[d];
+        lb += s->live_bytes[d];
     }
     cJSON *le = cJSON_AddObjectToObject(root, "live_at_end");
     add_u64(le, "count", lc);
     add_u64(le, "bytes", lb);
-    if (s->state_seen) {
-        cJSON *st = cJSON_AddObjectToObject(root, "state");
-        add_u64(st, "t_ns", s->state_t);
-        add_u64(st, "live", s->state_nlive);
-        add_u64(st, "bytes", s->state_bytes);
+    if (st->state_seen) {
+        cJSON *so = cJSON_AddObjectToObject(root, "state");
+        add_u64(so, "t_ns", st->state_t);
+        add_u64(so, "live", st->state_nlive);
+        add_u64(so, "bytes", st->state_bytes);
     }
 
-    size_t nsites;
-    const sm_site *sites = summary_sites_by_peak(s, &nsites);
-    cJSON *ta = cJSON_AddArrayToObject(root, "top_sites");
-    size_t shown = top > 0 ? (nsites < (size_t)top ? nsites : (size_t)top) : 0;
-    char (*labs)[VM_LABEL_MAX] = shown ? site_labels(m, sites, shown) : NULL;
-    for (size_t i = 0; i < shown; i++) {
-        const sm_site *st = &sites[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "stack", st->stack);
-        if (labs)
-            cJSON_AddStringToObject(o, "label", labs[i]);
-        cJSON_AddStringToObject(o, "kind", msnap_action_name(st->kind));
-        cJSON_AddNumberToObject(o, "device", st->device);
-        add_u64(o, "peak", st->peak);
-        add_u64(o, "peak_t_ns", st->peak_t);
-        add_u64(o, "count", st->count);
-        add_u64(o, "bytes_total", st->bytes);
-        add_u64(o, "live_at_end", st->live);
-        add_u64(o, "live_count_at_end", st->live_count);
-        cJSON_AddItemToObject(o, "frames", json_frames(m, st->stack));
-        cJSON_AddItemToArray(ta, o);
-    }
-    free(labs);
+    cJSON *ts = cJSON_AddObjectToObject(root, "top_sites");
+    for (size_t k = 0; k < sizeof site_layers / sizeof site_layers[0]; k++)
+        json_sites(ts, s, m, site_layers[k], top);
 
     cJSON_AddItemToObject(root, "findings", json_findings(m));
     add_u64(root, "nvtx_marks", s->n_marks);
     if (s->want_marks) {
         cJSON *ma = cJSON_AddArrayToObject(root, "marks");
         for (size_t i = 0; i < s->nmarks; i++) {
-            const sm_mark *mk = &s->marks[i];
+            const sum_mark *mk = &s->marks[i];
             cJSON *o = cJSON_CreateObject();
             add_u64(o, "t_ns", mk->t);
-            cJSON_AddStringToObject(o, "message", vm_str(m, mk->str));
+            cJSON_AddStringToObject(o, "message", sm_str(m, mk->str));
             cJSON *dv = cJSON_AddArrayToObject(o, "devices");
             for (int d = 0; d < mk->ndev; d++) {
                 cJSON *x = cJSON_CreateObject();
@@ -761,19 +469,339 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
     return root;
 }
 
+/* ---- text, printed from the result -------------------------------------- */
+
+/* An integer member of a result object (add_u64 writes raw numbers). */
+static uint64_t ju(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsRaw(v))
+        return strtoull(v->valuestring, NULL, 10);
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+}
+
+/* A signed integer member (device ordinals, CUresults). */
+static int ji(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valueint : 0;
+}
+
+/* A string member, "" when absent. */
+static const char *js(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static const cJSON *jo(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+/* Size of a member, as text into buf. */
+static const char *jsize(const cJSON *o, const char *key, char *buf)
+{
+    return msnap_size_text(ju(o, key), buf, 32);
+}
+
+/* Prints up to TOP_FRAMES frames of an entry with "stack" and "frames". */
+static void print_frames(const cJSON *o, const char *indent)
+{
+    const cJSON *fr = jo(o, "frames");
+    int depth = cJSON_GetArraySize(fr);
+    if (!ju(o, "stack")) {
+        printf("%s(no stack recorded)\n", indent);
+        return;
+    }
+    if (!depth) {
+        printf("%s(stack %" PRIu64 " not in the file)\n", indent, ju(o, "stack"));
+        return;
+    }
+    for (int i = 0; i < depth && i < TOP_FRAMES; i++)
+        printf("%s%s\n", indent, cJSON_GetArrayItem(fr, i)->valuestring);
+    if (depth > TOP_FRAMES)
+        printf("%s... %d more frames\n", indent, depth - TOP_FRAMES);
+}
+
+/* "peak X at T s, final Y" for one level object. */
+static void print_level(const char *name, const cJSON *l)
+{
+    char a[32], b[32], t[32];
+    printf("  %-10s peak %-11s at %-12s final %s\n", name, jsize(l, "peak", a),
+           msnap_time_text(ju(l, "peak_t_ns"), t, sizeof t), jsize(l, "final", b));
+}
+
+/* Prints "name count, name count, ..." for the members of a counts object. */
+static void print_counts(const char *title, const cJSON *counts)
+{
+    int col = printf("  %-10s", title), first = 1;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, counts) {
+        char item[96];
+        uint64_t v = strtoull(c->valuestring, NULL, 10);
+        int len = snprintf(item, sizeof item, "%s%s %" PRIu64, first ? "" : ", ",
+                           c->string, v);
+        if (col + len > 78) {
+            printf(",\n  %-10s", "");
+            col = 12;
+            len = snprintf(item, sizeof item, "%s %" PRIu64, c->string, v);
+        }
+        col += printf("%s", item);
+        first = 0;
+    }
+    if (first)
+        printf("none");
+    printf("\n");
+}
+
+/* The top sites of one layer; null: the layer was not seen. */
+static void print_sites(const cJSON *ts, const char *layer, int top)
+{
+    char a[32], b[32], c[32];
+    const cJSON *list = jo(ts, layer);
+    if (top <= 0)
+        return;
+    if (cJSON_IsNull(list)) {
+        printf("\n%s sites: none (%s layer: not seen)\n", layer, layer);
+        return;
+    }
+    int n = cJSON_GetArraySize(list);
+    if (!n)
+        return;
+    printf("\ntop %d %s site%s by peak live bytes:\n", n, layer, plural((uint64_t)n));
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, list) {
+        uint64_t count = ju(x, "count");
+        printf("  #%-2d peak %-11s %6" PRIu64 " alloc%s, %s total, "
+               "live at end %s  [%s, device %d, stack %" PRIu64 "]\n",
+               ++i, jsize(x, "peak", a), count, plural(count),
+               jsize(x, "bytes_total", b), jsize(x, "live_at_end", c),
+               js(x, "kind"), ji(x, "device"), ju(x, "stack"));
+        if (jo(x, "label"))
+            printf("      site: %s\n", js(x, "label"));
+        print_frames(x, "      ");
+    }
+}
+
+/* The findings part of the result. */
+static void print_findings(const cJSON *f)
+{
+    char a[32], b[32], c[32], d[32], t[32];
+    int blocks = !strcmp(js(f, "stacked_layer"), "blocks");
+    const cJSON *leaks = jo(f, "leak_suspects"), *x;
+    uint64_t nvalleys = ju(f, "valleys");
+    printf("\nfindings (stacked layer: %s)\n",
+           blocks ? "allocator blocks"
+                  : "reserved only, the allocator reports no blocks");
+    printf("leak suspects: %d", cJSON_GetArraySize(leaks));
+    if (nvalleys >= 2)
+        printf(" (%" PRIu64 " valleys of the total; the floor went "
+               "from %s to %s)", nvalleys, jsize(jo(f, "floor"), "first", a),
+               jsize(jo(f, "floor"), "last", b));
+    else
+        printf(" (%" PRIu64 " valleys of the total: too few to judge)", nvalleys);
+    printf("\n");
+    int i = 0;
+    cJSON_ArrayForEach(x, leaks) {
+        if (i == 10)
+            break;
+        uint64_t rises = ju(x, "rises");
+        printf("  #%-2d live at valleys %s -> %s, rose %" PRIu64 " time%s, fell %"
+               PRIu64 "; live at end %s  [%s, stack %" PRIu64 "]\n",
+               ++i, jsize(x, "first_valley_bytes", a),
+               jsize(x, "last_valley_bytes", b), rises, plural(rises),
+               ju(x, "falls"), jsize(x, "live_at_end", c), js(x, "kind"),
+               ju(x, "stack"));
+        print_frames(x, "      ");
+    }
+
+    const cJSON *fr = jo(f, "fragmentation");
+    const char *at = js(fr, "at");
+    printf("fragmentation");
+    if (strcmp(at, "none"))
+        printf(" (at %s, t = %s)", !strcmp(at, "oom") ? "the first OOM"
+                                   : !strcmp(at, "peak") ? "the peak of reserved"
+                                   : !strcmp(at, "time") ? "the chosen time"
+                                                         : "the end",
+               msnap_time_text(ju(fr, "t_ns"), t, sizeof t));
+    printf("\n");
+    cJSON_ArrayForEach(x, jo(fr, "devices")) {
+        printf("  device %d: %" PRIu64 " segments, %s of memory", ji(x, "device"),
+               ju(x, "segments"), jsize(x, "memory_bytes", a));
+        if (blocks)
+            printf(", %s in blocks; free inside reserved %s, largest free "
+                   "block %s\n", jsize(x, "block_bytes", b),
+                   jsize(x, "total_free", c), jsize(x, "largest_free", d));
+        else
+            printf("\n");
+        if (blocks && ju(x, "total_free"))
+            printf("    1 - largest_free/total_free     = %.3f\n",
+                   jo(x, "frag_free")->valuedouble);
+        else if (blocks)
+            printf("    1 - largest_free/total_free     = 0 (nothing free)\n");
+        else
+            printf("    1 - largest_free/total_free     = n/a (no allocator blocks)\n");
+        if (blocks && ju(x, "peak_reserved"))
+            printf("    1 - peak_allocated/peak_reserved = %.3f (peaks %s / %s)\n",
+                   jo(x, "frag_peak")->valuedouble, jsize(x, "peak_allocated", a),
+                   jsize(x, "peak_reserved", b));
+        else
+            printf("    1 - peak_allocated/peak_reserved = n/a (no allocator blocks)\n");
+    }
+
+    const cJSON *story = jo(f, "oom_story");
+    int nooms = cJSON_GetArraySize(story);
+    if (!nooms)
+        return;
+    printf("OOM story (%d of %d failed allocation%s):\n", nooms < 3 ? nooms : 3,
+           nooms, nooms == 1 ? "" : "s");
+    i = 0;
+    cJSON_ArrayForEach(x, story) {
+        if (i++ == 3)
+            break;
+        printf("  at %s on device %d: requested %s; ",
+               msnap_time_text(ju(x, "t_ns"), t, sizeof t), ji(x, "device"),
+               jsize(x, "requested", a));
+        if (cJSON_IsNull(jo(x, "allocated")))
+            printf("allocated layer: not seen, ");
+        else
+            printf("allocated %s, ", jsize(x, "allocated", b));
+        printf("reserved %s, device free %s", jsize(x, "reserved", c),
+               ju(x, "device_total") ? jsize(x, "device_free", d) : "?");
+        if (!cJSON_IsNull(jo(x, "free_inside_reserved")))
+            printf(", free inside reserved %s, largest free block %s",
+                   jsize(x, "free_inside_reserved", a),
+                   jsize(x, "largest_free_block", b));
+        printf("\n    -> %s\n", js(x, "verdict"));
+    }
+}
+
+/* The whole result of one file as text. */
+static void print_text(const cJSON *r, int top)
+{
+    char a[32], b[32], c[32], t[32];
+    const cJSON *h = jo(r, "header"), *x;
+    printf("snapshot   %s (format %s, mode %s)\n", js(r, "file"), js(r, "version"),
+           js(h, "mode")[0] ? js(h, "mode") : "?");
+    printf("command    %s\n", js(h, "command"));
+    printf("process    pid %" PRId64 " on %s, duration %s\n",
+           (int64_t)ju(h, "pid"), js(h, "host")[0] ? js(h, "host") : "?",
+           msnap_time_text(ju(h, "duration_ns"), t, sizeof t));
+    cJSON_ArrayForEach(x, jo(h, "devices"))
+        printf("device %-3d %s, %s\n", ji(x, "index"), js(x, "name"),
+               jsize(x, "total", a));
+    if (cJSON_IsTrue(jo(r, "truncated")))
+        printf("(file truncated after line %" PRIu64
+               ": the process probably died; shown up to there)\n", ju(r, "lines"));
+    const cJSON *tr = jo(r, "trailer");
+    if (!cJSON_IsNull(tr))
+        printf("trailer    reason %s, %" PRIu64 " events written, %" PRIu64
+               " dropped, %" PRIu64 " without stack\n", js(tr, "reason"),
+               ju(tr, "events"), ju(tr, "dropped"), ju(tr, "stacks_dropped"));
+
+    const cJSON *ev = jo(r, "events");
+    printf("\nevents     %" PRIu64 "\n", ju(ev, "total"));
+    print_counts("by action", jo(ev, "by_action"));
+    print_counts("by api", jo(ev, "by_api"));
+
+    int allocated_seen = cJSON_IsTrue(jo(r, "allocated_seen"));
+    cJSON_ArrayForEach(x, jo(r, "devices")) {
+        int d = ji(x, "device");
+        if (d < 0)
+            printf("\ndevice ? (unknown ordinal)\n");
+        else
+            printf("\ndevice %d\n", d);
+        /* The unknown slot often holds only address space (a VA
+         * reservation names no device): its zero levels are not shown. */
+        static const struct { const char *key, *name; int always; } lv[] = {
+            {"reserved", "reserved", 1}, {"async", "  async", 0},
+            {"managed", "  managed", 0}, {"vmm_va", "vmm VA", 0},
+            {"vmm_mapped", "vmm mapped", 0}, {"allocated", "allocated", 1}};
+        for (size_t i = 0; i < sizeof lv / sizeof lv[0]; i++) {
+            const cJSON *l = jo(x, lv[i].key);
+            if (!cJSON_IsNull(l) && (ju(l, "peak") || (lv[i].always && d >= 0)))
+                print_level(lv[i].name, l);
+        }
+        const cJSON *le = jo(x, "live_at_end");
+        printf("  live at end: %" PRIu64 " allocation%s, %s\n", ju(le, "count"),
+               plural(ju(le, "count")), jsize(le, "bytes", a));
+    }
+    if (!allocated_seen)
+        printf("\nallocated layer: not seen (no allocator blocks in this "
+               "file); reserved shown\n");
+    const cJSON *pin = jo(r, "pinned_host");
+    uint64_t hc = ju(pin, "live_count");
+    if (ju(pin, "peak") || hc)
+        printf("\npinned host  peak %s at %s, live at end %" PRIu64
+               " allocation%s, %s\n", jsize(pin, "peak", a),
+               msnap_time_text(ju(pin, "peak_t_ns"), t, sizeof t), hc,
+               plural(hc), jsize(pin, "live_bytes", b));
+
+    uint64_t nerr = ju(r, "alloc_error_count");
+    printf("\nOOM events: %" PRIu64, ju(r, "oom_count"));
+    if (nerr)
+        printf(" (and %" PRIu64 " other failed allocations)", nerr);
+    printf("\n");
+    cJSON_ArrayForEach(x, jo(r, "ooms")) {
+        printf("  %s at %s on device %d: requested %s, device free %s of "
+               "%s, %s (CUresult %d)\n",
+               !strcmp(js(x, "action"), "oom") ? "OOM" : "alloc error",
+               msnap_time_text(ju(x, "t_ns"), t, sizeof t), ji(x, "device"),
+               jsize(x, "requested", a),
+               ju(x, "device_total") ? jsize(x, "device_free", b) : "?",
+               ju(x, "device_total") ? jsize(x, "device_total", c) : "?",
+               js(x, "api"), ji(x, "result"));
+        print_frames(x, "      ");
+    }
+    printf("failed frees: %" PRIu64 "\n", ju(r, "failed_free_count"));
+    cJSON_ArrayForEach(x, jo(r, "failed_frees")) {
+        printf("  at %s: 0x%" PRIx64 " %s (CUresult %d)\n",
+               msnap_time_text(ju(x, "t_ns"), t, sizeof t), ju(x, "addr"),
+               js(x, "api"), ji(x, "result"));
+        print_frames(x, "      ");
+    }
+    if (ju(r, "unmatched_frees"))
+        printf("frees of allocations not in the file: %" PRIu64
+               " (ring window, or recording started late)\n",
+               ju(r, "unmatched_frees"));
+
+    const cJSON *le = jo(r, "live_at_end");
+    uint64_t lc = ju(le, "count");
+    printf("\nstill live at end: %" PRIu64 " device allocation%s, %s%s\n",
+           lc, plural(lc), jsize(le, "bytes", a),
+           lc ? " (at a clean exit, a leak hint)" : "");
+    const cJSON *so = jo(r, "state");
+    if (so)
+        printf("recorder state at %s: %" PRIu64 " live objects holding %s of device memory\n",
+               msnap_time_text(ju(so, "t_ns"), t, sizeof t), ju(so, "live"),
+               jsize(so, "bytes", a));
+
+    for (size_t k = 0; k < sizeof site_layers / sizeof site_layers[0]; k++)
+        print_sites(jo(r, "top_sites"), msnap_layer_name(site_layers[k]), top);
+
+    print_findings(jo(r, "findings"));
+
+    printf("\nnvtx marks: %" PRIu64 "\n", ju(r, "nvtx_marks"));
+    cJSON_ArrayForEach(x, jo(r, "marks")) {
+        printf("  %-12s \"%s\"\n", msnap_time_text(ju(x, "t_ns"), t, sizeof t),
+               js(x, "message"));
+        const cJSON *dv;
+        cJSON_ArrayForEach(dv, jo(x, "devices")) {
+            printf("      device %d: reserved %s, async %s, allocated %s\n",
+                   ji(dv, "device"), jsize(dv, "reserved", a), jsize(dv, "async", b),
+                   allocated_seen ? jsize(dv, "allocated", c) : "not seen");
+        }
+    }
+}
+
 /* ---- entry point -------------------------------------------------------- */
 
-/* What the cross-rank table needs of one file. */
-typedef struct rank_row {
-    uint64_t peak_reserved, peak_allocated, ooms;
-    int blocks;
-} rank_row;
-
-/* Summarizes one file: prints the text (json == 0) or builds the JSON
- * object into *root.  Fills *row.  Returns 0, 1 (an OOM) or 2 (unreadable,
- * message printed). */
-static int summarize(const char *path, int json, int marks, int top,
-                     cJSON **root, rank_row *row)
+/* Summarizes one file into *root (the one result that both the text and
+ * the JSON come from).  Returns 0, 1 (an OOM) or 2 (unreadable, message
+ * printed). */
+static int summarize(const char *path, int marks, int top, cJSON **root)
 {
     summary s;
     char err[1024];
@@ -781,103 +809,96 @@ static int summarize(const char *path, int json, int marks, int top,
     /* The findings model (viz/model.h) sees the same records in the same
      * pass; a second pass only when the fragmentation moment is the peak
      * (known at the end) and the input is a file. */
-    vm_opts mo = {.top = 8, .columns = 0, .at = VM_AT_DEFAULT};
-    vm_model *m = vm_new(&mo);
+    sm_opts mo = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
+    sm_model *m = sm_new(&mo);
     if (!m) {
         fprintf(stderr, "memsnap summary: out of memory\n");
         return 2;
     }
     s.feed = feed_model;
     s.feed_ctx = m;
+    int rc = 0;
     if (summary_read(&s, path, err, sizeof err) != 0 ||
-        (vm_end_pass1(m) != 0 &&
-         snprintf(err, sizeof err, "%s: out of memory", path) > 0)) {
+        (sm_end_pass1(m) != 0 &&
+         snprintf(err, sizeof err, "%s: out of memory", path) > 0) ||
+        (strcmp(path, "-") != 0 && sm_read_pass2(m, path, err, sizeof err))) {
         fprintf(stderr, "%s\n", err);
-        summary_free(&s);
-        vm_free(m);
-        return 2;
-    }
-    if (strcmp(path, "-") != 0 && vm_read_pass2(m, path, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        summary_free(&s);
-        vm_free(m);
-        return 2;
-    }
-    int rc = s.n_oom ? 1 : 0;
-    vm_peak_totals(m, &row->peak_allocated, &row->peak_reserved);
-    row->blocks = vm_blocks_seen(m);
-    row->ooms = s.n_oom;
-    if (json) {
-        *root = build_json(&s, m, path, top);
-        if (!*root) {
-            fprintf(stderr, "memsnap summary: out of memory\n");
-            rc = 2;
-        }
+        rc = 2;
+    } else if (!(*root = build_json(&s, m, path, top))) {
+        fprintf(stderr, "memsnap summary: out of memory\n");
+        rc = 2;
     } else {
-        print_text(&s, m, path, top);
+        rc = s.n_oom ? 1 : 0;
     }
     summary_free(&s);
-    vm_free(m);
+    sm_free(m);
     return rc;
 }
 
-/* Several files: a section per file, then the cross-rank table. */
+/* Prints a result: JSON text or the summary's text. */
+static void print_result(const cJSON *root, int json, int top)
+{
+    if (!json) {
+        print_text(root, top);
+        return;
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    if (text)
+        printf("%s\n", text);
+    else
+        fprintf(stderr, "memsnap summary: out of memory\n");
+    cJSON_free(text);
+}
+
+/* Several files: a section per file, then the cross-rank table, read from
+ * each file's result (its "process" peaks, the figures its own lines
+ * print). */
 static int summarize_several(char **paths, int n, int json, int marks, int top)
 {
-    rank_row *rows = calloc((size_t)n, sizeof *rows);
-    cJSON *all = json ? cJSON_CreateObject() : NULL;
+    cJSON *all = cJSON_CreateObject();
     cJSON *files = all ? cJSON_AddArrayToObject(all, "files") : NULL;
-    if (!rows || (json && !files)) {
+    cJSON *ra = all ? cJSON_AddArrayToObject(all, "ranks") : NULL;
+    if (!files || !ra) {
         fprintf(stderr, "memsnap summary: out of memory\n");
-        free(rows);
         cJSON_Delete(all);
         return 2;
     }
-    int rc = 0;
+    int rc = 0, hi = 0;
+    uint64_t hi_res = 0;
     for (int i = 0; i < n; i++) {
-        if (!json)
-            printf("%s==== %s (%d of %d) ====\n", i ? "\n" : "", paths[i], i + 1, n);
         cJSON *root = NULL;
-        int r = summarize(paths[i], json, marks, top, json ? &root : NULL, &rows[i]);
+        int r = summarize(paths[i], marks, top, &root);
         if (r == 2) {
-            free(rows);
             cJSON_Delete(all);
             return 2;
         }
-        if (root)
-            cJSON_AddItemToArray(files, root);
+        if (!json) {
+            printf("%s==== %s (%d of %d) ====\n", i ? "\n" : "", paths[i], i + 1, n);
+            print_text(root, top);
+        }
+        cJSON_AddItemToArray(files, root);
         if (r > rc)
             rc = r;
-    }
-    int hi = 0;
-    for (int i = 1; i < n; i++)
-        if (rows[i].peak_reserved > rows[hi].peak_reserved)
+        const cJSON *p = jo(root, "process");
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", paths[i]);
+        add_u64(o, "peak_reserved", ju(jo(p, "reserved"), "peak"));
+        if (cJSON_IsNull(jo(p, "allocated")))
+            cJSON_AddNullToObject(o, "peak_allocated");
+        else
+            add_u64(o, "peak_allocated", ju(jo(p, "allocated"), "peak"));
+        add_u64(o, "ooms", ju(root, "oom_count"));
+        cJSON_AddItemToArray(ra, o);
+        if (i == 0 || ju(o, "peak_reserved") > hi_res) {
             hi = i;
-    char a[32], b[32];
+            hi_res = ju(o, "peak_reserved");
+        }
+    }
+    cJSON_AddStringToObject(all, "highest_peak_reserved", paths[hi]);
     if (json) {
-        cJSON *ra = cJSON_AddArrayToObject(all, "ranks");
-        for (int i = 0; i < n; i++) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "file", paths[i]);
-            add_u64(o, "peak_reserved", rows[i].peak_reserved);
-            if (rows[i].blocks)
-                add_u64(o, "peak_allocated", rows[i].peak_allocated);
-            else
-                cJSON_AddNullToObject(o, "peak_allocated");
-            add_u64(o, "ooms", rows[i].ooms);
-            cJSON_AddItemToArray(ra, o);
-        }
-        cJSON_AddStringToObject(all, "highest_peak_reserved", paths[hi]);
-        char *text = cJSON_PrintUnformatted(all);
-        cJSON_Delete(all);
-        if (!text) {
-            fprintf(stderr, "memsnap summary: out of memory\n");
-            free(rows);
-            return 2;
-        }
-        printf("%s\n", text);
-        cJSON_free(text);
+        print_result(all, 1, top);
     } else {
+        char a[32], b[32];
         int w = 4;
         for (int i = 0; i < n; i++)
             if ((int)strlen(paths[i]) > w)
@@ -885,16 +906,19 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
         printf("\n==== %d files (one per rank) ====\n", n);
         printf("  %-*s  %-14s %-14s %s\n", w, "file", "peak reserved",
                "peak allocated", "OOMs");
-        for (int i = 0; i < n; i++)
+        int i = 0;
+        const cJSON *o;
+        cJSON_ArrayForEach(o, ra) {
             printf("  %-*s  %-14s %-14s %" PRIu64 "%s\n", w, paths[i],
-                   summary_fmt_size(rows[i].peak_reserved, a, sizeof a),
-                   rows[i].blocks ? summary_fmt_size(rows[i].peak_allocated, b, sizeof b)
-                                  : "n/a",
-                   rows[i].ooms, i == hi ? "   <- highest peak" : "");
-        printf("highest peak reserved: %s (%s)\n", paths[hi],
-               summary_fmt_size(rows[hi].peak_reserved, a, sizeof a));
+                   jsize(o, "peak_reserved", a),
+                   cJSON_IsNull(jo(o, "peak_allocated")) ? "n/a"
+                                                         : jsize(o, "peak_allocated", b),
+                   ju(o, "ooms"), i == hi ? "   <- highest peak" : "");
+            i++;
+        }
+        printf("highest peak reserved: %s (%s)\n", paths[hi], msnap_size_text(hi_res, a, sizeof a));
     }
-    free(rows);
+    cJSON_Delete(all);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "memsnap summary: cannot write the output\n");
         return 2;
@@ -942,23 +966,14 @@ int cmd_summary(int argc, char **argv)
                         "got 0; try memsnap --help\n");
         return 2;
     }
-    vm_demangle_allow_loading(1);
+    sm_demangle_allow_loading(1);
     if (nfiles == 1) {
         cJSON *root = NULL;
-        rank_row row;
-        int rc = summarize(argv[optind], json, marks, top, json ? &root : NULL, &row);
+        int rc = summarize(argv[optind], marks, top, &root);
         if (rc == 2)
             return 2;
-        if (json) {
-            char *text = cJSON_PrintUnformatted(root);
-            cJSON_Delete(root);
-            if (!text) {
-                fprintf(stderr, "memsnap summary: out of memory\n");
-                return 2;
-            }
-            printf("%s\n", text);
-            cJSON_free(text);
-        }
+        print_result(root, json, top);
+        cJSON_Delete(root);
         if (fflush(stdout) != 0) {
             fprintf(stderr, "memsnap summary: cannot write the output\n");
             return 2;

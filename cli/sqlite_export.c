@@ -17,7 +17,7 @@
  *   frames       stack id, level (0 = innermost), ip, function, file, line,
  *                module
  *   sites        stack id -> label and site_key (the site across files:
- *                viz/label.c's vm_site_label and vm_site_key)
+ *                viz/label.c's sm_site_label and sm_site_key)
  *   counters     the recorder's periodic counters records
  *
  * Rank: the number after "rank" in the file name (job.rank3.msnap,
@@ -235,19 +235,19 @@ static int alloc_layer(int action)
 }
 
 /* The stacks, frames and sites of one file, from the model's tables. */
-static int write_stacks(sq *q, vm_model *m, const uint32_t *ids, size_t n)
+static int write_stacks(sq *q, sm_model *m, const uint32_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        char label[VM_LABEL_MAX];
-        vm_site_label(m, ids[i], label, sizeof label);
-        vm_frame_info f;
-        int depth = vm_frame_get(m, ids[i], -1, &f);
+        char label[SM_LABEL_MAX];
+        sm_site_label(m, ids[i], label, sizeof label);
+        sm_frame_info f;
+        int depth = sm_frame_get(m, ids[i], -1, &f);
         if (row(q, q->stack, "iit", (int64_t)ids[i], (int64_t)depth, label) ||
-            row(q, q->site, "iti", (int64_t)ids[i], label, (int64_t)vm_site_key(m, ids[i])))
+            row(q, q->site, "iti", (int64_t)ids[i], label, (int64_t)sm_site_key(m, ids[i])))
             return -1;
         for (int k = 0; k < depth; k++) {
             memset(&f, 0, sizeof f);
-            vm_frame_get(m, ids[i], k, &f);
+            sm_frame_get(m, ids[i], k, &f);
             if (row(q, q->frame, "iiittit", (int64_t)ids[i], (int64_t)k, (int64_t)f.ip,
                     f.fn ? f.fn : "", f.file ? f.file : "", (int64_t)f.line,
                     f.module ? f.module : ""))
@@ -261,21 +261,21 @@ static int write_stacks(sq *q, vm_model *m, const uint32_t *ids, size_t n)
 static int export_file(sq *q, const char *path)
 {
     char err[256];
-    vm_opts vo = {.top = 8};
-    vm_model *m = vm_new(&vo);
+    sm_opts vo = {.top = 8};
+    sm_model *m = sm_new(&vo);
     if (!m) {
         snprintf(q->err, sizeof q->err, "out of memory");
         return -1;
     }
-    if (vm_read_file(m, path, 0, err, sizeof err)) {
+    if (sm_read_file(m, path, 0, err, sizeof err)) {
         snprintf(q->err, sizeof q->err, "%s", err);
-        vm_free(m);
+        sm_free(m);
         return -1;
     }
     msnap_reader *r = msnap_reader_open(path, err, sizeof err);
     if (!r) {
         snprintf(q->err, sizeof q->err, "%s: %s", path, err);
-        vm_free(m);
+        sm_free(m);
         return -1;
     }
     track tr;
@@ -375,7 +375,7 @@ static int export_file(sq *q, const char *path)
         rc = sq_fail(q, "commit");
     track_free(&tr);
     free(ids);
-    vm_free(m);
+    sm_free(m);
     return rc;
 }
 

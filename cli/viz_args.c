@@ -14,7 +14,7 @@ void viz_args_init(viz_args *a, const char *cmd, const char *usage)
     *a = (viz_args){.cmd = cmd, .usage = usage, .max_height = 8192,
                     .min_files = 1, .max_files = 64,
                     .stdin_msg = "needs a file, not stdin",
-                    .o = {.top = 8, .x_mode = VM_X_TIME, .at = VM_AT_DEFAULT},
+                    .o = {.top = 8, .x_mode = SM_X_TIME, .at = SM_AT_DEFAULT},
                     .width = 1600, .height = 0};
 }
 
@@ -40,12 +40,12 @@ int viz_args_option(viz_args *a, int c, const char *arg, char **argv)
     char what[96];
     switch (c) {
     case 't':
-        if (viz_args_int(arg, 0, VM_MAX_TOP, &a->o.top))
+        if (viz_args_int(arg, 0, SM_MAX_TOP, &a->o.top))
             return viz_args_bad(a, "--top wants a count from 0 to 24, got", arg);
         return VIZ_ARGS_MORE;
     case 'f':
-        if (!strcmp(arg, "first")) a->o.x_from = VM_FROM_FIRST;
-        else if (!strcmp(arg, "0")) a->o.x_from = VM_FROM_ZERO;
+        if (!strcmp(arg, "first")) a->o.x_from = SM_FROM_FIRST;
+        else if (!strcmp(arg, "0")) a->o.x_from = SM_FROM_ZERO;
         else return viz_args_bad(a, "--from wants first or 0, got", arg);
         return VIZ_ARGS_MORE;
     case 'W':
@@ -92,7 +92,7 @@ int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n)
                     a->stdin_msg);
             return 2;
         }
-    vm_demangle_allow_loading(1);
+    sm_demangle_allow_loading(1);
     a->o.columns = viz_timeline_columns(a->width);
     return 0;
 }

@@ -18,7 +18,7 @@ typedef struct viz_args {
     int min_files, max_files;
     const char *stdin_msg;    /* the refusal of "-", after "memsnap CMD: " */
     /* results */
-    vm_opts o;                /* top and x_from from here; columns set by viz_args_files */
+    sm_opts o;                /* top and x_from from here; columns set by viz_args_files */
     int width, height;        /* default 1600, 0 (automatic) */
 } viz_args;
 

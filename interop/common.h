@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "memsnap/format.h"
-#include "memsnap/u64map.h"
+#include "memsnap/state.h"
 
 /* ---- spill: fixed-size event records in an unlinked temporary file ----- */
 typedef struct spill_rec {
@@ -25,33 +25,28 @@ int spill_rewind(spill *s);                    /* start reading; 0 or -1 */
 int spill_get(spill *s, spill_rec *r);         /* 1 record, 0 end, -1 error */
 void spill_close(spill *s);
 
-/* ---- track: what is live, per layer, and the per-device counters ------- */
+/* ---- track: the state model (memsnap/state.h) as the exporters use it -- */
 
-/* Layers (u64map tags). */
+/* Kinds of live objects (what track_each lists). */
 enum { TRK_ALLOC = 1, TRK_ASYNC, TRK_HOST, TRK_MANAGED, TRK_BLOCK, TRK_VMM_CREATE,
        TRK_VMM_MAP, TRK_VMM_RESERVE, TRK_NLAYERS };
 
 typedef struct trk_obj {
     uint64_t addr, size, stream, t_ns, aux;
     uint32_t stack;
-    int16_t device;
-    uint8_t layer;
+    int16_t device;        /* ordinal, -1 unknown / host */
+    uint8_t layer;         /* TRK_* */
     uint8_t used;
 } trk_obj;
 
-#define TRK_DEV(d) ((d) < -1 || (d) >= MSNAP_MAX_DEVICES ? 0 : (d) + 1) /* slot */
-#define TRK_NDEV (MSNAP_MAX_DEVICES + 1)
+#define TRK_DEV(d) msnap_st_slot(d) /* slot of a device ordinal */
+#define TRK_NDEV MSNAP_ST_NDEV
 
 typedef struct track {
-    u64map map;            /* (layer, addr or handle) -> index in objs */
-    trk_obj *objs;
-    size_t nobjs, cap;
-    uint32_t *free_idx;    /* reusable slots of objs */
-    size_t nfree, freecap;
-    struct { uint8_t layer; uint64_t key; trk_obj obj; uint32_t tid; } undo[32];
-    unsigned undo_n;       /* frees kept for free_error, ring */
-    uint64_t reserved[TRK_NDEV], allocated[TRK_NDEV], async[TRK_NDEV], mapped[TRK_NDEV];
-    int have_blocks;       /* a block_alloc was seen */
+    msnap_state st;        /* live objects and levels: every rule is there */
+    uint64_t reserved[TRK_NDEV], allocated[TRK_NDEV], async[TRK_NDEV],
+             mapped[TRK_NDEV];   /* current levels per slot (state.h layers) */
+    int have_blocks;       /* a block event was seen */
     int max_device;        /* largest device index seen, -1 none */
 } track;
 

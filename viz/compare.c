@@ -4,7 +4,7 @@
  *
  * Matching sites across snapshots.  Stack ids and addresses differ from
  * run to run (another process, ASLR), so a site is matched by
- * vm_site_key: its frames from the first frame outside the memory runtime
+ * sm_site_key: its frames from the first frame outside the memory runtime
  * (label.c) outwards as "function
  * (file:line)" (or module+offset), which are the same in another run of
  * the same binary, on another rank, or under another allocator setting
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "findings.h"
 
 #include "font.h"
 
@@ -49,11 +50,11 @@ static int cmp_peak_desc(const void *a, const void *b)
 
 /* The stacked-layer sites of m by key, sorted by key; NULL + *n = 0 when
  * none or out of memory. */
-static keyed *model_keys(const vm_model *m, size_t *n)
+static keyed *model_keys(const sm_model *m, size_t *n)
 {
     size_t ns;
-    const vm_site *sites = vm_sites(m, &ns);
-    int cls = vm_blocks_seen(m) ? VM_CLS_BLOCK : VM_CLS_MEM;
+    const sm_site *sites = sm_sites(m, &ns);
+    int cls = sm_blocks_seen(m) ? SM_CLS_BLOCK : SM_CLS_MEM;
     keyed *k = malloc((ns + 1) * sizeof *k);
     *n = 0;
     if (!k)
@@ -61,7 +62,7 @@ static keyed *model_keys(const vm_model *m, size_t *n)
     size_t c = 0;
     for (size_t i = 0; i < ns; i++)
         if (sites[i].cls == cls && sites[i].peak)
-            k[c++] = (keyed){.key = vm_site_key(m, sites[i].stack),
+            k[c++] = (keyed){.key = sm_site_key(m, sites[i].stack),
                              .peak = sites[i].peak, .rep_peak = sites[i].peak,
                              .stack = sites[i].stack};
     qsort(k, c, sizeof *k, cmp_key);
@@ -95,23 +96,23 @@ static const keyed *find_key(const keyed *k, size_t n, uint64_t key)
 }
 
 /* The keys of every model's top sites, largest peak first, each once. */
-static keyed *global_top(vm_model **models, int n, size_t *count)
+static keyed *global_top(sm_model **models, int n, size_t *count)
 {
     size_t cap = 0, c = 0;
     for (int i = 0; i < n; i++)
-        cap += VM_MAX_TOP * VM_NDEV;
+        cap += SM_MAX_TOP * SM_NDEV;
     keyed *g = malloc((cap + 1) * sizeof *g);
     *count = 0;
     if (!g)
         return NULL;
     for (int i = 0; i < n; i++) {
         size_t ns;
-        const vm_site *sites = vm_sites(models[i], &ns);
-        for (int d = 0; d < VM_NDEV; d++) {
-            const vm_dev *v = vm_device(models[i], d);
+        const sm_site *sites = sm_sites(models[i], &ns);
+        for (int d = 0; d < SM_NDEV; d++) {
+            const sm_dev *v = sm_device(models[i], d);
             for (int r = 0; r < v->ntop; r++) {
-                const vm_site *s = &sites[v->top[r]];
-                g[c++] = (keyed){.key = vm_site_key(models[i], s->stack),
+                const sm_site *s = &sites[v->top[r]];
+                g[c++] = (keyed){.key = sm_site_key(models[i], s->stack),
                                  .peak = s->peak, .stack = s->stack};
             }
         }
@@ -129,7 +130,7 @@ static keyed *global_top(vm_model **models, int n, size_t *count)
     return g;
 }
 
-void viz_match_colours(vm_model **models, int n)
+void viz_match_colours(sm_model **models, int n)
 {
     size_t ng;
     keyed *g = global_top(models, n, &ng);
@@ -138,12 +139,12 @@ void viz_match_colours(vm_model **models, int n)
     int spare = (int)ng;   /* colours after the global ones */
     for (int i = 0; i < n; i++) {
         size_t ns;
-        const vm_site *sites = vm_sites(models[i], &ns);
-        for (int d = 0; d < VM_NDEV; d++) {
-            const vm_dev *v = vm_device(models[i], d);
-            int used[VM_MAX_TOP];
+        const sm_site *sites = sm_sites(models[i], &ns);
+        for (int d = 0; d < SM_NDEV; d++) {
+            const sm_dev *v = sm_device(models[i], d);
+            int used[SM_MAX_TOP];
             for (int r = 0; r < v->ntop; r++) {
-                uint64_t key = vm_site_key(models[i], sites[v->top[r]].stack);
+                uint64_t key = sm_site_key(models[i], sites[v->top[r]].stack);
                 int idx = -1;
                 for (size_t j = 0; j < ng && idx < 0; j++)
                     if (g[j].key == key)
@@ -157,7 +158,7 @@ void viz_match_colours(vm_model **models, int n)
                 if (idx < 0)
                     idx = spare++;
                 used[r] = idx;
-                vm_set_colour(models[i], d, r, viz_site_colour(idx));
+                sm_set_colour(models[i], d, r, viz_site_colour(idx));
             }
         }
     }
@@ -178,7 +179,7 @@ static uint64_t absdiff(uint64_t a, uint64_t b)
     return a > b ? a - b : b - a;
 }
 
-int viz_cmp_build(vm_model **models, int n, int per_other, viz_cmp *out)
+int viz_cmp_build(sm_model **models, int n, int per_other, viz_cmp *out)
 {
     memset(out, 0, sizeof *out);
     out->n = n;
@@ -186,14 +187,14 @@ int viz_cmp_build(vm_model **models, int n, int per_other, viz_cmp *out)
     if (!out->rows)
         return -1;
     for (int i = 0; i < n; i++) {
-        const vm_model *m = models[i];
+        const sm_model *m = models[i];
         viz_cmp_row *r = &out->rows[i];
-        vm_peak_totals(m, &r->peak_stacked, &r->peak_reserved);
-        r->blocks = vm_blocks_seen(m);
-        r->events = vm_events(m);
-        const vm_layout *l = vm_layout_at(m);
+        sm_peak_totals(m, &r->peak_stacked, &r->peak_reserved);
+        r->blocks = sm_blocks_seen(m);
+        r->events = sm_events(m);
+        const sm_layout *l = sm_layout_at(m);
         uint64_t tf = 0, lf = 0;
-        for (int d = 0; d < VM_NDEV; d++) {
+        for (int d = 0; d < SM_NDEV; d++) {
             tf += l->dev[d].total_free;
             if (l->dev[d].largest_free > lf)
                 lf = l->dev[d].largest_free;
@@ -201,15 +202,13 @@ int viz_cmp_build(vm_model **models, int n, int per_other, viz_cmp *out)
         r->frag_at = l->at;
         r->frag_t = l->t_ns;
         r->frag_known = r->blocks && l->valid;
-        r->frag_free = tf ? 1.0 - (double)lf / (double)tf : 0.0;
-        r->frag_peak = r->peak_reserved
-                           ? 1.0 - (double)r->peak_stacked / (double)r->peak_reserved
-                           : 0.0;
+        r->frag_free = sm_frag_free(tf, lf);
+        r->frag_peak = sm_frag_peak(r->peak_stacked, r->peak_reserved);
         if (r->frag_peak < 0)
             r->frag_peak = 0;
         size_t no;
         uint64_t total;
-        const vm_oom *o = vm_ooms(m, &no, &total);
+        const sm_oom *o = sm_ooms(m, &no, &total);
         for (size_t k = 0; k < no; k++)
             if (o[k].action == MSNAP_A_OOM) {
                 if (!r->ooms) {
@@ -296,14 +295,14 @@ int viz_cmp_build(vm_model **models, int n, int per_other, viz_cmp *out)
             after[best] = u[best].peak;   /* taken: no change left */
         }
         /* Labels told apart within each side. */
-        char (*labs)[VM_LABEL_MAX] = malloc(64 * sizeof *labs);
+        char (*labs)[SM_LABEL_MAX] = malloc(64 * sizeof *labs);
         if (labs) {
-            vm_site_labels(models[0], sa, nsa, labs);
+            sm_site_labels(models[0], sa, nsa, labs);
             for (int k = 0; k < nsa; k++)
-                memcpy(out->changes[pa[k]].label, labs[k], VM_LABEL_MAX);
-            vm_site_labels(models[j], sb, nsb, labs);
+                memcpy(out->changes[pa[k]].label, labs[k], SM_LABEL_MAX);
+            sm_site_labels(models[j], sb, nsb, labs);
             for (int k = 0; k < nsb; k++)
-                memcpy(out->changes[pb[k]].label, labs[k], VM_LABEL_MAX);
+                memcpy(out->changes[pb[k]].label, labs[k], SM_LABEL_MAX);
             free(labs);
         }
         free(u);
@@ -326,19 +325,19 @@ void viz_cmp_free(viz_cmp *c)
 /* ---- the picture ---------------------------------------------------------- */
 
 /* Panels for every model and device; titles in titles[] (256 each). */
-static int make_panels(vm_model **models, const char **names, int n,
+static int make_panels(sm_model **models, const char **names, int n,
                        int letters, viz_panel **pan, char (**titles)[256])
 {
     int np = 0;
-    *pan = calloc((size_t)n * VM_NDEV + 1, sizeof **pan);
-    *titles = calloc((size_t)n * VM_NDEV + 1, sizeof **titles);
+    *pan = calloc((size_t)n * SM_NDEV + 1, sizeof **pan);
+    *titles = calloc((size_t)n * SM_NDEV + 1, sizeof **titles);
     if (!*pan || !*titles) {
         free(*pan);
         free(*titles);
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        int slots[VM_NDEV];
+        int slots[SM_NDEV];
         int ns = viz_model_slots(models[i], slots);
         for (int k = 0; k < ns; k++) {
             char prefix[200], l[16];
@@ -385,16 +384,16 @@ static void table_cells(const viz_cmp *cmp, const char **names, int i,
     snprintf(cells[0], 128, "%s: %s", viz_cmp_letter(i, l, sizeof l), names[i]);
     viz_fit_label(cells[0], 44);
     if (r->blocks)
-        vm_fmt_size(r->peak_stacked, cells[1], 128);
+        msnap_size_text(r->peak_stacked, cells[1], 128);
     else
         snprintf(cells[1], 128, "n/a (no blocks)");
-    vm_fmt_size(r->peak_reserved, cells[2], 128);
+    msnap_size_text(r->peak_reserved, cells[2], 128);
     pct(r->frag_free, r->frag_known, cells[3], 128);
     pct(r->frag_peak, r->frag_known, cells[4], 128);
     if (r->ooms)
         snprintf(cells[5], 128, "%" PRIu64 " (at %s: %s)", r->ooms,
-                 vm_fmt_time(r->oom_t, t, sizeof t),
-                 vm_fmt_size(r->oom_requested, a, sizeof a));
+                 msnap_time_text(r->oom_t, t, sizeof t),
+                 msnap_size_text(r->oom_requested, a, sizeof a));
     else
         snprintf(cells[5], 128, "none");
     snprintf(cells[6], 128, "%" PRIu64, r->events);
@@ -478,12 +477,12 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
             if (ch->other != j)
                 continue;
             if (c) {
-                char a[32], b[32], d[32], lab[VM_LABEL_MAX];
+                char a[32], b[32], d[32], lab[SM_LABEL_MAX];
                 snprintf(lab, sizeof lab, "%s", ch->label);
                 viz_fit_label(lab, 70);
                 int up = ch->after > ch->before;
                 snprintf(buf, sizeof buf, "%s%s", up ? "+" : "-",
-                         viz_fmt_size_short(absdiff(ch->after, ch->before), d, sizeof d));
+                         msnap_size_text_short(absdiff(ch->after, ch->before), d, sizeof d));
                 int sx = x0 + 12 * ts;
                 int sy = y + ts;
                 canvas_rect(c, sx, sy, sx + 10 * ts, sy + FONT_CAP_H * ts, ch->colour);
@@ -491,8 +490,8 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                 x += canvas_text(c, x, y, buf, up ? UP : DOWN, ts);
                 x = sx + 14 * ts + canvas_text_w("+1023.5 MiB", ts) + 8 * ts;
                 snprintf(buf, sizeof buf, "%s -> %s  %s",
-                         viz_fmt_size_short(ch->before, a, sizeof a),
-                         viz_fmt_size_short(ch->after, b, sizeof b), lab);
+                         msnap_size_text_short(ch->before, a, sizeof a),
+                         msnap_size_text_short(ch->after, b, sizeof b), lab);
                 canvas_text(c, x, y, buf, TEXT, ts);
             }
             y += lh;
@@ -502,7 +501,7 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
     return y + 8;
 }
 
-int viz_compare(vm_model **models, const char **names, int n,
+int viz_compare(sm_model **models, const char **names, int n,
                 const viz_cmp *cmp, canvas *c, int width, int height,
                 viz_geom *geoms, int max_geoms, int *ngeoms)
 {
@@ -521,7 +520,7 @@ int viz_compare(vm_model **models, const char **names, int n,
     return rc;
 }
 
-int viz_multi(vm_model **models, const char **names, int n, canvas *c,
+int viz_multi(sm_model **models, const char **names, int n, canvas *c,
               int width, int height, viz_geom *geoms, int max_geoms,
               int *ngeoms)
 {

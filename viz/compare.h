@@ -3,7 +3,7 @@
  * with one file per rank.
  *
  *   viz_match_colours  gives a site the same colour in every model: sites
- *                      are matched by vm_site_key (frame names from the
+ *                      are matched by sm_site_key (frame names from the
  *                      first frame outside the memory runtime outwards,
  *                      no addresses), ranked by
  *                      their largest peak in any model, and coloured by
@@ -17,8 +17,8 @@
  *   viz_multi          one panel per file (and device) on one y scale, the
  *                      file name as the panel title.
  *
- * Every model must have been read through both passes (vm_read_file with
- * pass2), with the same vm_opts.columns (viz_timeline_columns(width)).
+ * Every model must have been read through both passes (sm_read_file with
+ * pass2), with the same sm_opts.columns (viz_timeline_columns(width)).
  */
 #ifndef MEMSNAP_VIZ_COMPARE_H
 #define MEMSNAP_VIZ_COMPARE_H
@@ -38,7 +38,7 @@ typedef struct viz_cmp_row {
     int frag_known;          /* both metrics need allocator blocks */
     double frag_free;        /* 1 - largest_free/total_free at frag_at */
     double frag_peak;        /* 1 - peak_allocated/peak_reserved */
-    int frag_at;             /* enum vm_at of the layout */
+    int frag_at;             /* enum sm_at of the layout */
     uint64_t frag_t;
     uint64_t ooms, oom_t, oom_requested;   /* count; the first one */
     uint64_t events;
@@ -48,7 +48,7 @@ typedef struct viz_cmp_row {
  * `other`.  before/after are the site's peaks (summed over devices). */
 typedef struct viz_cmp_change {
     int other;
-    char label[VM_LABEL_MAX];
+    char label[SM_LABEL_MAX];
     uint64_t before, after;
     uint32_t colour;         /* its colour in the panels; grey when in no top list */
 } viz_cmp_change;
@@ -60,12 +60,12 @@ typedef struct viz_cmp {
     size_t nchanges;
 } viz_cmp;
 
-/* Same colour for the same site in every model (vm_set_colour). */
-void viz_match_colours(vm_model **models, int n);
+/* Same colour for the same site in every model (sm_set_colour). */
+void viz_match_colours(sm_model **models, int n);
 
 /* Fills *out; per_other: changes listed per snapshot after the first.
  * 0 ok, -1 out of memory. */
-int viz_cmp_build(vm_model **models, int n, int per_other, viz_cmp *out);
+int viz_cmp_build(sm_model **models, int n, int per_other, viz_cmp *out);
 void viz_cmp_free(viz_cmp *c);
 
 /* "A", "B", ... "Z", "27", ...: the letter of snapshot i. */
@@ -75,13 +75,13 @@ const char *viz_cmp_letter(int i, char *buf, size_t cap);
  * timeline panel per snapshot and device on one y scale.  names: what the
  * panels and the table call each snapshot (file names).  0 ok, -1 out of
  * memory.  geoms as for viz_timeline (one per panel). */
-int viz_compare(vm_model **models, const char **names, int n,
+int viz_compare(sm_model **models, const char **names, int n,
                 const viz_cmp *cmp, canvas *c, int width, int height,
                 viz_geom *geoms, int max_geoms, int *ngeoms);
 
 /* Several files (one per rank): a header line, then a panel per file and
  * device on one y scale, titled with the file name.  0 ok, -1 no memory. */
-int viz_multi(vm_model **models, const char **names, int n, canvas *c,
+int viz_multi(sm_model **models, const char **names, int n, canvas *c,
               int width, int height, viz_geom *geoms, int max_geoms,
               int *ngeoms);
 

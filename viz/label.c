@@ -1,6 +1,6 @@
 /* Site labels: which frame of a stack names an allocation site, how that
  * frame is written in a legend, and the key that matches a site across
- * snapshots (model.h, vm_site_label & co).
+ * snapshots (model.h, sm_site_label & co).
  *
  * The frame.  Every stack of a real program starts inside the memory
  * runtime (the driver, cudart, PyTorch's caching allocator, memsnap's
@@ -15,7 +15,7 @@
  * by the innermost frame.
  *
  * The name.  Native: "function (file:line)", the function shortened
- * (vm_short_name: demangled when it arrives mangled and __cxa_demangle is
+ * (sm_short_name: demangled when it arrives mangled and __cxa_demangle is
  * reachable, then without argument list, template arguments, return type,
  * "(anonymous namespace)::", " [clone ...]" and compiler suffixes such as
  * ".constprop.0"); without a function name "module+0xoffset", else
@@ -23,7 +23,7 @@
  *
  * One label per site, whatever lists it.  A site is the set of stacks whose
  * frames from the first frame outside the memory runtime outwards read the
- * same (vm_site_key hashes exactly that text): stacks that differ only
+ * same (sm_site_key hashes exactly that text): stacks that differ only
  * inside the allocator (a segment and the blocks carved from it, another
  * allocator setting) are one site with one label.  Sites whose labelling
  * frames read the same are told apart among ALL the sites of the file, not
@@ -57,7 +57,7 @@ static int allow_loading;
 static int demangle_tried;
 static demangle_fn demangler;
 
-void vm_demangle_allow_loading(int allow)
+void sm_demangle_allow_loading(int allow)
 {
     allow_loading = allow;
     if (allow && demangle_tried && !demangler)
@@ -205,7 +205,7 @@ static void cut_compiler_suffix(char *w)
     }
 }
 
-void vm_short_name(const char *fn, char *buf, size_t cap)
+void sm_short_name(const char *fn, char *buf, size_t cap)
 {
     if (!cap)
         return;
@@ -364,12 +364,12 @@ static uint64_t fnv(uint64_t h, const char *s)
 #define FNV0 1469598103934665603ull
 
 /* The cached facts of ip; NULL when out of memory. */
-static const lab_ip *ip_info(lab_cache *c, const vm_symtab *t, uint64_t ip)
+static const lab_ip *ip_info(lab_cache *c, const sm_symtab *t, uint64_t ip)
 {
     uint64_t *v = u64map_get(&c->ipix, 0, ip);
     if (v)
         return &c->ips[*v];
-    if (vm_grow((void **)&c->ips, &c->cap_ips, c->nips, sizeof *c->ips) ||
+    if (sm_grow((void **)&c->ips, &c->cap_ips, c->nips, sizeof *c->ips) ||
         u64map_put(&c->ipix, 0, ip, c->nips))
         return NULL;
     lab_ip *d = &c->ips[c->nips++];
@@ -382,21 +382,21 @@ static const lab_ip *ip_info(lab_cache *c, const vm_symtab *t, uint64_t ip)
         d->file = t->syms[*y].file;
         line = t->syms[*y].line;
     }
-    const vm_module *md = d->python ? NULL : vm_symtab_module_of(t, ip, VM_MOD_SIZED);
-    char name[VM_LABEL_MAX], text[VM_LABEL_MAX + 64];
+    const sm_module *md = d->python ? NULL : sm_symtab_module_of(t, ip, SM_MOD_SIZED);
+    char name[SM_LABEL_MAX], text[SM_LABEL_MAX + 64];
     if (fn[0] && d->python)
         snprintf(name, sizeof name, "%s", fn);   /* a qualname: nothing to shorten */
     else if (fn[0])
-        vm_short_name(fn, name, sizeof name);
+        sm_short_name(fn, name, sizeof name);
     else if (md)
-        snprintf(name, sizeof name, "%s+0x%" PRIx64, vm_base_name(md->path),
+        snprintf(name, sizeof name, "%s+0x%" PRIx64, sm_base_name(md->path),
                  ip - md->base);
     else
         snprintf(name, sizeof name, "0x%" PRIx64, ip);
     if (fn[0] && d->file[0] && line)
-        snprintf(text, sizeof text, "%s (%s:%d)", name, vm_base_name(d->file), line);
+        snprintf(text, sizeof text, "%s (%s:%d)", name, sm_base_name(d->file), line);
     else if (fn[0] && d->file[0])
-        snprintf(text, sizeof text, "%s (%s)", name, vm_base_name(d->file));
+        snprintf(text, sizeof text, "%s (%s)", name, sm_base_name(d->file));
     else
         snprintf(text, sizeof text, "%s", name);
     sr_frame f = {.fn = fn, .short_fn = fn[0] ? name : "", .file = d->file,
@@ -479,13 +479,13 @@ static const char *tail2(const char *name)
  * same, g[0..n)) its label: the base, and when n > 1 what tells it apart
  * (see the top of this file).  counts: an empty map, used with tags tag
  * and tag + 1.  0 ok, -1 out of memory. */
-static int label_group(lab_cache *c, const vm_symtab *t, lab_site **g, size_t n,
+static int label_group(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
                        u64map *counts, uint32_t tag, const lab_ip **fr)
 {
     /* counts[(tag+level, hash)] = (last group member that had it + 1) << 32
      * | members that have it. */
     for (size_t k = 0; n > 1 && k < n; k++) {
-        const vm_stack_rec *st = &t->stacks[g[k]->rep];
+        const sm_stack_rec *st = &t->stacks[g[k]->rep];
         for (int i = c->st[g[k]->rep].kf; i < st->depth; i++) {
             const lab_ip *f = ip_info(c, t, st->ips[i]);
             if (!f)
@@ -503,9 +503,9 @@ static int label_group(lab_cache *c, const vm_symtab *t, lab_site **g, size_t n,
         }
     }
     for (size_t k = 0; k < n; k++) {
-        char suffix[VM_LABEL_MAX] = "";
+        char suffix[SM_LABEL_MAX] = "";
         if (n > 1) {
-            const vm_stack_rec *st = &t->stacks[g[k]->rep];
+            const sm_stack_rec *st = &t->stacks[g[k]->rep];
             const lab_stack *ls = &c->st[g[k]->rep];
             for (int i = 0; i < st->depth; i++)
                 fr[i] = ip_info(c, t, st->ips[i]);   /* all cached above */
@@ -529,12 +529,12 @@ static int label_group(lab_cache *c, const vm_symtab *t, lab_site **g, size_t n,
             if (!suffix[0])
                 snprintf(suffix, sizeof suffix, " (stack %" PRIu32 ")", g[k]->min_id);
         }
-        char lab[VM_LABEL_MAX];
+        char lab[SM_LABEL_MAX];
         size_t sl = strlen(suffix), bl = strlen(g[k]->base);
-        if (bl + sl > VM_LABEL_MAX - 1)
-            bl = sl > VM_LABEL_MAX - 1 ? 0 : VM_LABEL_MAX - 1 - sl;
+        if (bl + sl > SM_LABEL_MAX - 1)
+            bl = sl > SM_LABEL_MAX - 1 ? 0 : SM_LABEL_MAX - 1 - sl;
         snprintf(lab, sizeof lab, "%.*s%.*s", (int)bl, g[k]->base,
-                 (int)(VM_LABEL_MAX - 1 - bl), suffix);
+                 (int)(SM_LABEL_MAX - 1 - bl), suffix);
         g[k]->label = strdup(lab);
         if (!g[k]->label)
             return -1;
@@ -543,7 +543,7 @@ static int label_group(lab_cache *c, const vm_symtab *t, lab_site **g, size_t n,
 }
 
 /* Builds the labels of every stack of the table.  NULL when out of memory. */
-static lab_cache *cache_build(const vm_symtab *t)
+static lab_cache *cache_build(const sm_symtab *t)
 {
     lab_cache *c = calloc(1, sizeof *c);
     int maxd = 1;
@@ -558,7 +558,7 @@ static lab_cache *cache_build(const vm_symtab *t)
         goto err;
     c->gen = sr_generation();
     for (size_t s = 0; s < t->nstacks; s++) {
-        const vm_stack_rec *st = &t->stacks[s];
+        const sm_stack_rec *st = &t->stacks[s];
         lab_stack *ls = &c->st[s];
         *ls = (lab_stack){.kf = 0, .lf = -1, .site = UINT32_MAX};
         if (!st->depth)
@@ -592,7 +592,7 @@ static lab_cache *cache_build(const vm_symtab *t)
                 c->sites[*v].min_id = st->id;
             continue;
         }
-        if (vm_grow((void **)&c->sites, &c->cap_sites, c->nsites, sizeof *c->sites) ||
+        if (sm_grow((void **)&c->sites, &c->cap_sites, c->nsites, sizeof *c->sites) ||
             u64map_put(&c->keyix, 0, key, c->nsites))
             goto err;
         c->sites[c->nsites] = (lab_site){.key = key, .rep = s, .min_id = st->id,
@@ -633,12 +633,12 @@ err:
 
 /* The table's label cache, built (or rebuilt after the rules changed) on
  * first use; NULL when out of memory. */
-static lab_cache *cache_of(const vm_model *m)
+static lab_cache *cache_of(const sm_model *m)
 {
     /* The cache is not part of the table's value: filling it through the
      * const pointer every reader holds is safe (the table is never const
      * itself, and the CLI labels from one thread). */
-    vm_symtab *t = (vm_symtab *)vm_symtab_of(m);
+    sm_symtab *t = (sm_symtab *)sm_symtab_of(m);
     lab_cache *c = t->labels;
     if (c && c->gen == sr_generation())
         return c;
@@ -650,26 +650,26 @@ static lab_cache *cache_of(const vm_model *m)
 }
 
 /* The cached stack of an id, NULL when unknown, empty or out of memory. */
-static const lab_stack *stack_of(const vm_model *m, uint32_t stack, lab_cache **cp)
+static const lab_stack *stack_of(const sm_model *m, uint32_t stack, lab_cache **cp)
 {
     lab_cache *c = cache_of(m);
     *cp = c;
     if (!c || !stack)
         return NULL;
-    const vm_symtab *t = vm_symtab_of(m);
+    const sm_symtab *t = sm_symtab_of(m);
     uint64_t *v = u64map_get(&t->stack_map, 0, stack);
     if (!v || c->st[*v].lf < 0)
         return NULL;
     return &c->st[*v];
 }
 
-void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap)
+void sm_site_label(const sm_model *m, uint32_t stack, char *buf, size_t cap)
 {
     if (!cap)
         return;
     if (!stack) {
         /* Pre-window allocations known only from a free carry no stack. */
-        snprintf(buf, cap, "%s", vm_ring_mode(m)
+        snprintf(buf, cap, "%s", sm_ring_mode(m)
                                      ? "(no stack: allocated before the event window)"
                                      : "(no stack)");
         return;
@@ -683,14 +683,14 @@ void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap)
     snprintf(buf, cap, "%s", c->sites[ls->site].label);
 }
 
-void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
-                    char (*labels)[VM_LABEL_MAX])
+void sm_site_labels(const sm_model *m, const uint32_t *stacks, int n,
+                    char (*labels)[SM_LABEL_MAX])
 {
     for (int i = 0; i < n; i++)
-        vm_site_label(m, stacks[i], labels[i], VM_LABEL_MAX);
+        sm_site_label(m, stacks[i], labels[i], SM_LABEL_MAX);
 }
 
-uint64_t vm_site_key(const vm_model *m, uint32_t stack)
+uint64_t sm_site_key(const sm_model *m, uint32_t stack)
 {
     lab_cache *c;
     const lab_stack *ls = stack_of(m, stack, &c);

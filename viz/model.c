@@ -1,22 +1,14 @@
 /* The renderer's model: see model.h for the two passes and what each
- * learns.  Every event goes through apply_event, which moves entries in and
- * out of the live set (keyed by layer and address, VMM physical memory by
- * handle) with entry_add / entry_remove; those two are the only places where
- * the per-device levels and the per-site live bytes change, so the pass-1
- * bookkeeping (peaks, the valley detector of the leak finder) and the pass-2
- * bookkeeping (column buckets) hang off them (touch_before / touch_after).
+ * learns.  What an event does to live memory is the state model's
+ * (include/memsnap/state.h): every event goes to msnap_state_event, and the
+ * model observes each change of a level (obj_before / obj_after), where the
+ * pass-1 bookkeeping (peaks, the valley detector of the leak finder) and the
+ * pass-2 bookkeeping (column buckets) hang (touch_before / touch_after).
+ * Sites are the state's: sm_sites()[i] is the state's site i, with the
+ * model's rank and leak figures beside it.
  *
- * Leak finder (pass 1).  T = the stacked total over all devices.  A zigzag
- * detector with threshold thr = max(1% of the largest T so far, 1 byte)
- * finds the valleys of T: falling by thr from a maximum starts a descent,
- * each new minimum becomes the candidate valley, and rising by thr above it
- * confirms the candidate.  The live bytes of every site *at the candidate*
- * are kept lazily: a site touched after the candidate first saves its live
- * bytes in `snap` (copy-on-write, versioned by cand_ver), so confirming a
- * valley costs only the sites touched since the previous one (the dirty
- * list), never a walk over all sites.  A site is a suspect when, over at
- * least 3 valleys, its bytes at valleys rose at least twice, fell at most
- * a third as often as they rose, and ended above where they started.
+ * The leak finder (pass 1), the fragmentation numbers and the OOM verdict
+ * are findings.c's.
  */
 #include "model.h"
 
@@ -27,28 +19,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memsnap/u64map.h"
+#include "memsnap/state.h"
+#include "findings.h"
 
-enum { L_MEM = 1, L_BLOCK, L_VA, L_PHYS, L_MAP };
-#define NO_SITE UINT32_MAX
+#define NO_SITE MSNAP_NO_SITE
 #define MAX_THREADS 64
 #define MAX_DEPTH 32
 
-/* An allocation known to be live before the first recorded event. */
-typedef struct vm_pre {
-    vm_live e;
-    uint64_t key;
-} vm_pre;
-
-typedef struct vm_thread {
+typedef struct sm_thread {
     uint32_t tid;
     int depth;
     uint64_t x0[MAX_DEPTH];
     uint32_t str[MAX_DEPTH];
-} vm_thread;
+} sm_thread;
 
-struct vm_model {
-    vm_opts o;
+struct sm_model {
+    sm_opts o;
     int pass;
 
     /* header */
@@ -57,24 +43,18 @@ struct vm_model {
     msnap_header hdr;            /* copied scalars; argv/settings not kept */
     uint64_t cap_header;
 
-    vm_dev dev[VM_NDEV];
+    sm_dev dev[SM_NDEV];
 
-    /* live set */
-    u64map live_map;
-    vm_live *live;
-    size_t nlive, cap_live;
-    uint32_t *lfree;
-    size_t nlfree, cap_lfree;
-    struct { vm_live e; uint64_t key; int valid; } undo[VM_UNDO];
-    int undo_pos;
+    /* live objects, levels and sites (state.h) */
+    msnap_state st;
+    int err;                     /* an observer ran out of memory */
 
-    /* sites */
-    u64map site_map;
-    vm_site *sites;
+    /* the state's sites with the model's figures; nsites <= st.nsites */
+    sm_site *sites;
     size_t nsites, cap_sites;
 
     /* the file's stack/sym/module/str tables (pass 1) */
-    vm_symtab tab;
+    sm_symtab tab;
 
     /* progress */
     uint64_t events, ev_idx, t_max, t_first;
@@ -87,39 +67,28 @@ struct vm_model {
     int cur_col;
 
     /* peaks for the capture moment */
-    uint64_t sum_reserved, peak_sum_reserved, peak_idx;
+    uint64_t peak_idx;
+    uint64_t peak_reserved1, peak_stacked1; /* the process's peaks after pass 1
+                                               (state.h, counters included),
+                                               as `memsnap summary` reads them */
     uint64_t at_time_idx;
     uint64_t capture_idx;        /* after this event; UINT64_MAX: at the end */
     int capture_at;
-    vm_layout layout;
+    sm_layout layout;
 
     /* OOMs */
-    vm_oom ooms[VM_MAX_OOMS];
+    sm_oom ooms[SM_MAX_OOMS];
     size_t nooms;
     uint64_t total_ooms, first_oom_idx;
 
-    /* leak finder */
-    uint64_t T, lk_max, lk_min, lk_maxever, cand_ver, serial, nvalleys;
-    uint64_t floor_first, floor_last;
-    int falling;
-    uint32_t *dirty;
-    size_t ndirty, cap_dirty;
-    vm_leak *leaks;
-    size_t nleaks;
-
-    /* ring mode / late start */
-    vm_pre *pre;
-    size_t npre, cap_pre;
-    vm_live *state;
-    size_t nstate, cap_state;
-    int in_state;
+    sm_leakfinder lf;            /* findings.h; lf.T = the stacked total */
 
     /* NVTX (pass 2) */
-    vm_thread threads[MAX_THREADS];
+    sm_thread threads[MAX_THREADS];
     int nthreads;
     uint32_t main_tid;
     int have_main;
-    vm_range *ranges;
+    sm_range *ranges;
     size_t nranges;
     uint64_t total_ranges;
 };
@@ -128,88 +97,68 @@ struct vm_model {
 
 static int dev_slot(int d)
 {
-    return d >= 0 && d < MSNAP_MAX_DEVICES ? d : VM_DEV_UNKNOWN;
-}
-
-static int layer_of_kind(int kind)
-{
-    switch (kind) {
-    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
-    case MSNAP_A_HOST_ALLOC: return L_MEM;
-    case MSNAP_A_BLOCK_ALLOC: return L_BLOCK;
-    case MSNAP_A_VMM_RESERVE: return L_VA;
-    case MSNAP_A_VMM_CREATE: return L_PHYS;
-    case MSNAP_A_VMM_MAP: return L_MAP;
-    default: return 0;
-    }
+    return d >= 0 && d < MSNAP_MAX_DEVICES ? d : SM_DEV_UNKNOWN;
 }
 
 /* Site class of an allocation kind on a device slot. */
 static int cls_of(int kind, int slot)
 {
-    switch (kind) {
-    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
-        return VM_CLS_MEM;
-    case MSNAP_A_VMM_CREATE:
-        return slot == VM_DEV_UNKNOWN ? VM_CLS_NONE : VM_CLS_MEM;
-    case MSNAP_A_BLOCK_ALLOC:
-        return VM_CLS_BLOCK;
-    default:
-        return VM_CLS_NONE;
+    switch (msnap_state_site_layer(kind, slot)) {
+    case MSNAP_LAYER_RESERVED: return SM_CLS_MEM;
+    case MSNAP_LAYER_ALLOCATED: return SM_CLS_BLOCK;
+    default: return SM_CLS_NONE;
     }
 }
 
-/* Whether this kind counts in the device's reserved (driver memory) line. */
-static int in_reserved(int kind, int slot)
+static int stacked_cls(const sm_model *m)
 {
-    return cls_of(kind, slot) == VM_CLS_MEM;
+    return m->blocks_seen ? SM_CLS_BLOCK : SM_CLS_MEM;
 }
 
-static int stacked_cls(const vm_model *m)
-{
-    return m->blocks_seen ? VM_CLS_BLOCK : VM_CLS_MEM;
-}
+static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
+                       int sign);
+static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
+                     int sign);
 
-vm_model *vm_new(const vm_opts *o)
+sm_model *sm_new(const sm_opts *o)
 {
-    vm_model *m = calloc(1, sizeof *m);
+    sm_model *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->o = *o;
     if (m->o.top < 0)
         m->o.top = 0;
-    if (m->o.top > VM_MAX_TOP)
-        m->o.top = VM_MAX_TOP;
+    if (m->o.top > SM_MAX_TOP)
+        m->o.top = SM_MAX_TOP;
     if (m->o.columns < 0)
         m->o.columns = 0;
     m->pass = 1;
     m->first_oom_idx = UINT64_MAX;
+    msnap_state_init(&m->st);
+    static const msnap_state_observer obs = {obj_before, obj_after, NULL};
+    msnap_state_observer o2 = obs;
+    o2.ctx = m;
+    msnap_state_observe(&m->st, &o2);
     return m;
 }
 
-static void layout_free(vm_layout *l)
+static void layout_free(sm_layout *l)
 {
     free(l->segs);
     free(l->spans);
     memset(l, 0, sizeof *l);
 }
 
-void vm_free(vm_model *m)
+void sm_free(sm_model *m)
 {
     if (!m)
         return;
-    u64map_free(&m->live_map);
-    free(m->live);
-    free(m->lfree);
-    u64map_free(&m->site_map);
+    msnap_state_free(&m->st);
     free(m->sites);
-    vm_symtab_free(&m->tab);
-    free(m->dirty);
-    free(m->leaks);
-    free(m->pre);
-    free(m->state);
+    sm_symtab_free(&m->tab);
+    sm_lf_free(&m->lf);
     free(m->ranges);
-    for (int d = 0; d < VM_NDEV; d++) {
+    for (int d = 0; d < SM_NDEV; d++) {
         free(m->dev[d].cols);
         free(m->dev[d].colvals);
     }
@@ -219,15 +168,15 @@ void vm_free(vm_model *m)
 
 /* ---- x axis ----------------------------------------------------------- */
 
-void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi)
+void sm_x_range(const sm_model *m, uint64_t *lo, uint64_t *hi)
 {
     *lo = 0;
-    if (m->o.x_mode == VM_X_EVENTS) {
+    if (m->o.x_mode == SM_X_EVENTS) {
         *hi = m->events > 1 ? m->events - 1 : 1;
         return;
     }
     *hi = m->t_max ? m->t_max : 1;
-    if (m->o.x_from == VM_FROM_FIRST) {
+    if (m->o.x_from == SM_FROM_FIRST) {
         uint64_t first = UINT64_MAX;
         if (m->have_first)
             first = m->t_first;
@@ -238,13 +187,13 @@ void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi)
     }
 }
 
-int vm_col_of(const vm_model *m, uint64_t x)
+int sm_col_of(const sm_model *m, uint64_t x)
 {
     uint64_t lo, hi;
     int n = m->o.columns;
     if (n <= 0)
         return 0;
-    vm_x_range(m, &lo, &hi);
+    sm_x_range(m, &lo, &hi);
     if (x <= lo)
         return 0;
     if (x >= hi)
@@ -256,123 +205,37 @@ int vm_col_of(const vm_model *m, uint64_t x)
 
 /* ---- sites ------------------------------------------------------------ */
 
-static uint32_t site_for(vm_model *m, uint32_t stack, int cls, int kind,
-                         int slot)
+/* The model's entry for the state's site idx, made when new (the state's
+ * sites only grow).  NULL when out of memory. */
+static sm_site *site_at(sm_model *m, uint32_t idx)
 {
-    uint64_t key = (uint64_t)stack | (uint64_t)cls << 32 |
-                   (uint64_t)(slot + 1) << 40;
-    uint64_t *v = u64map_get(&m->site_map, 0, key);
-    if (v)
-        return (uint32_t)*v;
-    if (vm_grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites) ||
-        u64map_put(&m->site_map, 0, key, m->nsites))
-        return NO_SITE;
-    m->sites[m->nsites] = (vm_site){.stack = stack, .cls = (uint8_t)cls,
-                                    .kind = (uint8_t)kind,
-                                    .device = (int16_t)slot, .rank = -1};
-    return (uint32_t)m->nsites++;
-}
-
-/* Leak finder: called before a site's live bytes change (pass 1). */
-static int site_touch(vm_model *m, vm_site *s, uint32_t idx)
-{
-    if (s->snap_ver != m->cand_ver) {
-        s->snap = s->live;
-        s->snap_ver = m->cand_ver;
+    while (m->nsites <= idx) {
+        if (sm_grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites))
+            return NULL;
+        const msnap_site *s = &m->st.sites[m->nsites];
+        m->sites[m->nsites++] = (sm_site){
+            .stack = s->stack, .cls = (uint8_t)cls_of(s->kind, s->device),
+            .kind = s->kind, .device = s->device, .rank = -1};
     }
-    if (s->dirty != m->serial + 1) {
-        if (vm_grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
-                 sizeof *m->dirty))
-            return -1;
-        m->dirty[m->ndirty++] = idx;
-        s->dirty = m->serial + 1;
-    }
-    return 0;
-}
-
-/* Confirms the candidate valley: folds the live bytes at the candidate of
- * every site touched since the previous valley into its rise/fall counts. */
-static int valley_commit(vm_model *m)
-{
-    size_t keep = 0;
-    for (size_t i = 0; i < m->ndirty; i++) {
-        vm_site *s = &m->sites[m->dirty[i]];
-        if (s->cls != stacked_cls(m))
-            continue;
-        uint64_t v = s->snap_ver == m->cand_ver ? s->snap : s->live;
-        if (!m->nvalleys) {
-            s->v_first = s->v_last = v;
-            s->in_valleys = 1;
-        } else {
-            if (!s->in_valleys) {
-                s->v_first = s->v_last = 0;
-                s->in_valleys = 1;
-            }
-            if (v > s->v_last)
-                s->rises++;
-            else if (v < s->v_last)
-                s->falls++;
-            s->v_last = v;
-        }
-        /* Touched after the valley: its bytes may differ at the next one. */
-        if (s->snap_ver == m->cand_ver)
-            m->dirty[keep++] = m->dirty[i];
-    }
-    m->ndirty = keep;
-    m->serial++;
-    for (size_t i = 0; i < m->ndirty; i++)
-        m->sites[m->dirty[i]].dirty = m->serial + 1;
-    if (!m->nvalleys)
-        m->floor_first = m->lk_min;
-    m->floor_last = m->lk_min;
-    m->nvalleys++;
-    return 0;
-}
-
-/* Runs the valley detector after T changed (pass 1). */
-static int valley_step(vm_model *m)
-{
-    if (m->T > m->lk_maxever)
-        m->lk_maxever = m->T;
-    uint64_t thr = m->lk_maxever / 100;
-    if (thr < 1)
-        thr = 1;
-    if (!m->falling) {
-        if (m->T > m->lk_max)
-            m->lk_max = m->T;
-        else if (m->lk_max - m->T >= thr) {
-            m->falling = 1;
-            m->lk_min = m->T;
-            m->cand_ver++;
-        }
-    } else if (m->T < m->lk_min) {
-        m->lk_min = m->T;
-        m->cand_ver++;
-    } else if (m->T - m->lk_min >= thr) {
-        if (valley_commit(m))
-            return -1;
-        m->falling = 0;
-        m->lk_max = m->T;
-    }
-    return 0;
+    return &m->sites[idx];
 }
 
 /* ---- per-device bookkeeping around a change --------------------------- */
 
 /* Pass 2: before a change on device slot d, fills the columns since the
  * device's last one with its current (pre-change) state. */
-static void touch_before(vm_model *m, int d)
+static void touch_before(sm_model *m, int d)
 {
-    vm_dev *v = &m->dev[d];
+    sm_dev *v = &m->dev[d];
     if (m->pass != 2 || !v->cols)
         return;
     int col = m->cur_col;
-    int K = VM_MAX_TOP + 1;
+    int K = SM_MAX_TOP + 1;
     for (int c = v->last_col + 1; c <= col; c++) {
-        vm_col *k = &v->cols[c];
+        sm_col *k = &v->cols[c];
         uint64_t cnt_res = k->cnt_res, cnt_alloc = k->cnt_alloc;
         uint8_t has_cnt = k->has_cnt;
-        *k = (vm_col){.total_max = v->stacked, .total_min = v->stacked,
+        *k = (sm_col){.total_max = v->stacked, .total_min = v->stacked,
                       .res_max = v->reserved, .res_min = v->reserved,
                       .cnt_res = cnt_res, .cnt_alloc = cnt_alloc,
                       .has = 1, .has_cnt = has_cnt};
@@ -383,9 +246,9 @@ static void touch_before(vm_model *m, int d)
 }
 
 /* After a change on device slot d: peaks (pass 1) or the column (pass 2). */
-static void touch_after(vm_model *m, int d)
+static void touch_after(sm_model *m, int d)
 {
-    vm_dev *v = &m->dev[d];
+    sm_dev *v = &m->dev[d];
     v->seen = 1;
     if (m->pass == 1) {
         if (v->reserved > v->peak_reserved) {
@@ -402,10 +265,10 @@ static void touch_after(vm_model *m, int d)
     }
     if (!v->cols || v->last_col < 0)
         return;
-    vm_col *k = &v->cols[v->last_col];
+    sm_col *k = &v->cols[v->last_col];
     if (v->stacked > k->total_max) {
         k->total_max = v->stacked;
-        memcpy(&v->colvals[(size_t)v->last_col * (VM_MAX_TOP + 1)], v->cur,
+        memcpy(&v->colvals[(size_t)v->last_col * (SM_MAX_TOP + 1)], v->cur,
                sizeof v->cur);
     }
     if (v->stacked < k->total_min)
@@ -416,156 +279,63 @@ static void touch_after(vm_model *m, int d)
         k->res_min = v->reserved;
 }
 
-/* Moves the levels of entry e by +size (sign 1) or -size (sign -1). */
-static int entry_delta(vm_model *m, const vm_live *e, int sign)
+/* State observer, before a level changes: fills the columns up to now
+ * with the old state (pass 2) and lets the leak finder save the site's
+ * bytes at the candidate valley (pass 1). */
+static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
+                       int sign)
 {
-    int d = e->device;
-    vm_dev *v = &m->dev[d];
-    int cls = cls_of(e->kind, d);
-    int res = in_reserved(e->kind, d);
-    if (!cls && !res)
-        return 0;
-    touch_before(m, d);
-    uint64_t n = e->size;
+    (void)st;
+    (void)sign;
+    sm_model *m = ctx;
+    int cls = cls_of(o->kind, o->device);
+    if (!cls || m->err)
+        return;
+    touch_before(m, o->device);
+    if (o->site == NO_SITE || m->pass != 1)
+        return;
+    sm_site *s = site_at(m, o->site);
+    if (!s || (s->cls == stacked_cls(m) && sm_lf_touch(&m->lf, s, o->site)))
+        m->err = 1;
+}
+
+/* State observer, after a level changed: the device's levels, the site's
+ * figures (pass 1) or its rank's column value (pass 2), the stacked total
+ * and the leak finder, the peaks.  -1 out of memory. */
+static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
+                     int sign)
+{
+    sm_model *m = ctx;
+    int d = o->device, cls = cls_of(o->kind, d);
+    if (!cls || m->err)
+        return m->err ? -1 : 0;
+    sm_dev *v = &m->dev[d];
+    uint64_t n = o->size;
 #define MOVE(x) ((x) = sign > 0 ? (x) + n : ((x) > n ? (x) - n : 0))
-    if (res) {
-        MOVE(v->reserved);
-        MOVE(v->mem);
-        MOVE(m->sum_reserved);
-    }
-    if (cls == VM_CLS_BLOCK)
-        MOVE(v->allocated);
-    if (e->site != NO_SITE) {
-        vm_site *s = &m->sites[e->site];
-        if (m->pass == 1 && s->cls == stacked_cls(m) &&
-            site_touch(m, s, e->site))
+    v->reserved = v->mem = st->lv[d][MSNAP_LAYER_RESERVED].cur;
+    v->allocated = st->lv[d][MSNAP_LAYER_ALLOCATED].cur;
+    if (o->site != NO_SITE) {
+        sm_site *s = site_at(m, o->site);
+        if (!s)
             return -1;
-        MOVE(s->live);
-        if (sign > 0) {
-            if (s->live > s->peak) {
-                s->peak = s->live;
-                s->peak_t = m->cur_x;
-            }
-        }
-        if (m->pass == 2 && s->cls == stacked_cls(m) && s->device == d) {
-            int r = s->rank >= 0 ? s->rank : v->ntop;
-            MOVE(v->cur[r]);
+        if (m->pass == 1) {
+            s->live = st->sites[o->site].live;
+            s->peak = st->sites[o->site].peak;
+            s->peak_t = st->sites[o->site].peak_t;
+        } else if (s->cls == stacked_cls(m) && s->device == d) {
+            MOVE(v->cur[s->rank >= 0 ? s->rank : v->ntop]);
         }
     }
     if (cls == stacked_cls(m)) {
         MOVE(v->stacked);
         if (m->pass == 1) {
-            MOVE(m->T);
-            if (valley_step(m))
+            MOVE(m->lf.T);
+            if (sm_lf_step(&m->lf, m->sites, stacked_cls(m)))
                 return -1;
         }
     }
 #undef MOVE
     touch_after(m, d);
-    if (m->pass == 1 && m->sum_reserved > m->peak_sum_reserved) {
-        m->peak_sum_reserved = m->sum_reserved;
-        m->peak_idx = m->ev_idx;
-    }
-    return 0;
-}
-
-static void live_slot_release(vm_model *m, uint32_t idx)
-{
-    if (vm_grow((void **)&m->lfree, &m->cap_lfree, m->nlfree, sizeof *m->lfree) == 0)
-        m->lfree[m->nlfree++] = idx;
-}
-
-/* Adds a live entry under (layer, key); an entry already there is removed
- * first.  0 ok, -1 out of memory. */
-static int entry_add(vm_model *m, int layer, uint64_t key, vm_live e)
-{
-    uint64_t old;
-    if (u64map_del(&m->live_map, (uint32_t)layer, key, &old)) {
-        if (entry_delta(m, &m->live[old], -1))
-            return -1;
-        live_slot_release(m, (uint32_t)old);
-    }
-    uint32_t idx;
-    if (m->nlfree) {
-        idx = m->lfree[--m->nlfree];
-    } else {
-        if (vm_grow((void **)&m->live, &m->cap_live, m->nlive, sizeof *m->live))
-            return -1;
-        idx = (uint32_t)m->nlive++;
-    }
-    if (u64map_put(&m->live_map, (uint32_t)layer, key, idx))
-        return -1;
-    e.layer = (uint8_t)layer;
-    int cls = cls_of(e.kind, e.device);
-    if (cls && e.site == NO_SITE) {
-        e.site = site_for(m, e.stack, cls, e.kind, e.device);
-        if (e.site == NO_SITE)
-            return -1;
-    }
-    m->live[idx] = e;
-    if (e.site != NO_SITE && m->pass == 1) {
-        m->sites[e.site].count++;
-        m->sites[e.site].bytes += e.size;
-    }
-    return entry_delta(m, &m->live[idx], 1);
-}
-
-/* Removes (layer, key).  Returns 1 (and *out when not NULL) when it was
- * live, 0 when not, -1 out of memory. */
-static int entry_remove(vm_model *m, int layer, uint64_t key, vm_live *out)
-{
-    uint64_t idx;
-    if (!u64map_del(&m->live_map, (uint32_t)layer, key, &idx))
-        return 0;
-    vm_live e = m->live[idx];
-    live_slot_release(m, (uint32_t)idx);
-    if (out)
-        *out = e;
-    return entry_delta(m, &e, -1) ? -1 : 1;
-}
-
-/* A free (of any layer): removes the entry and remembers it so that a
- * free_error right after can put it back; a free of an address never seen
- * becomes a pre-window allocation (pass 1). */
-static int do_free(vm_model *m, int layer, uint64_t key, const msnap_event *ev,
-                   int alloc_kind)
-{
-    vm_live e;
-    int r = entry_remove(m, layer, key, &e);
-    if (r < 0)
-        return -1;
-    if (r == 1) {
-        m->undo[m->undo_pos].e = e;
-        m->undo[m->undo_pos].key = key;
-        m->undo[m->undo_pos].valid = 1;
-        m->undo_pos = (m->undo_pos + 1) % VM_UNDO;
-        return 0;
-    }
-    if (m->pass == 1 && ev->size) {
-        if (vm_grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
-            return -1;
-        m->pre[m->npre++] = (vm_pre){
-            .key = key,
-            .e = {.addr = ev->addr, .size = ev->size, .aux = ev->aux,
-                  .site = NO_SITE, .stack = 0,
-                  .device = (int16_t)dev_slot(ev->device),
-                  .kind = (uint8_t)alloc_kind, .layer = (uint8_t)layer}};
-    }
-    return 0;
-}
-
-/* free_error: puts back the most recent freed entry at that address. */
-static int undo_free(vm_model *m, uint64_t addr)
-{
-    for (int k = 1; k <= VM_UNDO; k++) {
-        int i = (m->undo_pos - k + VM_UNDO) % VM_UNDO;
-        if (m->undo[i].valid && m->undo[i].e.addr == addr &&
-            m->undo[i].e.layer != L_PHYS) {
-            m->undo[i].valid = 0;
-            vm_live e = m->undo[i].e;
-            return entry_add(m, e.layer, m->undo[i].key, e);
-        }
-    }
     return 0;
 }
 
@@ -573,7 +343,7 @@ static int undo_free(vm_model *m, uint64_t addr)
 
 static int cmp_live_addr(const void *a, const void *b)
 {
-    const vm_live *x = a, *y = b;
+    const msnap_obj *x = a, *y = b;
     if (x->device != y->device)
         return x->device < y->device ? -1 : 1;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
@@ -581,39 +351,39 @@ static int cmp_live_addr(const void *a, const void *b)
 
 static int cmp_addr_only(const void *a, const void *b)
 {
-    const vm_live *x = a, *y = b;
+    const msnap_obj *x = a, *y = b;
     return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
 /* Appends a span, merging with the previous one when both are free (or
  * both unmapped) and contiguous. */
-static int span_push(vm_layout *l, size_t *cap, vm_segment *sg, uint64_t a,
+static int span_push(sm_layout *l, size_t *cap, sm_segment *sg, uint64_t a,
                      uint64_t b, int what, uint32_t site)
 {
     if (b <= a)
         return 0;
     if (sg->nspans) {
-        vm_span *p = &l->spans[l->nspans - 1];
+        sm_span *p = &l->spans[l->nspans - 1];
         if (p->what == what && p->addr + p->size == a &&
-            (what == VM_SPAN_FREE || what == VM_SPAN_UNMAPPED)) {
+            (what == SM_SPAN_FREE || what == SM_SPAN_UNMAPPED)) {
             p->size += b - a;
-            if (what == VM_SPAN_FREE && p->size > sg->largest_free)
+            if (what == SM_SPAN_FREE && p->size > sg->largest_free)
                 sg->largest_free = p->size;
             return 0;
         }
     }
-    if (vm_grow((void **)&l->spans, cap, l->nspans, sizeof *l->spans))
+    if (sm_grow((void **)&l->spans, cap, l->nspans, sizeof *l->spans))
         return -1;
-    l->spans[l->nspans++] = (vm_span){.addr = a, .size = b - a, .site = site,
+    l->spans[l->nspans++] = (sm_span){.addr = a, .size = b - a, .site = site,
                                       .what = (uint8_t)what};
     sg->nspans++;
-    if (what == VM_SPAN_FREE && b - a > sg->largest_free)
+    if (what == SM_SPAN_FREE && b - a > sg->largest_free)
         sg->largest_free = b - a;
     return 0;
 }
 
 /* First index in sorted arr[0..n) with addr >= a. */
-static size_t lower_bound(const vm_live *arr, size_t n, uint64_t a)
+static size_t lower_bound(const msnap_obj *arr, size_t n, uint64_t a)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -628,12 +398,14 @@ static size_t lower_bound(const vm_live *arr, size_t n, uint64_t a)
 
 /* Fills the spans of [a, b) given the mapped intervals maps[0..nm) (sorted,
  * clamped by the caller) and the sorted blocks. */
-static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
-                        const vm_live *maps, size_t nm, const vm_live *blocks,
+static int fill_segment(sm_model *m, sm_layout *l, size_t *cap, sm_segment *sg,
+                        const msnap_obj *maps, size_t nm, const msnap_obj *blocks,
                         size_t nb)
 {
     uint64_t a = sg->addr, b = sg->addr + sg->size, pos = a;
     size_t bi = lower_bound(blocks, nb, a);
+    if (bi > 0 && blocks[bi - 1].addr + blocks[bi - 1].size > a)
+        bi--;   /* a block that starts before the segment reaches into it */
     for (size_t i = 0; i < nm; i++) {
         uint64_t ma = maps[i].addr < a ? a : maps[i].addr;
         uint64_t mb = maps[i].addr + maps[i].size > b ? b
@@ -642,52 +414,59 @@ static int fill_segment(vm_model *m, vm_layout *l, size_t *cap, vm_segment *sg,
             continue;
         if (ma < pos)
             ma = pos;
-        if (span_push(l, cap, sg, pos, ma, VM_SPAN_UNMAPPED, NO_SITE))
+        if (span_push(l, cap, sg, pos, ma, SM_SPAN_UNMAPPED, NO_SITE))
             return -1;
         pos = ma;
         if (m->blocks_seen) {
-            while (bi < nb && blocks[bi].addr < ma)
+            /* Blocks are sorted and do not overlap, so their ends are
+             * sorted too.  A block may span several mappings (expandable
+             * segments map 2 MiB pages): it fills its part of each, and
+             * stays current for the next mapping. */
+            while (bi < nb && blocks[bi].addr + blocks[bi].size <= ma)
                 bi++;
             for (; bi < nb && blocks[bi].addr < mb; bi++) {
+                uint64_t end = blocks[bi].addr + blocks[bi].size;
                 uint64_t ba = blocks[bi].addr < pos ? pos : blocks[bi].addr;
-                uint64_t be = blocks[bi].addr + blocks[bi].size;
-                if (be > mb)
-                    be = mb;
-                if (be <= ba)
-                    continue;
-                if (span_push(l, cap, sg, pos, ba, VM_SPAN_FREE, NO_SITE) ||
-                    span_push(l, cap, sg, ba, be, VM_SPAN_BLOCK, blocks[bi].site))
-                    return -1;
-                pos = be;
+                uint64_t be = end > mb ? mb : end;
+                if (be > ba) {
+                    if (span_push(l, cap, sg, pos, ba, SM_SPAN_FREE, NO_SITE) ||
+                        span_push(l, cap, sg, ba, be, SM_SPAN_BLOCK,
+                                  blocks[bi].site))
+                        return -1;
+                    pos = be;
+                }
+                if (end > mb)
+                    break;
             }
-            if (span_push(l, cap, sg, pos, mb, VM_SPAN_FREE, NO_SITE))
+            if (span_push(l, cap, sg, pos, mb, SM_SPAN_FREE, NO_SITE))
                 return -1;
         } else {
             uint32_t site = maps[i].site;
-            if (span_push(l, cap, sg, ma, mb, VM_SPAN_USED, site))
+            if (span_push(l, cap, sg, ma, mb, SM_SPAN_USED, site))
                 return -1;
         }
         pos = mb;
     }
-    return span_push(l, cap, sg, pos, b, VM_SPAN_UNMAPPED, NO_SITE);
+    return span_push(l, cap, sg, pos, b, SM_SPAN_UNMAPPED, NO_SITE);
 }
 
 /* Builds the layout of the current live set into *l.  0 ok, -1 no memory. */
-static int layout_build(vm_model *m, vm_layout *l)
+static int layout_build(sm_model *m, sm_layout *l)
 {
     memset(l, 0, sizeof *l);
-    size_t n = m->live_map.n, ns = 0, nb = 0, nm = 0;
-    vm_live *segs = malloc((n + 1) * sizeof *segs);
-    vm_live *blocks = malloc((n + 1) * sizeof *blocks);
-    vm_live *maps = malloc((n + 1) * sizeof *maps);
+    const msnap_state *st = &m->st;
+    size_t n = st->map.n, ns = 0, nb = 0, nm = 0;
+    msnap_obj *segs = malloc((n + 1) * sizeof *segs);
+    msnap_obj *blocks = malloc((n + 1) * sizeof *blocks);
+    msnap_obj *maps = malloc((n + 1) * sizeof *maps);
     size_t cap_segs = 0, cap_spans = 0;
     int rc = -1;
     if (!segs || !blocks || !maps)
         goto out;
-    for (size_t i = 0; i < m->live_map.cap; i++) {
-        if (!m->live_map.slots[i].used)
+    for (size_t i = 0; i < st->map.cap; i++) {
+        if (!st->map.slots[i].used)
             continue;
-        vm_live e = m->live[m->live_map.slots[i].value];
+        msnap_obj e = st->objs[st->map.slots[i].value];
         switch (e.kind) {
         case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
         case MSNAP_A_VMM_RESERVE:
@@ -698,10 +477,10 @@ static int layout_build(vm_model *m, vm_layout *l)
             break;
         case MSNAP_A_VMM_MAP: {
             /* The site of a mapping is the site of its physical memory. */
-            uint64_t *h = u64map_get(&m->live_map, L_PHYS, e.aux);
-            e.site = h ? m->live[*h].site : NO_SITE;
-            if (h && e.device == VM_DEV_UNKNOWN)
-                e.device = m->live[*h].device;
+            const msnap_obj *h = msnap_state_find(st, MSNAP_SP_PHYS, e.aux);
+            e.site = h ? h->site : NO_SITE;
+            if (h && e.device == SM_DEV_UNKNOWN)
+                e.device = h->device;
             maps[nm++] = e;
             break;
         }
@@ -713,7 +492,7 @@ static int layout_build(vm_model *m, vm_layout *l)
     qsort(maps, nm, sizeof *maps, cmp_addr_only);
     /* A VA reservation on an unknown device takes its mappings' device. */
     for (size_t i = 0; i < ns; i++) {
-        if (segs[i].kind != MSNAP_A_VMM_RESERVE || segs[i].device != VM_DEV_UNKNOWN)
+        if (segs[i].kind != MSNAP_A_VMM_RESERVE || segs[i].device != SM_DEV_UNKNOWN)
             continue;
         size_t j = lower_bound(maps, nm, segs[i].addr);
         if (j < nm && maps[j].addr < segs[i].addr + segs[i].size)
@@ -731,10 +510,10 @@ static int layout_build(vm_model *m, vm_layout *l)
     }
     qsort(segs, ns, sizeof *segs, cmp_live_addr);
     for (size_t i = 0; i < ns; i++) {
-        if (vm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
+        if (sm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
             goto out;
-        vm_segment *sg = &l->segs[l->nsegs++];
-        *sg = (vm_segment){.addr = segs[i].addr, .size = segs[i].size,
+        sm_segment *sg = &l->segs[l->nsegs++];
+        *sg = (sm_segment){.addr = segs[i].addr, .size = segs[i].size,
                            .kind = segs[i].kind, .device = segs[i].device,
                            .site = segs[i].site, .first_span = l->nspans};
         int r;
@@ -744,21 +523,21 @@ static int layout_build(vm_model *m, vm_layout *l)
                 k++;
             r = fill_segment(m, l, &cap_spans, sg, maps + j, k - j, blocks, nb);
         } else {
-            vm_live whole = segs[i];
+            msnap_obj whole = segs[i];
             r = fill_segment(m, l, &cap_spans, sg, &whole, 1, blocks, nb);
         }
         if (r)
             goto out;
-        vm_dev_layout *dl = &l->dev[sg->device];
+        sm_dev_layout *dl = &l->dev[sg->device];
         dl->segments++;
         dl->segment_bytes += sg->size;
         for (size_t s = sg->first_span; s < sg->first_span + sg->nspans; s++) {
-            const vm_span *sp = &l->spans[s];
-            if (sp->what != VM_SPAN_UNMAPPED)
+            const sm_span *sp = &l->spans[s];
+            if (sp->what != SM_SPAN_UNMAPPED)
                 dl->mapped_bytes += sp->size;
-            if (sp->what == VM_SPAN_BLOCK)
+            if (sp->what == SM_SPAN_BLOCK)
                 dl->block_bytes += sp->size;
-            if (sp->what == VM_SPAN_FREE)
+            if (sp->what == SM_SPAN_FREE)
                 dl->total_free += sp->size;
         }
         if (sg->largest_free > dl->largest_free)
@@ -786,14 +565,14 @@ static int layout_build(vm_model *m, vm_layout *l)
             if (inside)
                 continue;
             int d = blocks[i].device;
-            if (vm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
+            if (sm_grow((void **)&l->segs, &cap_segs, l->nsegs, sizeof *l->segs))
                 goto out;
-            vm_segment *sg = &l->segs[l->nsegs++];
-            *sg = (vm_segment){.addr = blocks[i].addr, .size = blocks[i].size,
+            sm_segment *sg = &l->segs[l->nsegs++];
+            *sg = (sm_segment){.addr = blocks[i].addr, .size = blocks[i].size,
                                .kind = 0, .device = (int16_t)d, .site = NO_SITE,
                                .first_span = l->nspans};
             if (span_push(l, &cap_spans, sg, blocks[i].addr,
-                          blocks[i].addr + blocks[i].size, VM_SPAN_BLOCK,
+                          blocks[i].addr + blocks[i].size, SM_SPAN_BLOCK,
                           blocks[i].site))
                 goto out;
             l->dev[d].block_bytes += blocks[i].size;
@@ -814,25 +593,25 @@ out:
 
 /* ---- events ----------------------------------------------------------- */
 
-static int oom_record(vm_model *m, const msnap_event *e)
+static int oom_record(sm_model *m, const msnap_event *e)
 {
     if (e->action == MSNAP_A_OOM) {
         m->total_ooms++;
         if (m->first_oom_idx == UINT64_MAX)
             m->first_oom_idx = m->ev_idx;
     }
-    if (m->nooms >= VM_MAX_OOMS)
+    if (m->nooms >= SM_MAX_OOMS)
         return 0;
     int d = dev_slot(e->device);
-    vm_oom *o = &m->ooms[m->nooms++];
-    *o = (vm_oom){.t_ns = e->t_ns, .event_index = m->ev_idx,
+    sm_oom *o = &m->ooms[m->nooms++];
+    *o = (sm_oom){.t_ns = e->t_ns, .event_index = m->ev_idx,
                   .requested = e->size, .dev_free = e->aux,
                   .dev_total = e->aux2, .device = e->device,
                   .action = e->action, .api = e->api, .result = e->result,
                   .stack = e->stack, .allocated = m->dev[d].stacked,
                   .reserved = m->dev[d].reserved,
                   .blocks_seen = m->blocks_seen};
-    vm_layout l;
+    sm_layout l;
     if (layout_build(m, &l))
         return -1;
     o->total_free = l.dev[d].total_free;
@@ -842,48 +621,48 @@ static int oom_record(vm_model *m, const msnap_event *e)
     return 0;
 }
 
-static vm_thread *thread_for(vm_model *m, uint32_t tid)
+static sm_thread *thread_for(sm_model *m, uint32_t tid)
 {
     for (int i = 0; i < m->nthreads; i++)
         if (m->threads[i].tid == tid)
             return &m->threads[i];
     if (m->nthreads == MAX_THREADS)
         return NULL;
-    vm_thread *t = &m->threads[m->nthreads++];
+    sm_thread *t = &m->threads[m->nthreads++];
     memset(t, 0, sizeof *t);
     t->tid = tid;
     return t;
 }
 
-static void range_close(vm_model *m, vm_thread *t, uint64_t x1)
+static void range_close(sm_model *m, sm_thread *t, uint64_t x1)
 {
     t->depth--;
     if (t->depth >= MAX_DEPTH)
         return;
     m->total_ranges++;
-    if (!m->have_main || t->tid != m->main_tid || t->depth >= VM_RANGE_DEPTHS)
+    if (!m->have_main || t->tid != m->main_tid || t->depth >= SM_RANGE_DEPTHS)
         return;
     uint64_t x0 = t->x0[t->depth];
-    if (m->nranges >= VM_MAX_RANGES)
+    if (m->nranges >= SM_MAX_RANGES)
         return;
     if (!m->ranges) {
-        m->ranges = malloc(VM_MAX_RANGES * sizeof *m->ranges);
+        m->ranges = malloc(SM_MAX_RANGES * sizeof *m->ranges);
         if (!m->ranges)
             return;
     }
     /* Ranges narrower than two pixel columns cannot be seen: not kept. */
-    if (m->o.columns && vm_col_of(m, x1) - vm_col_of(m, x0) < 2)
+    if (m->o.columns && sm_col_of(m, x1) - sm_col_of(m, x0) < 2)
         return;
-    m->ranges[m->nranges++] = (vm_range){.t0 = x0, .t1 = x1,
+    m->ranges[m->nranges++] = (sm_range){.t0 = x0, .t1 = x1,
                                          .str = t->str[t->depth],
                                          .lane = (uint8_t)t->depth};
 }
 
-static void nvtx_event(vm_model *m, const msnap_event *e)
+static void nvtx_event(sm_model *m, const msnap_event *e)
 {
     if (m->pass != 2)
         return;
-    vm_thread *t = thread_for(m, e->tid);
+    sm_thread *t = thread_for(m, e->tid);
     if (!t)
         return;
     if (e->action == MSNAP_A_NVTX_PUSH) {
@@ -901,9 +680,8 @@ static void nvtx_event(vm_model *m, const msnap_event *e)
     }
 }
 
-static int apply_event(vm_model *m, const msnap_event *e)
+static int apply_event(sm_model *m, const msnap_event *e)
 {
-    int slot = dev_slot(e->device);
     m->ev_idx++;
     if (m->pass == 1) {
         m->events++;
@@ -913,90 +691,28 @@ static int apply_event(vm_model *m, const msnap_event *e)
         }
         if (e->t_ns > m->t_max)
             m->t_max = e->t_ns;
-        if (m->o.at == VM_AT_TIME && e->t_ns <= m->o.at_t_ns)
+        if (m->o.at == SM_AT_TIME && e->t_ns <= m->o.at_t_ns)
             m->at_time_idx = m->ev_idx;
     }
-    m->cur_x = m->o.x_mode == VM_X_EVENTS && m->pass == 2 ? m->ev_idx - 1
+    m->cur_x = m->o.x_mode == SM_X_EVENTS && m->pass == 2 ? m->ev_idx - 1
                                                            : e->t_ns;
     if (m->pass == 2)
-        m->cur_col = vm_col_of(m, m->cur_x);
-    vm_live ne = {.addr = e->addr, .size = e->size, .t = e->t_ns,
-                  .aux = e->aux, .site = NO_SITE, .stack = e->stack,
-                  .device = (int16_t)slot, .kind = (uint8_t)e->action};
+        m->cur_col = sm_col_of(m, m->cur_x);
+    if (e->action == MSNAP_A_BLOCK_ALLOC && m->pass == 1 && !m->blocks_seen) {
+        /* The stacked layer becomes the blocks: restart the finder. */
+        m->blocks_seen = 1;
+        uint64_t T = 0;
+        for (int d = 0; d < SM_NDEV; d++) {
+            m->dev[d].stacked = m->dev[d].allocated;
+            m->dev[d].peak_stacked = m->dev[d].allocated;
+            T += m->dev[d].stacked;
+        }
+        sm_lf_restart(&m->lf, T);
+    }
+    if (msnap_state_event(&m->st, e) || m->err)
+        return -1;
     int rc = 0;
     switch (e->action) {
-    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
-    case MSNAP_A_HOST_ALLOC:
-        rc = entry_add(m, L_MEM, e->addr, ne);
-        break;
-    case MSNAP_A_FREE:
-        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_ALLOC);
-        break;
-    case MSNAP_A_ASYNC_FREE:
-        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_ASYNC_ALLOC);
-        break;
-    case MSNAP_A_HOST_FREE:
-        rc = do_free(m, L_MEM, e->addr, e, MSNAP_A_HOST_ALLOC);
-        break;
-    case MSNAP_A_BLOCK_ALLOC:
-        if (m->pass == 1 && !m->blocks_seen) {
-            /* The stacked layer becomes the blocks: restart the finder. */
-            m->blocks_seen = 1;
-            m->T = 0;
-            for (int d = 0; d < VM_NDEV; d++) {
-                m->dev[d].stacked = m->dev[d].allocated;
-                m->dev[d].peak_stacked = m->dev[d].allocated;
-            }
-            for (int d = 0; d < VM_NDEV; d++)
-                m->T += m->dev[d].stacked;
-            m->nvalleys = 0;
-            m->falling = 0;
-            m->lk_max = m->lk_maxever = m->T;
-            m->ndirty = 0;
-            m->serial++;
-            m->cand_ver++;
-        }
-        rc = entry_add(m, L_BLOCK, e->addr, ne);
-        break;
-    case MSNAP_A_BLOCK_FREE:
-        rc = do_free(m, L_BLOCK, e->addr, e, MSNAP_A_BLOCK_ALLOC);
-        break;
-    case MSNAP_A_VMM_RESERVE:
-        rc = entry_add(m, L_VA, e->addr, ne);
-        break;
-    case MSNAP_A_VMM_ADDR_FREE:
-        rc = do_free(m, L_VA, e->addr, e, MSNAP_A_VMM_RESERVE);
-        break;
-    case MSNAP_A_VMM_CREATE:
-        ne.addr = 0;
-        rc = entry_add(m, L_PHYS, e->aux, ne);
-        break;
-    case MSNAP_A_VMM_RELEASE:
-        rc = do_free(m, L_PHYS, e->aux, e, MSNAP_A_VMM_CREATE);
-        break;
-    case MSNAP_A_VMM_MAP:
-        rc = entry_add(m, L_MAP, e->addr, ne);
-        break;
-    case MSNAP_A_VMM_UNMAP: {
-        /* One unmap may cover several neighbouring mappings. */
-        uint64_t a = e->addr, end = e->addr + (e->size ? e->size : 1);
-        int any = 0;
-        while (a < end) {
-            vm_live got;
-            int r = entry_remove(m, L_MAP, a, &got);
-            if (r < 0)
-                return -1;
-            if (r == 0 || !got.size)
-                break;
-            any = 1;
-            a += got.size;
-        }
-        (void)any;
-        break;
-    }
-    case MSNAP_A_FREE_ERROR:
-        rc = undo_free(m, e->addr);
-        break;
     case MSNAP_A_OOM: case MSNAP_A_ALLOC_ERROR:
         if (m->pass == 1)
             rc = oom_record(m, e);
@@ -1038,18 +754,18 @@ static uint64_t settings_cap(const char *json)
     return cap;
 }
 
-static void take_device(vm_model *m, const msnap_device_info *d)
+static void take_device(sm_model *m, const msnap_device_info *d)
 {
-    vm_dev *v = &m->dev[dev_slot(d->index)];
+    sm_dev *v = &m->dev[dev_slot(d->index)];
     v->total = d->total;
     snprintf(v->name, sizeof v->name, "%s", d->name);
 }
 
-static void take_counters(vm_model *m, const msnap_counters *c)
+static void take_counters(sm_model *m, const msnap_counters *c)
 {
     if (c->device < 0)
         return;
-    vm_dev *v = &m->dev[dev_slot(c->device)];
+    sm_dev *v = &m->dev[dev_slot(c->device)];
     uint64_t res = c->reserved + c->async + c->managed;
     uint64_t alloc = m->blocks_seen ? c->allocated : res;
     if (m->pass == 1) {
@@ -1068,9 +784,9 @@ static void take_counters(vm_model *m, const msnap_counters *c)
             v->seen = 1;
         return;
     }
-    if (!v->cols || m->o.x_mode != VM_X_TIME)
+    if (!v->cols || m->o.x_mode != SM_X_TIME)
         return;
-    vm_col *k = &v->cols[vm_col_of(m, c->t_ns)];
+    sm_col *k = &v->cols[sm_col_of(m, c->t_ns)];
     if (res > k->cnt_res)
         k->cnt_res = res;
     if (alloc > k->cnt_alloc)
@@ -1078,24 +794,13 @@ static void take_counters(vm_model *m, const msnap_counters *c)
     k->has_cnt = 1;
 }
 
-static int take_live(vm_model *m, const msnap_live *l)
+int sm_feed(sm_model *m, const msnap_record *r)
 {
-    if (m->pass != 1 || !m->in_state || !layer_of_kind(l->kind))
-        return 0;
-    if (vm_grow((void **)&m->state, &m->cap_state, m->nstate, sizeof *m->state))
+    /* Events go to the state through apply_event (which also moves the
+     * model's clock first); state/live/counters lines straight to it. */
+    if (r->type != MSNAP_REC_EVENT && (m->pass == 1 || r->type != MSNAP_REC_COUNTERS) &&
+        msnap_state_record(&m->st, r))
         return -1;
-    m->state[m->nstate++] = (vm_live){
-        .addr = l->addr, .size = l->size, .t = l->t_ns, .aux = l->aux,
-        .site = NO_SITE, .stack = l->stack,
-        .device = (int16_t)dev_slot(l->device), .kind = (uint8_t)l->kind,
-        .layer = (uint8_t)layer_of_kind(l->kind)};
-    return 0;
-}
-
-int vm_feed(vm_model *m, const msnap_record *r)
-{
-    if (r->type != MSNAP_REC_LIVE)
-        m->in_state = 0;
     switch (r->type) {
     case MSNAP_REC_HEADER:
         if (m->pass == 1 && !m->have_header) {
@@ -1119,17 +824,13 @@ int vm_feed(vm_model *m, const msnap_record *r)
     case MSNAP_REC_MODULE:
     case MSNAP_REC_SYMBOL:
     case MSNAP_REC_STR:
-        return m->pass == 1 ? vm_symtab_take(&m->tab, r) : 0;
+        return m->pass == 1 ? sm_symtab_take(&m->tab, r) : 0;
     case MSNAP_REC_COUNTERS:
         take_counters(m, &r->u.counters);
         return 0;
     case MSNAP_REC_STATE_BEGIN:
-        m->in_state = 1;
-        if (m->pass == 1)
-            m->nstate = 0;  /* the last state section describes the end */
-        return 0;
     case MSNAP_REC_LIVE:
-        return take_live(m, &r->u.live);
+        return 0;
     case MSNAP_REC_TRAILER:
         if (m->pass == 1 && r->u.trailer.t_ns > m->t_max)
             m->t_max = r->u.trailer.t_ns;
@@ -1140,60 +841,51 @@ int vm_feed(vm_model *m, const msnap_record *r)
 
 /* ---- end of pass 1 ------------------------------------------------------ */
 
-static const vm_model *sort_model; /* qsort has no context argument */
+static const sm_model *sort_model; /* qsort has no context argument */
 
 static int cmp_site_peak(const void *a, const void *b)
 {
-    const vm_site *x = &sort_model->sites[*(const uint32_t *)a];
-    const vm_site *y = &sort_model->sites[*(const uint32_t *)b];
+    const sm_site *x = &sort_model->sites[*(const uint32_t *)a];
+    const sm_site *y = &sort_model->sites[*(const uint32_t *)b];
     if (x->peak != y->peak)
         return x->peak > y->peak ? -1 : 1;
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-static int cmp_leak(const void *a, const void *b)
+int sm_end_pass1(sm_model *m)
 {
-    const vm_leak *x = a, *y = b;
-    uint64_t gx = x->last - x->first, gy = y->last - y->first;
-    if (gx != gy)
-        return gx > gy ? -1 : 1;
-    return x->site < y->site ? -1 : x->site > y->site;
-}
-
-int vm_end_pass1(vm_model *m)
-{
-    /* State entries the replay does not have were live before the first
-     * recorded event (ring window, late start). */
-    for (size_t i = 0; i < m->nstate; i++) {
-        vm_live *s = &m->state[i];
-        uint64_t key = s->layer == L_PHYS ? s->aux : s->addr;
-        if (u64map_get(&m->live_map, s->layer, key))
+    /* Objects live before the first recorded event (ring window, late
+     * start: state.h) count towards their sites' peaks (an estimate: they
+     * were live from the start of the window). */
+    if (msnap_state_finish(&m->st))
+        return -1;
+    for (size_t i = 0; i < m->st.npre; i++) {
+        const msnap_obj *e = &m->st.pre[i].o;
+        if (!cls_of(e->kind, e->device))
             continue;
-        if (vm_grow((void **)&m->pre, &m->cap_pre, m->npre, sizeof *m->pre))
+        uint32_t si = msnap_state_site_for(&m->st, e);
+        sm_site *s = si == NO_SITE ? NULL : site_at(m, si);
+        if (!s)
             return -1;
-        m->pre[m->npre++] = (vm_pre){.e = *s, .key = key};
+        s->peak += e->size;
     }
-    free(m->state);
-    m->state = NULL;
-    m->nstate = m->cap_state = 0;
-    /* Pre-window allocations count towards their sites' peaks (an
-     * estimate: they were live from the start of the window). */
-    for (size_t i = 0; i < m->npre; i++) {
-        vm_live *e = &m->pre[i].e;
-        int cls = cls_of(e->kind, e->device);
-        if (!cls)
-            continue;
-        e->site = site_for(m, e->stack, cls, e->kind, e->device);
-        if (e->site == NO_SITE)
-            return -1;
-        m->sites[e->site].peak += e->size;
+    if (m->nsites < m->st.nsites && !site_at(m, (uint32_t)m->st.nsites - 1))
+        return -1;
+    for (size_t i = 0; i < m->nsites; i++) {
+        m->sites[i].count = m->st.sites[i].count;
+        m->sites[i].bytes = m->st.sites[i].bytes;
+        m->sites[i].live_count = m->st.sites[i].live_count;
     }
+    m->peak_reserved1 = msnap_state_peak(&m->st, -1, MSNAP_LAYER_RESERVED);
+    m->peak_stacked1 = msnap_state_peak(&m->st, -1, m->blocks_seen
+                                        ? MSNAP_LAYER_ALLOCATED : MSNAP_LAYER_RESERVED);
+    m->peak_idx = m->st.all[MSNAP_LAYER_RESERVED].peak_ev;
     /* Top sites per device. */
     int cls = stacked_cls(m);
     uint32_t *idx = malloc((m->nsites + 1) * sizeof *idx);
     if (!idx)
         return -1;
-    for (int d = 0; d < VM_NDEV; d++) {
+    for (int d = 0; d < SM_NDEV; d++) {
         size_t n = 0;
         for (size_t i = 0; i < m->nsites; i++)
             if (m->sites[i].device == d && m->sites[i].cls == cls &&
@@ -1201,7 +893,7 @@ int vm_end_pass1(vm_model *m)
                 idx[n++] = (uint32_t)i;
         sort_model = m;
         qsort(idx, n, sizeof *idx, cmp_site_peak);
-        vm_dev *v = &m->dev[d];
+        sm_dev *v = &m->dev[d];
         v->ntop = 0;
         for (size_t i = 0; i < n && v->ntop < m->o.top; i++) {
             m->sites[idx[i]].rank = v->ntop;
@@ -1209,66 +901,33 @@ int vm_end_pass1(vm_model *m)
         }
     }
     free(idx);
-    /* Leak suspects. */
-    m->nleaks = 0;
-    if (m->nvalleys >= 3) {
-        for (size_t i = 0; i < m->nsites; i++) {
-            vm_site *s = &m->sites[i];
-            if (s->cls != cls || !s->in_valleys)
-                continue;
-            if (s->rises >= 2 && s->falls * 3 <= s->rises && s->v_last > s->v_first) {
-                vm_leak *nl = realloc(m->leaks, (m->nleaks + 1) * sizeof *nl);
-                if (!nl)
-                    return -1;
-                m->leaks = nl;
-                m->leaks[m->nleaks++] = (vm_leak){.site = (uint32_t)i,
-                                                  .first = s->v_first,
-                                                  .last = s->v_last,
-                                                  .rises = s->rises,
-                                                  .falls = s->falls};
-            }
-        }
-        if (m->nleaks)
-            qsort(m->leaks, m->nleaks, sizeof *m->leaks, cmp_leak);
-    }
-    /* Live bytes at the end per site. */
-    for (size_t i = 0; i < m->live_map.cap; i++)
-        if (m->live_map.slots[i].used) {
-            vm_live *e = &m->live[m->live_map.slots[i].value];
-            if (e->site != NO_SITE)
-                m->sites[e->site].live_count++;
-        }
+    if (sm_lf_finish(&m->lf, m->sites, m->nsites, cls))
+        return -1;
     /* The capture moment. */
     int at = m->o.at;
-    if (at == VM_AT_DEFAULT)
-        at = m->total_ooms ? VM_AT_OOM : m->peak_idx ? VM_AT_PEAK : VM_AT_END;
-    if (at == VM_AT_OOM && !m->total_ooms)
-        at = VM_AT_END;
+    if (at == SM_AT_DEFAULT)
+        at = m->total_ooms ? SM_AT_OOM : m->peak_idx ? SM_AT_PEAK : SM_AT_END;
+    if (at == SM_AT_OOM && !m->total_ooms)
+        at = SM_AT_END;
     m->capture_at = at;
     switch (at) {
-    case VM_AT_OOM: m->capture_idx = m->first_oom_idx; break;
-    case VM_AT_PEAK: m->capture_idx = m->peak_idx ? m->peak_idx : UINT64_MAX; break;
-    case VM_AT_TIME: m->capture_idx = m->at_time_idx; break;
+    case SM_AT_OOM: m->capture_idx = m->first_oom_idx; break;
+    case SM_AT_PEAK: m->capture_idx = m->peak_idx ? m->peak_idx : UINT64_MAX; break;
+    case SM_AT_TIME: m->capture_idx = m->at_time_idx; break;
     default: m->capture_idx = UINT64_MAX; break;
     }
     return 0;
 }
 
-int vm_begin_pass2(vm_model *m)
+int sm_begin_pass2(sm_model *m)
 {
-    /* Clean replay state; tables, sites' totals and peaks stay. */
-    u64map_free(&m->live_map);
-    m->nlive = 0;
-    m->nlfree = 0;
-    memset(m->undo, 0, sizeof m->undo);
-    for (size_t i = 0; i < m->nsites; i++)
-        m->sites[i].live = 0;
+    /* Clean replay state; tables, sites' totals and peaks stay (the
+     * state's site figures restart, the model's copies are pass 1's). */
     m->pass = 2;
     m->ev_idx = 0;
-    m->sum_reserved = 0;
-    int K = VM_MAX_TOP + 1;
-    for (int d = 0; d < VM_NDEV; d++) {
-        vm_dev *v = &m->dev[d];
+    int K = SM_MAX_TOP + 1;
+    for (int d = 0; d < SM_NDEV; d++) {
+        sm_dev *v = &m->dev[d];
         v->reserved = v->stacked = v->allocated = v->mem = 0;
         memset(v->cur, 0, sizeof v->cur);
         v->last_col = -1;
@@ -1279,17 +938,13 @@ int vm_begin_pass2(vm_model *m)
         if (!v->cols || !v->colvals)
             return -1;
         /* Columns before the first event belong to the counters series. */
-        if (m->o.x_mode == VM_X_TIME && m->have_first)
-            v->last_col = vm_col_of(m, m->t_first) - 1;
+        if (m->o.x_mode == SM_X_TIME && m->have_first)
+            v->last_col = sm_col_of(m, m->t_first) - 1;
     }
-    m->cur_x = m->o.x_mode == VM_X_TIME ? m->t_first : 0;
-    m->cur_col = vm_col_of(m, m->cur_x);
-    for (size_t i = 0; i < m->npre; i++) {
-        vm_live e = m->pre[i].e;
-        e.t = m->t_first;
-        if (entry_add(m, e.layer, m->pre[i].key, e))
-            return -1;
-    }
+    m->cur_x = m->o.x_mode == SM_X_TIME ? m->t_first : 0;
+    m->cur_col = sm_col_of(m, m->cur_x);
+    if (msnap_state_rewind(&m->st) || m->err)
+        return -1;
     if (m->capture_idx == 0) {
         if (layout_build(m, &m->layout))
             return -1;
@@ -1298,13 +953,13 @@ int vm_begin_pass2(vm_model *m)
     return 0;
 }
 
-int vm_end_pass2(vm_model *m)
+int sm_end_pass2(sm_model *m)
 {
     uint64_t lo, hi;
-    vm_x_range(m, &lo, &hi);
+    sm_x_range(m, &lo, &hi);
     m->cur_x = hi;
-    m->cur_col = vm_col_of(m, hi);
-    for (int d = 0; d < VM_NDEV; d++)
+    m->cur_col = sm_col_of(m, hi);
+    for (int d = 0; d < SM_NDEV; d++)
         if (m->dev[d].seen && m->dev[d].cols)
             touch_before(m, d);
     for (int i = 0; i < m->nthreads; i++)
@@ -1320,7 +975,7 @@ int vm_end_pass2(vm_model *m)
 }
 
 /* Reads the file once as pass `pass` (1 or 2) and ends that pass. */
-static int read_pass(vm_model *m, const char *path, int pass, char *err,
+static int read_pass(sm_model *m, const char *path, int pass, char *err,
                      size_t errlen)
 {
     char rerr[512] = "";
@@ -1329,7 +984,7 @@ static int read_pass(vm_model *m, const char *path, int pass, char *err,
         snprintf(err, errlen, "%s: %s", path, rerr[0] ? rerr : "cannot open");
         return 2;
     }
-    if (pass == 2 && vm_begin_pass2(m)) {
+    if (pass == 2 && sm_begin_pass2(m)) {
         msnap_reader_close(r);
         snprintf(err, errlen, "%s: out of memory", path);
         return 2;
@@ -1337,7 +992,7 @@ static int read_pass(vm_model *m, const char *path, int pass, char *err,
     msnap_record rec;
     int rc;
     while ((rc = msnap_reader_next(r, &rec)) == 1)
-        if (vm_feed(m, &rec)) {
+        if (sm_feed(m, &rec)) {
             msnap_reader_close(r);
             snprintf(err, errlen, "%s: out of memory", path);
             return 2;
@@ -1348,14 +1003,14 @@ static int read_pass(vm_model *m, const char *path, int pass, char *err,
         return 2;
     }
     msnap_reader_close(r);
-    if ((pass == 1 ? vm_end_pass1(m) : vm_end_pass2(m)) != 0) {
+    if ((pass == 1 ? sm_end_pass1(m) : sm_end_pass2(m)) != 0) {
         snprintf(err, errlen, "%s: out of memory", path);
         return 2;
     }
     return 0;
 }
 
-int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
+int sm_read_file(sm_model *m, const char *path, int pass2, char *err,
                  size_t errlen)
 {
     int rc = read_pass(m, path, 1, err, errlen);
@@ -1364,50 +1019,50 @@ int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
     return rc;
 }
 
-int vm_read_pass2(vm_model *m, const char *path, char *err, size_t errlen)
+int sm_read_pass2(sm_model *m, const char *path, char *err, size_t errlen)
 {
     return read_pass(m, path, 2, err, errlen);
 }
 
 /* ---- results ------------------------------------------------------------ */
 
-const vm_opts *vm_options(const vm_model *m) { return &m->o; }
-const vm_dev *vm_device(const vm_model *m, int slot) { return &m->dev[slot]; }
-int vm_blocks_seen(const vm_model *m) { return m->blocks_seen; }
-uint64_t vm_events(const vm_model *m) { return m->events; }
-uint64_t vm_first_event_t(const vm_model *m) { return m->t_first; }
-int vm_counters_seen(const vm_model *m) { return m->counters_seen; }
-uint64_t vm_cap(const vm_model *m) { return m->o.cap ? m->o.cap : m->cap_header; }
-int vm_ring_mode(const vm_model *m) { return !strcmp(m->mode, "ring"); }
-const vm_layout *vm_layout_at(const vm_model *m) { return &m->layout; }
+const sm_opts *sm_options(const sm_model *m) { return &m->o; }
+const sm_dev *sm_device(const sm_model *m, int slot) { return &m->dev[slot]; }
+int sm_blocks_seen(const sm_model *m) { return m->blocks_seen; }
+uint64_t sm_events(const sm_model *m) { return m->events; }
+uint64_t sm_first_event_t(const sm_model *m) { return m->t_first; }
+int sm_counters_seen(const sm_model *m) { return m->counters_seen; }
+uint64_t sm_cap(const sm_model *m) { return m->o.cap ? m->o.cap : m->cap_header; }
+int sm_ring_mode(const sm_model *m) { return !strcmp(m->mode, "ring"); }
+const sm_layout *sm_layout_at(const sm_model *m) { return &m->layout; }
 
-const msnap_header *vm_header_info(const vm_model *m, char *mode, size_t len)
+const msnap_header *sm_header_info(const sm_model *m, char *mode, size_t len)
 {
     snprintf(mode, len, "%s", m->mode);
     return &m->hdr;
 }
 
-const vm_site *vm_sites(const vm_model *m, size_t *n)
+const sm_site *sm_sites(const sm_model *m, size_t *n)
 {
     *n = m->nsites;
     return m->sites;
 }
 
-const vm_leak *vm_leaks(const vm_model *m, size_t *n, uint64_t *nvalleys)
+const sm_leak *sm_leaks(const sm_model *m, size_t *n, uint64_t *nvalleys)
 {
-    *n = m->nleaks;
+    *n = m->lf.nleaks;
     if (nvalleys)
-        *nvalleys = m->nvalleys;
-    return m->leaks;
+        *nvalleys = m->lf.nvalleys;
+    return m->lf.leaks;
 }
 
-void vm_floor(const vm_model *m, uint64_t *first, uint64_t *last)
+void sm_floor(const sm_model *m, uint64_t *first, uint64_t *last)
 {
-    *first = m->floor_first;
-    *last = m->floor_last;
+    *first = m->lf.floor_first;
+    *last = m->lf.floor_last;
 }
 
-const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total)
+const sm_oom *sm_ooms(const sm_model *m, size_t *n, uint64_t *total)
 {
     *n = m->nooms;
     if (total)
@@ -1415,7 +1070,7 @@ const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total)
     return m->ooms;
 }
 
-const vm_range *vm_ranges(const vm_model *m, size_t *n, uint64_t *total)
+const sm_range *sm_ranges(const sm_model *m, size_t *n, uint64_t *total)
 {
     *n = m->nranges;
     if (total)
@@ -1423,59 +1078,52 @@ const vm_range *vm_ranges(const vm_model *m, size_t *n, uint64_t *total)
     return m->ranges;
 }
 
-uint64_t vm_col_value(const vm_model *m, int slot, int col, int rank)
+uint64_t sm_col_value(const sm_model *m, int slot, int col, int rank)
 {
-    const vm_dev *v = &m->dev[slot];
+    const sm_dev *v = &m->dev[slot];
     if (!v->colvals || col < 0 || col >= m->o.columns || rank < 0 ||
-        rank > VM_MAX_TOP)
+        rank > SM_MAX_TOP)
         return 0;
-    return v->colvals[(size_t)col * (VM_MAX_TOP + 1) + rank];
+    return v->colvals[(size_t)col * (SM_MAX_TOP + 1) + rank];
 }
 
-const vm_symtab *vm_symtab_of(const vm_model *m) { return &m->tab; }
+const sm_symtab *sm_symtab_of(const sm_model *m) { return &m->tab; }
 
-const char *vm_str(const vm_model *m, uint32_t id)
+const char *sm_str(const sm_model *m, uint32_t id)
 {
-    return vm_symtab_str(&m->tab, id);
+    return sm_symtab_str(&m->tab, id);
 }
 
-int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap)
+int sm_frame(const sm_model *m, uint32_t stack, int i, char *buf, size_t cap)
 {
-    return vm_symtab_frame(&m->tab, stack, i, VM_MOD_SIZED, buf, cap);
+    return sm_symtab_frame(&m->tab, stack, i, SM_MOD_SIZED, buf, cap);
 }
 
-int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f)
+int sm_frame_get(const sm_model *m, uint32_t stack, int i, sm_frame_info *f)
 {
-    return vm_symtab_frame_get(&m->tab, stack, i, f);
+    return sm_symtab_frame_get(&m->tab, stack, i, f);
 }
 
-void vm_peak_totals(const vm_model *m, uint64_t *stacked, uint64_t *reserved)
+void sm_peak_totals(const sm_model *m, uint64_t *stacked, uint64_t *reserved)
 {
-    uint64_t cnt_res = 0, cnt_alloc = 0;
-    for (int d = 0; d < VM_NDEV; d++) {
-        cnt_res += m->dev[d].cnt_peak_reserved;
-        cnt_alloc += m->dev[d].cnt_peak_allocated;
-    }
-    *stacked = m->lk_maxever;
-    if (m->blocks_seen && cnt_alloc > *stacked)
-        *stacked = cnt_alloc;
-    *reserved = m->peak_sum_reserved > cnt_res ? m->peak_sum_reserved : cnt_res;
+    *stacked = m->peak_stacked1;
+    *reserved = m->peak_reserved1;
 }
 
-void vm_set_colour(vm_model *m, int slot, int rank, uint32_t rgb)
+void sm_set_colour(sm_model *m, int slot, int rank, uint32_t rgb)
 {
-    if (slot < 0 || slot >= VM_NDEV || rank < 0 || rank >= VM_MAX_TOP)
+    if (slot < 0 || slot >= SM_NDEV || rank < 0 || rank >= SM_MAX_TOP)
         return;
     m->dev[slot].colour[rank] = rgb;
     m->dev[slot].colour_set[rank] = 1;
 }
 
-int vm_parse_at(const char *s, int *at, uint64_t *t_ns)
+int sm_parse_at(const char *s, int *at, uint64_t *t_ns)
 {
     *t_ns = 0;
-    if (!strcmp(s, "oom")) { *at = VM_AT_OOM; return 0; }
-    if (!strcmp(s, "peak")) { *at = VM_AT_PEAK; return 0; }
-    if (!strcmp(s, "end")) { *at = VM_AT_END; return 0; }
+    if (!strcmp(s, "oom")) { *at = SM_AT_OOM; return 0; }
+    if (!strcmp(s, "peak")) { *at = SM_AT_PEAK; return 0; }
+    if (!strcmp(s, "end")) { *at = SM_AT_END; return 0; }
     char *end;
     double v = strtod(s, &end);
     if (end == s || !(v >= 0) || v > 1e12)
@@ -1491,41 +1139,7 @@ int vm_parse_at(const char *s, int *at, uint64_t *t_ns)
     double t = v * mul;
     if (t > 1.8e19)
         return -1;
-    *at = VM_AT_TIME;
+    *at = SM_AT_TIME;
     *t_ns = (uint64_t)llround(t);
     return 0;
-}
-
-const char *vm_fmt_size(uint64_t bytes, char *buf, size_t cap)
-{
-    static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
-        snprintf(buf, cap, "%" PRIu64 " B", bytes);
-        return buf;
-    }
-    double v = (double)bytes / 1024.0;
-    int u = 0;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, cap, "%.2f %s", v, unit[u]);
-    return buf;
-}
-
-const char *vm_fmt_time(uint64_t ns, char *buf, size_t cap)
-{
-    if (ns < 1000)
-        snprintf(buf, cap, "%" PRIu64 " ns", ns);
-    else if (ns < 1000000)
-        snprintf(buf, cap, "%.3f us", (double)ns / 1e3);
-    else if (ns < 1000000000)
-        snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
-    else if (ns < 120000000000ull)
-        snprintf(buf, cap, "%.3f s", (double)ns / 1e9);
-    else if (ns < 7200000000000ull)
-        snprintf(buf, cap, "%.2f min", (double)ns / 60e9);
-    else
-        snprintf(buf, cap, "%.2f h", (double)ns / 3600e9);
-    return buf;
 }

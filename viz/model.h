@@ -6,14 +6,14 @@
  *
  * Two passes over the file (the reader is simply opened twice):
  *
- *   pass 1  vm_feed() every record, then vm_end_pass1().  Learns what only
+ *   pass 1  sm_feed() every record, then sm_end_pass1().  Learns what only
  *           the end can tell: each site's peak (so the top N sites per
  *           device), the time range, the event count, the moment of the peak,
  *           whether allocator blocks exist, the OOMs with their story (the
  *           layout is measured on the spot), leak suspects, and the
  *           allocations that were already live before the first recorded
  *           event (ring mode: state/live lines, frees of unseen addresses).
- *   pass 2  vm_begin_pass2(), vm_feed() every record again, vm_end_pass2().
+ *   pass 2  sm_begin_pass2(), sm_feed() every record again, sm_end_pass2().
  *           Replays the same events from a clean live set (seeded with the
  *           pre-window allocations) into per-column buckets, keeps the NVTX
  *           ranges wide enough to see, and captures the segment layout at the
@@ -33,8 +33,9 @@
  * driver memory of a device: cuMemAlloc/Pitch + cuMemCreate (device-located)
  * + stream-ordered + managed bytes live.
  *
- * A free_error event undoes the free just before it of the same address:
- * the freed entry is put back (the model keeps the last VM_UNDO frees).
+ * What an event does to live memory (refused frees, unmaps across
+ * mappings, memory live before the first event) is the state model's
+ * (include/memsnap/state.h); the model observes its changes.
  */
 #ifndef MEMSNAP_VIZ_MODEL_H
 #define MEMSNAP_VIZ_MODEL_H
@@ -43,37 +44,37 @@
 #include <stdint.h>
 
 #include "memsnap/format.h"
+#include "memsnap/human.h"
 #include "symtab.h"
 
-#define VM_NDEV (MSNAP_MAX_DEVICES + 1) /* last slot: device -1 / unknown */
-#define VM_DEV_UNKNOWN MSNAP_MAX_DEVICES
-#define VM_MAX_TOP 24                   /* most sites with their own colour */
-#define VM_MAX_OOMS 16                  /* OOMs with a full story */
-#define VM_MAX_RANGES 4096              /* NVTX ranges kept for drawing */
-#define VM_RANGE_DEPTHS 3               /* NVTX nesting depths drawn */
-#define VM_UNDO 16                      /* frees a free_error can undo */
+#define SM_NDEV (MSNAP_MAX_DEVICES + 1) /* last slot: device -1 / unknown */
+#define SM_DEV_UNKNOWN MSNAP_MAX_DEVICES
+#define SM_MAX_TOP 24                   /* most sites with their own colour */
+#define SM_MAX_OOMS 16                  /* OOMs with a full story */
+#define SM_MAX_RANGES 4096              /* NVTX ranges kept for drawing */
+#define SM_RANGE_DEPTHS 3               /* NVTX nesting depths drawn */
 
-enum vm_cls { VM_CLS_NONE = 0, VM_CLS_MEM = 1, VM_CLS_BLOCK = 2 };
-enum vm_at { VM_AT_DEFAULT = 0, VM_AT_OOM, VM_AT_PEAK, VM_AT_END, VM_AT_TIME };
-enum vm_x { VM_X_TIME = 0, VM_X_EVENTS };
-enum vm_from { VM_FROM_FIRST = 0, VM_FROM_ZERO };
+enum sm_cls { SM_CLS_NONE = 0, SM_CLS_MEM = 1, SM_CLS_BLOCK = 2 };
+enum sm_at { SM_AT_DEFAULT = 0, SM_AT_OOM, SM_AT_PEAK, SM_AT_END, SM_AT_TIME };
+enum sm_x { SM_X_TIME = 0, SM_X_EVENTS };
+enum sm_from { SM_FROM_FIRST = 0, SM_FROM_ZERO };
 
 /* What the caller wants. */
-typedef struct vm_opts {
-    int top;             /* top sites per device with their own colour (<= VM_MAX_TOP) */
+typedef struct sm_opts {
+    int top;             /* top sites per device with their own colour (<= SM_MAX_TOP) */
     int columns;         /* timeline columns (plot width in pixels); 0 = no timeline */
-    int x_mode;          /* VM_X_TIME or VM_X_EVENTS */
-    int x_from;          /* enum vm_from: time axis starts at the first event
+    int x_mode;          /* SM_X_TIME or SM_X_EVENTS */
+    int x_from;          /* enum sm_from: time axis starts at the first event
                           * or counters sample (default), or at t0 */
-    int at;              /* enum vm_at: moment of the segment layout */
-    uint64_t at_t_ns;    /* for VM_AT_TIME */
+    int at;              /* enum sm_at: moment of the segment layout */
+    uint64_t at_t_ns;    /* for SM_AT_TIME */
     uint64_t cap;        /* configured cap in bytes (--cap); 0 = header's or none */
-} vm_opts;
+} sm_opts;
 
 /* One allocation site: a stack id in one class on one device. */
-typedef struct vm_site {
+typedef struct sm_site {
     uint32_t stack;
-    uint8_t cls;         /* enum vm_cls */
+    uint8_t cls;         /* enum sm_cls */
     uint8_t kind;        /* msnap_action of its first allocation */
     int16_t device;      /* slot */
     int rank;            /* 0..top-1 on its device, -1 = "other" */
@@ -84,84 +85,74 @@ typedef struct vm_site {
     uint64_t v_first, v_last;  /* live at the first / latest valley */
     uint32_t rises, falls;
     int in_valleys;            /* has a value for the first valley */
-} vm_site;
-
-/* One live allocation / segment / handle / mapping. */
-typedef struct vm_live {
-    uint64_t addr, size, t, aux; /* aux: VMM handle for vmm_create / vmm_map */
-    uint32_t site;               /* index into sites, UINT32_MAX: none */
-    uint32_t stack;
-    int16_t device;              /* slot */
-    uint8_t kind;                /* msnap_action */
-    uint8_t layer;
-} vm_live;
+} sm_site;
 
 /* Layout at one moment: segments (rows of the map) and what fills them. */
-typedef struct vm_span {
+typedef struct sm_span {
     uint64_t addr, size;
     uint32_t site;               /* index into sites, UINT32_MAX: no site */
-    uint8_t what;                /* VM_SPAN_BLOCK, _USED, _FREE, _UNMAPPED */
-} vm_span;
-enum { VM_SPAN_BLOCK = 1, VM_SPAN_USED, VM_SPAN_FREE, VM_SPAN_UNMAPPED };
+    uint8_t what;                /* SM_SPAN_BLOCK, _USED, _FREE, _UNMAPPED */
+} sm_span;
+enum { SM_SPAN_BLOCK = 1, SM_SPAN_USED, SM_SPAN_FREE, SM_SPAN_UNMAPPED };
 
-typedef struct vm_segment {
+typedef struct sm_segment {
     uint64_t addr, size;
     uint8_t kind;                /* alloc, async_alloc, managed_alloc, vmm_reserve; 0: blocks outside any segment */
     int16_t device;
     uint32_t site;
     size_t first_span, nspans;   /* spans cover [addr, addr+size) in address order */
     uint64_t largest_free;
-} vm_segment;
+} sm_segment;
 
-typedef struct vm_dev_layout {
+typedef struct sm_dev_layout {
     uint64_t segments, segment_bytes, mapped_bytes, block_bytes;
     uint64_t total_free, largest_free;   /* free = mapped but in no block */
-} vm_dev_layout;
+} sm_dev_layout;
 
-typedef struct vm_layout {
+typedef struct sm_layout {
     int valid;
     uint64_t t_ns, event_index;  /* the moment: after event #event_index (1-based; 0 = before any) */
-    int at;                      /* enum vm_at it was taken for */
-    vm_segment *segs;            /* by device, then address */
+    int at;                      /* enum sm_at it was taken for */
+    sm_segment *segs;            /* by device, then address */
     size_t nsegs;
-    vm_span *spans;
+    sm_span *spans;
     size_t nspans;
-    vm_dev_layout dev[VM_NDEV];
-} vm_layout;
+    sm_dev_layout dev[SM_NDEV];
+} sm_layout;
 
 /* An OOM (or failed allocation) and the state when it happened. */
-typedef struct vm_oom {
+typedef struct sm_oom {
     uint64_t t_ns, event_index, requested, dev_free, dev_total;
     int device, action, api, result;
     uint32_t stack;
     uint64_t allocated, reserved;       /* stacked layer / driver memory on the device */
     uint64_t total_free, largest_free;  /* inside reserved (allocator cache) */
     int blocks_seen;                    /* whether free inside reserved is known */
-} vm_oom;
+} sm_oom;
 
 /* A leak suspect: a site whose live bytes at successive valleys of the
  * stacked total keep rising. */
-typedef struct vm_leak {
+typedef struct sm_leak {
     uint32_t site;
     uint64_t first, last;        /* live bytes at the first / last valley */
     uint32_t rises, falls;
-} vm_leak;
+} sm_leak;
 
 /* Per-column timeline buckets of one device. */
-typedef struct vm_col {
+typedef struct sm_col {
     uint64_t total_max, total_min;   /* stacked total */
     uint64_t res_max, res_min;       /* reserved line */
     uint64_t cnt_res, cnt_alloc;     /* counters series (max in column) */
     uint8_t has, has_cnt;
-} vm_col;
+} sm_col;
 
-typedef struct vm_range {
+typedef struct sm_range {
     uint64_t t0, t1;                 /* x units (ns or event index) */
     uint32_t str;
-    uint8_t lane;                    /* 0..VM_RANGE_DEPTHS-1 */
-} vm_range;
+    uint8_t lane;                    /* 0..SM_RANGE_DEPTHS-1 */
+} sm_range;
 
-typedef struct vm_dev {
+typedef struct sm_dev {
     int seen;                        /* any stacked / reserved activity */
     uint64_t reserved, stacked, allocated, mem;   /* current levels */
     uint64_t peak_reserved, peak_reserved_t, peak_stacked, peak_stacked_t;
@@ -170,123 +161,119 @@ typedef struct vm_dev {
     uint64_t total;                  /* device capacity (0 unknown) */
     char name[128];
     int ntop;                        /* top sites on this device */
-    uint32_t top[VM_MAX_TOP];        /* site indexes by rank */
-    uint64_t cur[VM_MAX_TOP + 1];    /* pass 2: live per rank, [ntop] = other */
-    vm_col *cols;                    /* pass 2: opts.columns buckets */
-    uint64_t *colvals;               /* columns x (VM_MAX_TOP+1): breakdown at total_max */
+    uint32_t top[SM_MAX_TOP];        /* site indexes by rank */
+    uint64_t cur[SM_MAX_TOP + 1];    /* pass 2: live per rank, [ntop] = other */
+    sm_col *cols;                    /* pass 2: opts.columns buckets */
+    uint64_t *colvals;               /* columns x (SM_MAX_TOP+1): breakdown at total_max */
     int last_col;
-    uint32_t colour[VM_MAX_TOP];     /* colour of each rank when colour_set (compare, several files) */
-    uint8_t colour_set[VM_MAX_TOP];
-} vm_dev;
+    uint32_t colour[SM_MAX_TOP];     /* colour of each rank when colour_set (compare, several files) */
+    uint8_t colour_set[SM_MAX_TOP];
+} sm_dev;
 
-typedef struct vm_model vm_model;
+typedef struct sm_model sm_model;
 
 /* A new model; NULL when out of memory. */
-vm_model *vm_new(const vm_opts *o);
-void vm_free(vm_model *m);
+sm_model *sm_new(const sm_opts *o);
+void sm_free(sm_model *m);
 
 /* Feeds one record (in file order).  0 ok, -1 out of memory. */
-int vm_feed(vm_model *m, const msnap_record *r);
+int sm_feed(sm_model *m, const msnap_record *r);
 /* Ends pass 1 (computes top sites, leak suspects, the capture moment).
  * 0 ok, -1 out of memory. */
-int vm_end_pass1(vm_model *m);
+int sm_end_pass1(sm_model *m);
 /* Starts pass 2 (clean live set seeded with pre-window allocations).
  * 0 ok, -1 out of memory. */
-int vm_begin_pass2(vm_model *m);
+int sm_begin_pass2(sm_model *m);
 /* Ends pass 2 (fills the columns up to the end, captures "end").  0 ok. */
-int vm_end_pass2(vm_model *m);
+int sm_end_pass2(sm_model *m);
 
 /* Reads the whole file through pass 1 (and pass 2 when pass2 is set).
  * 0 ok; 2 unreadable input or out of memory, with a one-line message
  * "PATH: why" in err (the reader's "line N: ..." messages included). */
-int vm_read_file(vm_model *m, const char *path, int pass2, char *err,
+int sm_read_file(sm_model *m, const char *path, int pass2, char *err,
                  size_t errlen);
 
-/* Pass 2 alone, after pass 1 was fed by the caller (vm_feed + vm_end_pass1). */
-int vm_read_pass2(vm_model *m, const char *path, char *err, size_t errlen);
+/* Pass 2 alone, after pass 1 was fed by the caller (sm_feed + sm_end_pass1). */
+int sm_read_pass2(sm_model *m, const char *path, char *err, size_t errlen);
 
 /* ---- results ---------------------------------------------------------- */
 
-const vm_opts *vm_options(const vm_model *m);
-const vm_dev *vm_device(const vm_model *m, int slot);
-int vm_blocks_seen(const vm_model *m);      /* stacked layer = allocator blocks */
-const vm_site *vm_sites(const vm_model *m, size_t *n);
+const sm_opts *sm_options(const sm_model *m);
+const sm_dev *sm_device(const sm_model *m, int slot);
+int sm_blocks_seen(const sm_model *m);      /* stacked layer = allocator blocks */
+const sm_site *sm_sites(const sm_model *m, size_t *n);
 /* Leak suspects, largest growth first; nvalleys: valleys found. */
-const vm_leak *vm_leaks(const vm_model *m, size_t *n, uint64_t *nvalleys);
+const sm_leak *sm_leaks(const sm_model *m, size_t *n, uint64_t *nvalleys);
 /* Stacked total at the first and the last valley (the floor). */
-void vm_floor(const vm_model *m, uint64_t *first, uint64_t *last);
-const vm_oom *vm_ooms(const vm_model *m, size_t *n, uint64_t *total);
-const vm_layout *vm_layout_at(const vm_model *m);
-const vm_range *vm_ranges(const vm_model *m, size_t *n, uint64_t *total);
+void sm_floor(const sm_model *m, uint64_t *first, uint64_t *last);
+const sm_oom *sm_ooms(const sm_model *m, size_t *n, uint64_t *total);
+const sm_layout *sm_layout_at(const sm_model *m);
+const sm_range *sm_ranges(const sm_model *m, size_t *n, uint64_t *total);
 /* x range of the timeline: [x_lo, x_hi] in ns or event index.  In time
  * mode x_lo is the first event's or the first counters sample's time,
- * whichever is earlier (x_from = VM_FROM_FIRST), or 0 (VM_FROM_ZERO): a
+ * whichever is earlier (x_from = SM_FROM_FIRST), or 0 (SM_FROM_ZERO): a
  * recorder's t0 is when the process started, often seconds before the
  * first CUDA allocation. */
-void vm_x_range(const vm_model *m, uint64_t *lo, uint64_t *hi);
+void sm_x_range(const sm_model *m, uint64_t *lo, uint64_t *hi);
 /* Column of an x value (clamped to the columns). */
-int vm_col_of(const vm_model *m, uint64_t x);
-uint64_t vm_events(const vm_model *m);
-uint64_t vm_first_event_t(const vm_model *m);   /* t of the first event */
+int sm_col_of(const sm_model *m, uint64_t x);
+uint64_t sm_events(const sm_model *m);
+uint64_t sm_first_event_t(const sm_model *m);   /* t of the first event */
 /* Peaks of the whole process (all devices at one moment): the stacked
  * layer (allocated when blocks are seen) and reserved; counters lines
  * count when they are higher (ring mode). */
-void vm_peak_totals(const vm_model *m, uint64_t *stacked, uint64_t *reserved);
-/* Colour of rank r of device slot d: the one set with vm_set_colour, else
+void sm_peak_totals(const sm_model *m, uint64_t *stacked, uint64_t *reserved);
+/* Colour of rank r of device slot d: the one set with sm_set_colour, else
  * the palette's (render.h viz_site_colour).  Ranks < 0 are "other". */
-void vm_set_colour(vm_model *m, int slot, int rank, uint32_t rgb);
-int vm_counters_seen(const vm_model *m);
-uint64_t vm_cap(const vm_model *m);             /* --cap or header settings */
+void sm_set_colour(sm_model *m, int slot, int rank, uint32_t rgb);
+int sm_counters_seen(const sm_model *m);
+uint64_t sm_cap(const sm_model *m);             /* --cap or header settings */
 /* The file's stack/sym/module/str tables (symtab.h), complete after
  * pass 1; `memsnap summary` prints its frames from them. */
-const vm_symtab *vm_symtab_of(const vm_model *m);
-const char *vm_str(const vm_model *m, uint32_t id);
-const msnap_header *vm_header_info(const vm_model *m, char *mode, size_t modelen);
-int vm_ring_mode(const vm_model *m);
+const sm_symtab *sm_symtab_of(const sm_model *m);
+const char *sm_str(const sm_model *m, uint32_t id);
+const msnap_header *sm_header_info(const sm_model *m, char *mode, size_t modelen);
+int sm_ring_mode(const sm_model *m);
 /* Frame i of a stack as "fn (file:line)", "module+0xoff" or "0xip"; returns
  * the stack's depth (0 unknown).  Names are as the file has them. */
-int vm_frame(const vm_model *m, uint32_t stack, int i, char *buf, size_t cap);
+int sm_frame(const sm_model *m, uint32_t stack, int i, char *buf, size_t cap);
 
-/* What the file says about frame i of a stack (vm_frame_info, symtab.h):
+/* What the file says about frame i of a stack (sm_frame_info, symtab.h):
  * its ip, sym record and sized module.  Returns the stack's depth (0 when
  * the stack is unknown); for i out of range only the depth. */
-int vm_frame_get(const vm_model *m, uint32_t stack, int i, vm_frame_info *f);
+int sm_frame_get(const sm_model *m, uint32_t stack, int i, sm_frame_info *f);
 
 /* Site labels (label.c): see the top of label.c for the rule. */
-#define VM_LABEL_MAX 160
-/* A stack's site label: its innermost frame of the user's code (siterules.h),
- * shortened, and where another site of the file would read the same,
- * " from CALLER", " via LIBRARY FRAME" or " (stack N)".  The same for a
- * stack whatever else is listed with it. */
-void vm_site_label(const vm_model *m, uint32_t stack, char *buf, size_t cap);
-/* vm_site_label of n stacks (a legend, a list). */
-void vm_site_labels(const vm_model *m, const uint32_t *stacks, int n,
-                    char (*labels)[VM_LABEL_MAX]);
+#define SM_LABEL_MAX 160
+/* The frame that names a site: the innermost one outside the memory
+ * runtime and allocator libraries, shortened for a legend. */
+void sm_site_label(const sm_model *m, uint32_t stack, char *buf, size_t cap);
+/* Labels for sites shown together (a legend, a list): like sm_site_label,
+ * and where two of them would read the same, each gets " from CALLER" (the
+ * first caller only its stack has) or " (stack N)". */
+void sm_site_labels(const sm_model *m, const uint32_t *stacks, int n,
+                    char (*labels)[SM_LABEL_MAX]);
 /* A key that names the same site in another snapshot of the same program
  * (another run, another rank, another allocator setting): a hash of the
- * frames from the first frame outside the memory runtime outwards as
- * "function (file:line)" (else module+offset), without addresses.  Stacks
- * of one key have one label. */
-uint64_t vm_site_key(const vm_model *m, uint32_t stack);
+ * frames from the labelling frame outwards as "function (file:line)" (else
+ * module+offset), without addresses and without the allocator's frames. */
+uint64_t sm_site_key(const sm_model *m, uint32_t stack);
 /* A C++ function name shortened for a legend: demangled when it is
  * mangled (_Z...) and a demangler is reachable, without the argument
  * list, template arguments, return type, "(anonymous namespace)::" and
  * " [clone ...]". */
-void vm_short_name(const char *fn, char *buf, size_t cap);
+void sm_short_name(const char *fn, char *buf, size_t cap);
 /* Lets the demangler load libstdc++ when it is not in the process (the
  * CLI does; default off, as for the symbolizer). */
-void vm_demangle_allow_loading(int allow);
+void sm_demangle_allow_loading(int allow);
 
 /* Live bytes of a top site (rank, or ntop for "other") of device slot at
  * column col, for tests and the painter. */
-uint64_t vm_col_value(const vm_model *m, int slot, int col, int rank);
+uint64_t sm_col_value(const sm_model *m, int slot, int col, int rank);
 
 /* Parses "oom", "peak", "end", or a time ("12.5", "12.5s", "800ms",
  * "3min", "1.5h", "250us", "1000ns") into *at and *t.  0 ok, -1 bad. */
-int vm_parse_at(const char *s, int *at, uint64_t *t_ns);
+int sm_parse_at(const char *s, int *at, uint64_t *t_ns);
 
-/* Human sizes and times for labels. */
-const char *vm_fmt_size(uint64_t bytes, char *buf, size_t cap);
-const char *vm_fmt_time(uint64_t ns, char *buf, size_t cap);
 
 #endif

@@ -1,4 +1,4 @@
-/* The two pictures of `memsnap render`, painted from a vm_model (model.h):
+/* The two pictures of `memsnap render`, painted from a sm_model (model.h):
  *
  *   timeline  one panel per device: allocated bytes over time as a stacked
  *             area by allocation site (top N by peak, each its own colour,
@@ -35,10 +35,10 @@
 
 /* Colour of site rank r (0-based) in the palette; r < 0 is "other". */
 uint32_t viz_site_colour(int rank);
-/* Colour of rank r of device slot in this model: vm_set_colour's when set
+/* Colour of rank r of device slot in this model: sm_set_colour's when set
  * (compare and several files give a site the same colour in every panel),
  * else the palette's. */
-uint32_t viz_rank_colour(const vm_model *m, int slot, int rank);
+uint32_t viz_rank_colour(const sm_model *m, int slot, int rank);
 /* Fits a site label into n characters: drops leading namespaces of the
  * naming function first, then cuts the end with "..". */
 void viz_fit_label(char *s, int n);
@@ -47,7 +47,7 @@ void viz_fit_label(char *s, int n);
 int viz_text_scale(int width);
 
 /* Plot columns (pixels of the x axis) of a timeline of this width: what
- * vm_opts.columns must be for viz_timeline. */
+ * sm_opts.columns must be for viz_timeline. */
 int viz_timeline_columns(int width);
 
 /* One timeline panel's plot rectangle and y scale. */
@@ -63,25 +63,25 @@ int viz_y_of(const viz_geom *g, uint64_t v);
 /* Paints the timeline into *c (which it allocates: width x height, height
  * 0 = automatic).  geoms (may be NULL) receives up to max_geoms panels and
  * *ngeoms their count.  0 ok, -1 out of memory. */
-int viz_timeline(const vm_model *m, canvas *c, int width, int height,
+int viz_timeline(const sm_model *m, canvas *c, int width, int height,
                  const char *title, viz_geom *geoms, int max_geoms,
                  int *ngeoms);
 
 /* One timeline panel: a device slot of a model, with its title line. */
 typedef struct viz_panel {
-    const vm_model *m;
+    const sm_model *m;
     int slot;
     const char *title;
 } viz_panel;
 
 /* The device slots of a model that get a panel (at least one); returns
- * their count, slots[] has room for VM_NDEV. */
-int viz_model_slots(const vm_model *m, int *slots);
+ * their count, slots[] has room for SM_NDEV. */
+int viz_model_slots(const sm_model *m, int *slots);
 /* "PREFIX - device N (name, capacity)". */
-void viz_panel_title(const vm_model *m, int slot, const char *prefix,
+void viz_panel_title(const sm_model *m, int slot, const char *prefix,
                      char *buf, size_t cap);
 /* The top of the y scale a panel of this slot would use on its own. */
-uint64_t viz_timeline_ymax(const vm_model *m, int slot);
+uint64_t viz_timeline_ymax(const sm_model *m, int slot);
 
 /* Paints n panels stacked top to bottom below a blank band of top_h
  * pixels (for the caller's own header).  shared_y: every panel on the
@@ -107,15 +107,13 @@ typedef struct viz_segmap_geom {
 } viz_segmap_geom;
 
 /* Pixel (x, y) of address a in a drawn segment row; -1 when not drawn. */
-int viz_segmap_pixel(const viz_segmap_geom *g, const vm_layout *l,
+int viz_segmap_pixel(const viz_segmap_geom *g, const sm_layout *l,
                      size_t seg, uint64_t a, int *x, int *y);
 
 /* Paints the segment map of the model's captured layout.  height 0 =
  * automatic.  geom may be NULL.  0 ok, -1 out of memory. */
-int viz_segmap(const vm_model *m, canvas *c, int width, int height,
+int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                const char *title, viz_segmap_geom *geom);
 
-/* "1.5 GiB", "512 MiB", "0 B": a short size for tick labels. */
-const char *viz_fmt_size_short(uint64_t v, char *buf, size_t cap);
 
 #endif

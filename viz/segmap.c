@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "findings.h"
 #include "font.h"
 
 #define TEXT 0x111111u
@@ -43,13 +44,13 @@ static const char *kind_name(int kind)
 }
 
 /* Colour of a span. */
-static uint32_t span_colour(const vm_model *m, const vm_span *s)
+static uint32_t span_colour(const sm_model *m, const sm_span *s)
 {
     size_t ns;
-    const vm_site *sites = vm_sites(m, &ns);
+    const sm_site *sites = sm_sites(m, &ns);
     switch (s->what) {
-    case VM_SPAN_FREE: return VIZ_FREE;
-    case VM_SPAN_UNMAPPED: return VIZ_UNMAPPED;
+    case SM_SPAN_FREE: return VIZ_FREE;
+    case SM_SPAN_UNMAPPED: return VIZ_UNMAPPED;
     default:
         if (s->site == UINT32_MAX || s->site >= ns)
             return VIZ_OTHER;
@@ -65,14 +66,14 @@ static uint64_t seg_lines(uint64_t size, double bpp, int bar_w)
     return n ? n : 1;
 }
 
-int viz_segmap_pixel(const viz_segmap_geom *g, const vm_layout *l,
+int viz_segmap_pixel(const viz_segmap_geom *g, const sm_layout *l,
                      size_t seg, uint64_t a, int *x, int *y)
 {
     for (size_t i = 0; i < g->nrows; i++) {
         const viz_segrow *r = &g->rows[i];
         if (r->seg != seg)
             continue;
-        const vm_segment *s = &l->segs[seg];
+        const sm_segment *s = &l->segs[seg];
         if (a < s->addr || a >= s->addr + s->size)
             return -1;
         uint64_t px = (uint64_t)((double)(a - s->addr) / g->bytes_per_px);
@@ -119,65 +120,65 @@ static int flow(canvas *c, const item *it, int n, int x0, int x1, int y, int ts)
     return rows * lh;
 }
 
-int viz_segmap(const vm_model *m, canvas *c, int width, int height,
+int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                const char *title, viz_segmap_geom *geom)
 {
-    const vm_layout *l = vm_layout_at(m);
+    const sm_layout *l = sm_layout_at(m);
     int ts = viz_text_scale(width);
     char buf[512], a[32], b[32], d1[32];
     size_t nsites;
-    const vm_site *sites = vm_sites(m, &nsites);
+    const sm_site *sites = sm_sites(m, &nsites);
 
     /* Which devices have rows, and the stats lines. */
     int ndev_rows = 0;
-    for (int d = 0; d < VM_NDEV; d++)
+    for (int d = 0; d < SM_NDEV; d++)
         if (l->dev[d].segments || l->dev[d].block_bytes)
             ndev_rows++;
 
     /* Legend: sites present in the layout, by rank. */
-    item *it = calloc(VM_MAX_TOP * VM_NDEV + 4, sizeof *it);
+    item *it = calloc(SM_MAX_TOP * SM_NDEV + 4, sizeof *it);
     if (!it)
         return -1;
     int nit = 0, other = 0;
-    for (int d = 0; d < VM_NDEV && nit < VM_MAX_TOP * 2; d++) {
-        const vm_dev *v = vm_device(m, d);
+    for (int d = 0; d < SM_NDEV && nit < SM_MAX_TOP * 2; d++) {
+        const sm_dev *v = sm_device(m, d);
         if (!l->dev[d].segments)
             continue;
-        uint32_t stacks[VM_MAX_TOP];
-        char (*labs)[VM_LABEL_MAX] = malloc(VM_MAX_TOP * sizeof *labs);
+        uint32_t stacks[SM_MAX_TOP];
+        char (*labs)[SM_LABEL_MAX] = malloc(SM_MAX_TOP * sizeof *labs);
         for (int r = 0; r < v->ntop; r++)
             stacks[r] = sites[v->top[r]].stack;
         if (labs)
-            vm_site_labels(m, stacks, v->ntop, labs);
+            sm_site_labels(m, stacks, v->ntop, labs);
         for (int r = 0; r < v->ntop; r++) {
             uint64_t bytes = 0;
             for (size_t i = 0; i < l->nspans; i++)
-                if ((l->spans[i].what == VM_SPAN_BLOCK || l->spans[i].what == VM_SPAN_USED) &&
+                if ((l->spans[i].what == SM_SPAN_BLOCK || l->spans[i].what == SM_SPAN_USED) &&
                     l->spans[i].site == v->top[r])
                     bytes += l->spans[i].size;
             if (!bytes)
                 continue;
-            char lab[VM_LABEL_MAX];
+            char lab[SM_LABEL_MAX];
             if (labs)
                 snprintf(lab, sizeof lab, "%s", labs[r]);
             else
-                vm_site_label(m, sites[v->top[r]].stack, lab, sizeof lab);
+                sm_site_label(m, sites[v->top[r]].stack, lab, sizeof lab);
             viz_fit_label(lab, 84);
             snprintf(it[nit].text, sizeof it[nit].text, "%s%.100s  %s here",
-                     ndev_rows > 1 ? "" : "", lab, viz_fmt_size_short(bytes, a, sizeof a));
+                     ndev_rows > 1 ? "" : "", lab, msnap_size_text_short(bytes, a, sizeof a));
             it[nit++].colour = viz_rank_colour(m, d, r);
         }
         free(labs);
     }
     for (size_t i = 0; i < l->nspans; i++)
-        if ((l->spans[i].what == VM_SPAN_BLOCK || l->spans[i].what == VM_SPAN_USED) &&
+        if ((l->spans[i].what == SM_SPAN_BLOCK || l->spans[i].what == SM_SPAN_USED) &&
             (l->spans[i].site >= nsites || sites[l->spans[i].site].rank < 0))
             other = 1;
     if (other) {
         snprintf(it[nit].text, sizeof it[nit].text, "other sites");
         it[nit++].colour = VIZ_OTHER;
     }
-    if (vm_blocks_seen(m)) {
+    if (sm_blocks_seen(m)) {
         snprintf(it[nit].text, sizeof it[nit].text,
                  "free inside reserved (cached by the allocator)");
         it[nit++].colour = VIZ_FREE;
@@ -274,12 +275,12 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
     }
 
     /* Title. */
-    const char *when = l->at == VM_AT_OOM ? "at the first OOM"
-                     : l->at == VM_AT_PEAK ? "at the peak of reserved memory"
-                     : l->at == VM_AT_TIME ? "at the chosen time"
+    const char *when = l->at == SM_AT_OOM ? "at the first OOM"
+                     : l->at == SM_AT_PEAK ? "at the peak of reserved memory"
+                     : l->at == SM_AT_TIME ? "at the chosen time"
                                            : "at the end";
     snprintf(buf, sizeof buf, "%s %s (t = %s, after event %" PRIu64 ")", title,
-             when, vm_fmt_time(l->t_ns, a, sizeof a), l->event_index);
+             when, msnap_time_text(l->t_ns, a, sizeof a), l->event_index);
     if ((int)strlen(buf) * FONT_CELL_W * (ts + 1) > width - 2 * margin)
         canvas_text(c, margin, 8, buf, TEXT, ts);
     else
@@ -290,46 +291,46 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
     snprintf(buf, sizeof buf,
              "One row per segment, laid out by address; every pixel is %s%s.",
              bpp >= 1 ? "" : "less than 1 B",
-             bpp >= 1 ? viz_fmt_size_short((uint64_t)llround(bpp), a, sizeof a) : "");
+             bpp >= 1 ? msnap_size_text_short((uint64_t)llround(bpp), a, sizeof a) : "");
     canvas_text(c, margin, y, buf, MUTED, ts);
     y += (FONT_CELL_H + 3) * ts;
-    canvas_text(c, margin, y, vm_blocks_seen(m)
+    canvas_text(c, margin, y, sm_blocks_seen(m)
                     ? "Colour = allocation site of the block; white = free."
                     : "No allocator blocks: segments show their own allocation site.",
                 MUTED, ts);
     y += (FONT_CELL_H + 3) * ts;
-    for (int d = 0; d < VM_NDEV; d++) {
-        const vm_dev_layout *dl = &l->dev[d];
+    for (int d = 0; d < SM_NDEV; d++) {
+        const sm_dev_layout *dl = &l->dev[d];
         if (!dl->segments && !dl->block_bytes)
             continue;
-        const vm_dev *v = vm_device(m, d);
-        if (vm_blocks_seen(m))
+        const sm_dev *v = sm_device(m, d);
+        if (sm_blocks_seen(m))
             snprintf(buf, sizeof buf,
                      "device %d: %" PRIu64 " segments with %s of memory, %s of it in blocks",
-                     d == VM_DEV_UNKNOWN ? -1 : d, dl->segments,
-                     vm_fmt_size(dl->mapped_bytes, a, sizeof a),
-                     vm_fmt_size(dl->block_bytes, b, sizeof b));
+                     d == SM_DEV_UNKNOWN ? -1 : d, dl->segments,
+                     msnap_size_text(dl->mapped_bytes, a, sizeof a),
+                     msnap_size_text(dl->block_bytes, b, sizeof b));
         else
             snprintf(buf, sizeof buf,
                      "device %d: %" PRIu64 " segments with %s of memory",
-                     d == VM_DEV_UNKNOWN ? -1 : d, dl->segments,
-                     vm_fmt_size(dl->mapped_bytes, a, sizeof a));
+                     d == SM_DEV_UNKNOWN ? -1 : d, dl->segments,
+                     msnap_size_text(dl->mapped_bytes, a, sizeof a));
         if (dl->segment_bytes > dl->mapped_bytes) {
             size_t n = strlen(buf);
             snprintf(buf + n, sizeof buf - n, " (+%s of address space not mapped)",
-                     vm_fmt_size(dl->segment_bytes - dl->mapped_bytes, d1, sizeof d1));
+                     msnap_size_text(dl->segment_bytes - dl->mapped_bytes, d1, sizeof d1));
         }
         canvas_text(c, margin, y, buf, TEXT, ts);
         y += (FONT_CELL_H + 3) * ts;
-        if (vm_blocks_seen(m)) {
+        if (sm_blocks_seen(m)) {
             snprintf(buf, sizeof buf, "  free inside reserved %s, largest free block %s",
-                     vm_fmt_size(dl->total_free, a, sizeof a),
-                     vm_fmt_size(dl->largest_free, b, sizeof b));
+                     msnap_size_text(dl->total_free, a, sizeof a),
+                     msnap_size_text(dl->largest_free, b, sizeof b));
             canvas_text(c, margin, y, buf, TEXT, ts);
             y += (FONT_CELL_H + 3) * ts;
             if (dl->total_free)
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = %.3f",
-                         1.0 - (double)dl->largest_free / (double)dl->total_free);
+                         sm_frag_free(dl->total_free, dl->largest_free));
             else
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = 0 (nothing free)");
         } else {
@@ -340,16 +341,16 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
         }
         canvas_text(c, margin, y, buf, TEXT, ts);
         y += (FONT_CELL_H + 3) * ts;
-        if (vm_blocks_seen(m) && v->peak_reserved)
+        if (sm_blocks_seen(m) && v->peak_reserved)
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved = %.3f (whole run: %s / %s)",
-                     1.0 - (double)v->peak_allocated / (double)v->peak_reserved,
-                     vm_fmt_size(v->peak_allocated, a, sizeof a),
-                     vm_fmt_size(v->peak_reserved, b, sizeof b));
+                     sm_frag_peak(v->peak_allocated, v->peak_reserved),
+                     msnap_size_text(v->peak_allocated, a, sizeof a),
+                     msnap_size_text(v->peak_reserved, b, sizeof b));
         else
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved: n/a (peak reserved %s)",
-                     vm_fmt_size(v->peak_reserved, a, sizeof a));
+                     msnap_size_text(v->peak_reserved, a, sizeof a));
         canvas_text(c, margin, y, buf, TEXT, ts);
         y += (FONT_CELL_H + 3) * ts;
     }
@@ -371,10 +372,10 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
     }
     int cur_dev = -2;
     for (size_t si = 0; si < shown && y < H; si++) {
-        const vm_segment *s = &l->segs[si];
+        const sm_segment *s = &l->segs[si];
         if (s->device != cur_dev) {
             cur_dev = s->device;
-            snprintf(buf, sizeof buf, "device %d", cur_dev == VM_DEV_UNKNOWN ? -1 : cur_dev);
+            snprintf(buf, sizeof buf, "device %d", cur_dev == SM_DEV_UNKNOWN ? -1 : cur_dev);
             canvas_text(c, margin, y + 3 * ts, buf, TEXT, ts);
             canvas_hline(c, margin + canvas_text_w(buf, ts) + 8, width - margin,
                          y + 3 * ts + FONT_CAP_H * ts / 2, 1, 0xbbbbbb, 0);
@@ -382,7 +383,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
         }
         int lines = (int)seg_lines(s->size, bpp, bar_w);
         snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
-                 viz_fmt_size_short(s->size, a, sizeof a), kind_name(s->kind));
+                 msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
         canvas_text(c, margin, y + 2, buf, TEXT, ts);
         if (geom) {
             geom->rows[geom->nrows++] = (viz_segrow){
@@ -405,7 +406,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
             while (sp < spe && l->spans[sp].addr + l->spans[sp].size <= la)
                 sp++;
             for (size_t k = sp; k < spe && l->spans[k].addr < lb; k++) {
-                const vm_span *spn = &l->spans[k];
+                const sm_span *spn = &l->spans[k];
                 uint64_t sa = spn->addr > la ? spn->addr : la;
                 uint64_t se = spn->addr + spn->size < lb ? spn->addr + spn->size : lb;
                 int p0 = (int)((double)(sa - la) / bpp), p1 = (int)((double)(se - 1 - la) / bpp);
@@ -423,7 +424,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
                     }
                 }
                 /* block boundary tick when the block is at least 3 px wide */
-                if ((spn->what == VM_SPAN_BLOCK || spn->what == VM_SPAN_USED) &&
+                if ((spn->what == SM_SPAN_BLOCK || spn->what == SM_SPAN_USED) &&
                     p1 - p0 >= 3 && spn->addr >= la)
                     best_w[p0] = -spn->what;
             }
@@ -432,7 +433,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
                 uint32_t col = best_b[p] ? best_c[p] : VIZ_FREE;
                 int what = best_w[p] < 0 ? -best_w[p] : best_w[p];
                 canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h, col);
-                if (what == VM_SPAN_UNMAPPED)
+                if (what == SM_SPAN_UNMAPPED)
                     for (int k = 0; k < row_h; k++)
                         if ((bar_x + p + ry + k) % 6 == 0)
                             canvas_set(c, bar_x + p, ry + k, 0x9a9a9a);
@@ -443,11 +444,11 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
             canvas_frame(c, bar_x - 1, ry - 1, bar_x + npx + 1, ry + row_h + 1, OUTLINE);
         }
         /* Frame the largest free block of its device. */
-        const vm_dev_layout *dl = &l->dev[s->device];
-        if (vm_blocks_seen(m) && dl->largest_free && s->largest_free == dl->largest_free) {
+        const sm_dev_layout *dl = &l->dev[s->device];
+        if (sm_blocks_seen(m) && dl->largest_free && s->largest_free == dl->largest_free) {
             for (size_t k = s->first_span; k < spe; k++) {
-                const vm_span *spn = &l->spans[k];
-                if (spn->what != VM_SPAN_FREE || spn->size != dl->largest_free)
+                const sm_span *spn = &l->spans[k];
+                if (spn->what != SM_SPAN_FREE || spn->size != dl->largest_free)
                     continue;
                 uint64_t off0 = spn->addr - s->addr, off1 = off0 + spn->size;
                 uint64_t p0 = (uint64_t)((double)off0 / bpp), p1 = (uint64_t)((double)off1 / bpp);
@@ -479,7 +480,7 @@ int viz_segmap(const vm_model *m, canvas *c, int width, int height,
 
     /* Legend, plus a note for the red frame. */
     int ly = H - legend_h;
-    if (vm_blocks_seen(m)) {
+    if (sm_blocks_seen(m)) {
         canvas_frame(c, margin, ly - 2 - row_h, margin + 12 * ts, ly - 2 - row_h + FONT_CAP_H * ts, LARGEST);
         canvas_text(c, margin + 14 * ts + 4, ly - 2 - row_h - ts, "largest free block (red frame)", TEXT, ts);
     }

@@ -44,7 +44,7 @@ enum sr_class { SR_USER = 0, SR_PYLIB = 1, SR_LIB = 2, SR_RUNTIME = 3 };
 /* What the rules look at in a frame; "" for an unknown field. */
 typedef struct sr_frame {
     const char *fn;          /* as recorded (maybe mangled) */
-    const char *short_fn;    /* shortened (label.c vm_short_name), or "" */
+    const char *short_fn;    /* shortened (label.c sm_short_name), or "" */
     const char *file;
     const char *module;      /* path */
     int python;              /* a Python frame (format.h msnap_ip_is_python) */

@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-void vm_symtab_free(vm_symtab *t)
+void sm_symtab_free(sm_symtab *t)
 {
     u64map_free(&t->stack_map);
     for (size_t i = 0; i < t->nstacks; i++)
@@ -30,7 +30,7 @@ void vm_symtab_free(vm_symtab *t)
 }
 
 /* Stores a stack record (a later record with the same id replaces it). */
-static int take_stack(vm_symtab *t, const msnap_stack *st)
+static int take_stack(sm_symtab *t, const msnap_stack *st)
 {
     uint64_t *v = u64map_get(&t->stack_map, 0, st->id);
     size_t i;
@@ -38,14 +38,14 @@ static int take_stack(vm_symtab *t, const msnap_stack *st)
         i = (size_t)*v;
         free(t->stacks[i].ips);
     } else {
-        if (vm_grow((void **)&t->stacks, &t->cap_stacks, t->nstacks,
+        if (sm_grow((void **)&t->stacks, &t->cap_stacks, t->nstacks,
                     sizeof *t->stacks) ||
             u64map_put(&t->stack_map, 0, st->id, t->nstacks))
             return -1;
         i = t->nstacks++;
     }
     int depth = st->depth < 0 ? 0 : st->depth;
-    t->stacks[i] = (vm_stack_rec){.id = st->id, .depth = 0, .ips = NULL};
+    t->stacks[i] = (sm_stack_rec){.id = st->id, .depth = 0, .ips = NULL};
     if (depth) {
         t->stacks[i].ips = malloc((size_t)depth * sizeof(uint64_t));
         if (!t->stacks[i].ips)
@@ -58,14 +58,14 @@ static int take_stack(vm_symtab *t, const msnap_stack *st)
 
 /* Stores a sym record: the first one with a function name for an ip wins
  * (a named record replaces an earlier nameless one). */
-static int take_sym(vm_symtab *t, const msnap_symbol *y)
+static int take_sym(sm_symtab *t, const msnap_symbol *y)
 {
     uint64_t *v = u64map_get(&t->sym_map, 0, y->ip);
     if (v) {
-        vm_sym *d = &t->syms[*v];
+        sm_sym *d = &t->syms[*v];
         if (d->fn[0] || !y->function || !y->function[0])
             return 0;
-        char *fn = vm_dupstr(y->function), *file = vm_dupstr(y->file);
+        char *fn = sm_dupstr(y->function), *file = sm_dupstr(y->file);
         if (!fn || !file) {
             free(fn);
             free(file);
@@ -73,41 +73,41 @@ static int take_sym(vm_symtab *t, const msnap_symbol *y)
         }
         free(d->fn);
         free(d->file);
-        *d = (vm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
+        *d = (sm_sym){.ip = y->ip, .off = y->offset, .line = y->line,
                       .fn = fn, .file = file};
         return 0;
     }
-    char *fn = vm_dupstr(y->function), *file = vm_dupstr(y->file);
+    char *fn = sm_dupstr(y->function), *file = sm_dupstr(y->file);
     if (!fn || !file ||
-        vm_grow((void **)&t->syms, &t->cap_syms, t->nsyms, sizeof *t->syms) ||
+        sm_grow((void **)&t->syms, &t->cap_syms, t->nsyms, sizeof *t->syms) ||
         u64map_put(&t->sym_map, 0, y->ip, t->nsyms)) {
         free(fn);
         free(file);
         return -1;
     }
-    t->syms[t->nsyms++] = (vm_sym){.ip = y->ip, .off = y->offset,
+    t->syms[t->nsyms++] = (sm_sym){.ip = y->ip, .off = y->offset,
                                    .line = y->line, .fn = fn, .file = file};
     return 0;
 }
 
 /* Stores a module record. */
-static int take_module(vm_symtab *t, const msnap_module *md)
+static int take_module(sm_symtab *t, const msnap_module *md)
 {
-    char *path = vm_dupstr(md->path);
+    char *path = sm_dupstr(md->path);
     if (!path ||
-        vm_grow((void **)&t->mods, &t->cap_mods, t->nmods, sizeof *t->mods)) {
+        sm_grow((void **)&t->mods, &t->cap_mods, t->nmods, sizeof *t->mods)) {
         free(path);
         return -1;
     }
-    t->mods[t->nmods++] = (vm_module){.base = md->base, .size = md->size,
+    t->mods[t->nmods++] = (sm_module){.base = md->base, .size = md->size,
                                       .path = path};
     return 0;
 }
 
 /* Stores an interned string (a later record with the same id replaces). */
-static int take_str(vm_symtab *t, const msnap_str *x)
+static int take_str(sm_symtab *t, const msnap_str *x)
 {
-    char *copy = vm_dupstr(x->s);
+    char *copy = sm_dupstr(x->s);
     if (!copy)
         return -1;
     uint64_t *v = u64map_get(&t->str_map, 0, x->id);
@@ -116,7 +116,7 @@ static int take_str(vm_symtab *t, const msnap_str *x)
         t->strs[*v] = copy;
         return 0;
     }
-    if (vm_grow((void **)&t->strs, &t->cap_strs, t->nstrs, sizeof *t->strs) ||
+    if (sm_grow((void **)&t->strs, &t->cap_strs, t->nstrs, sizeof *t->strs) ||
         u64map_put(&t->str_map, 0, x->id, t->nstrs)) {
         free(copy);
         return -1;
@@ -125,7 +125,7 @@ static int take_str(vm_symtab *t, const msnap_str *x)
     return 0;
 }
 
-int vm_symtab_take(vm_symtab *t, const msnap_record *r)
+int sm_symtab_take(sm_symtab *t, const msnap_record *r)
 {
     if (t->labels && (r->type == MSNAP_REC_STACK || r->type == MSNAP_REC_SYMBOL ||
                       r->type == MSNAP_REC_MODULE)) {
@@ -141,37 +141,37 @@ int vm_symtab_take(vm_symtab *t, const msnap_record *r)
     }
 }
 
-const char *vm_symtab_str(const vm_symtab *t, uint32_t id)
+const char *sm_symtab_str(const sm_symtab *t, uint32_t id)
 {
     uint64_t *v = u64map_get(&t->str_map, 0, id);
     return v ? t->strs[*v] : "";
 }
 
-const vm_module *vm_symtab_module_of(const vm_symtab *t, uint64_t ip,
+const sm_module *sm_symtab_module_of(const sm_symtab *t, uint64_t ip,
                                      int match)
 {
     for (size_t i = 0; i < t->nmods; i++) {
-        const vm_module *md = &t->mods[i];
+        const sm_module *md = &t->mods[i];
         if (ip < md->base)
             continue;
         if (md->size ? ip - md->base < md->size
-                     : match == VM_MOD_OPEN_LAST && i + 1 == t->nmods)
+                     : match == SM_MOD_OPEN_LAST && i + 1 == t->nmods)
             return md;
     }
     return NULL;
 }
 
 /* The stack record of an id, NULL when unknown. */
-static const vm_stack_rec *stack_of(const vm_symtab *t, uint32_t stack)
+static const sm_stack_rec *stack_of(const sm_symtab *t, uint32_t stack)
 {
     uint64_t *v = u64map_get(&t->stack_map, 0, stack);
     return v ? &t->stacks[*v] : NULL;
 }
 
-int vm_symtab_frame(const vm_symtab *t, uint32_t stack, int i, int match,
+int sm_symtab_frame(const sm_symtab *t, uint32_t stack, int i, int match,
                     char *buf, size_t cap)
 {
-    const vm_stack_rec *st = stack_of(t, stack);
+    const sm_stack_rec *st = stack_of(t, stack);
     if (cap)
         buf[0] = '\0';
     if (!st)
@@ -181,8 +181,8 @@ int vm_symtab_frame(const vm_symtab *t, uint32_t stack, int i, int match,
     uint64_t ip = st->ips[i];
     uint64_t *y = u64map_get(&t->sym_map, 0, ip);
     if (y && t->syms[*y].fn[0]) {
-        const vm_sym *s = &t->syms[*y];
-        const char *file = msnap_ip_is_python(ip) ? s->file : vm_base_name(s->file);
+        const sm_sym *s = &t->syms[*y];
+        const char *file = msnap_ip_is_python(ip) ? s->file : sm_base_name(s->file);
         if (s->file[0] && s->line)
             snprintf(buf, cap, "%s (%s:%d)", s->fn, file, s->line);
         else if (s->file[0])
@@ -191,19 +191,19 @@ int vm_symtab_frame(const vm_symtab *t, uint32_t stack, int i, int match,
             snprintf(buf, cap, "%s+0x%" PRIx64, s->fn, s->off);
         return st->depth;
     }
-    const vm_module *md = vm_symtab_module_of(t, ip, match);
+    const sm_module *md = sm_symtab_module_of(t, ip, match);
     if (md)
-        snprintf(buf, cap, "%s+0x%" PRIx64, vm_base_name(md->path), ip - md->base);
+        snprintf(buf, cap, "%s+0x%" PRIx64, sm_base_name(md->path), ip - md->base);
     else
         snprintf(buf, cap, "0x%" PRIx64, ip);
     return st->depth;
 }
 
-int vm_symtab_frame_get(const vm_symtab *t, uint32_t stack, int i,
-                        vm_frame_info *f)
+int sm_symtab_frame_get(const sm_symtab *t, uint32_t stack, int i,
+                        sm_frame_info *f)
 {
-    *f = (vm_frame_info){.fn = "", .file = "", .module = ""};
-    const vm_stack_rec *st = stack_of(t, stack);
+    *f = (sm_frame_info){.fn = "", .file = "", .module = ""};
+    const sm_stack_rec *st = stack_of(t, stack);
     if (!st)
         return 0;
     if (i < 0 || i >= st->depth)
@@ -211,13 +211,13 @@ int vm_symtab_frame_get(const vm_symtab *t, uint32_t stack, int i,
     f->ip = st->ips[i];
     uint64_t *y = u64map_get(&t->sym_map, 0, f->ip);
     if (y) {
-        const vm_sym *s = &t->syms[*y];
+        const sm_sym *s = &t->syms[*y];
         f->fn = s->fn;
         f->file = s->file;
         f->line = s->line;
         f->off = s->off;
     }
-    const vm_module *md = vm_symtab_module_of(t, f->ip, VM_MOD_SIZED);
+    const sm_module *md = sm_symtab_module_of(t, f->ip, SM_MOD_SIZED);
     if (md) {
         f->module = md->path;
         f->module_base = md->base;

@@ -1,7 +1,7 @@
 /* The tables a snapshot carries besides its events: call stacks ("stack"
  * records), symbols ("sym"), loaded modules ("module") and interned strings
  * ("str"), and the rule that turns a frame of a stack into text.  One copy
- * serves the renderer's model (viz/model.h keeps one, vm_symtab) and
+ * serves the renderer's model (viz/model.h keeps one, sm_symtab) and
  * `memsnap summary`, which reads the model's.
  *
  * Rules, as records come in file order:
@@ -13,7 +13,7 @@
  *   str     a later record with the same id replaces the earlier one.
  *
  * Ownership: the table owns copies of every string and ip array; the
- * pointers vm_symtab_frame_get hands out live until vm_symtab_free.
+ * pointers sm_symtab_frame_get hands out live until sm_symtab_free.
  */
 #ifndef MEMSNAP_VIZ_SYMTAB_H
 #define MEMSNAP_VIZ_SYMTAB_H
@@ -28,7 +28,7 @@
 
 /* Grows *arr (element size esz) so that index n fits, doubling from 64.
  * 0 ok, -1 out of memory (*arr and *cap unchanged). */
-static inline int vm_grow(void **arr, size_t *cap, size_t n, size_t esz)
+static inline int sm_grow(void **arr, size_t *cap, size_t n, size_t esz)
 {
     if (n < *cap)
         return 0;
@@ -44,44 +44,44 @@ static inline int vm_grow(void **arr, size_t *cap, size_t n, size_t esz)
 }
 
 /* Last component of a path ("a/b/c.so" -> "c.so"). */
-static inline const char *vm_base_name(const char *p)
+static inline const char *sm_base_name(const char *p)
 {
     const char *b = strrchr(p, '/');
     return b ? b + 1 : p;
 }
 
 /* strdup that treats NULL as "". */
-static inline char *vm_dupstr(const char *s)
+static inline char *sm_dupstr(const char *s)
 {
     return strdup(s ? s : "");
 }
 
-typedef struct vm_stack_rec {
+typedef struct sm_stack_rec {
     uint32_t id;
     int depth;                   /* entries in ips; 0 when none kept */
     uint64_t *ips;               /* innermost frame first */
-} vm_stack_rec;
+} sm_stack_rec;
 
-typedef struct vm_sym {
+typedef struct sm_sym {
     uint64_t ip, off;
     char *fn, *file;             /* never NULL ("" when the record had none) */
     int line;
-} vm_sym;
+} sm_sym;
 
-typedef struct vm_module {
-    uint64_t base, size;         /* size 0: see VM_MOD_OPEN_LAST */
+typedef struct sm_module {
+    uint64_t base, size;         /* size 0: see SM_MOD_OPEN_LAST */
     char *path;                  /* never NULL */
-} vm_module;
+} sm_module;
 
 /* Zero-initialised is an empty table. */
-typedef struct vm_symtab {
+typedef struct sm_symtab {
     u64map stack_map;            /* id -> index into stacks */
-    vm_stack_rec *stacks;
+    sm_stack_rec *stacks;
     size_t nstacks, cap_stacks;
     u64map sym_map;              /* ip -> index into syms */
-    vm_sym *syms;
+    sm_sym *syms;
     size_t nsyms, cap_syms;
-    vm_module *mods;             /* file order */
+    sm_module *mods;             /* file order */
     size_t nmods, cap_mods;
     u64map str_map;              /* id -> index into strs */
     char **strs;
@@ -91,28 +91,28 @@ typedef struct vm_symtab {
      * through a const table.  Freed with labels_free. */
     void *labels;
     void (*labels_free)(void *labels);
-} vm_symtab;
+} sm_symtab;
 
 /* Frees everything the table holds and leaves it empty. */
-void vm_symtab_free(vm_symtab *t);
+void sm_symtab_free(sm_symtab *t);
 
 /* Takes a stack, sym, module or str record (other records are ignored;
  * any of these drops the label cache).  0 ok, -1 out of memory (the table
  * stays consistent). */
-int vm_symtab_take(vm_symtab *t, const msnap_record *r);
+int sm_symtab_take(sm_symtab *t, const msnap_record *r);
 
 /* The string of an interned-string id, "" when unknown. */
-const char *vm_symtab_str(const vm_symtab *t, uint32_t id);
+const char *sm_symtab_str(const sm_symtab *t, uint32_t id);
 
 /* Which module records a bare ip may fall in:
- *   VM_MOD_SIZED      only [base, base+size) of modules with a size;
- *   VM_MOD_OPEN_LAST  the same, and a size-0 module that is the last
+ *   SM_MOD_SIZED      only [base, base+size) of modules with a size;
+ *   SM_MOD_OPEN_LAST  the same, and a size-0 module that is the last
  *                     module record reaches from its base upwards
  *                     (`memsnap summary`'s frames). */
-enum { VM_MOD_SIZED = 0, VM_MOD_OPEN_LAST = 1 };
+enum { SM_MOD_SIZED = 0, SM_MOD_OPEN_LAST = 1 };
 
 /* The first module record holding ip under rule `match`, NULL when none. */
-const vm_module *vm_symtab_module_of(const vm_symtab *t, uint64_t ip,
+const sm_module *sm_symtab_module_of(const sm_symtab *t, uint64_t ip,
                                      int match);
 
 /* Frame i of a stack as text into buf: "fn (file:line)", "fn (file)" or
@@ -122,20 +122,20 @@ const vm_module *vm_symtab_module_of(const vm_symtab *t, uint64_t ip,
  * full: the .py path is what tells site-packages from the user's code.
  * Returns the stack's depth, 0 when the id is unknown; buf is "" when the
  * stack is unknown or i out of range. */
-int vm_symtab_frame(const vm_symtab *t, uint32_t stack, int i, int match,
+int sm_symtab_frame(const sm_symtab *t, uint32_t stack, int i, int match,
                     char *buf, size_t cap);
 
 /* What the file says about frame i of a stack: its ip, the sym record's
  * function/file/line/offset ("" / 0 when none) and the module record that
- * holds the ip (VM_MOD_SIZED; path "" and base 0 when none).  Returns the
+ * holds the ip (SM_MOD_SIZED; path "" and base 0 when none).  Returns the
  * stack's depth (0 when the stack is unknown); for i out of range only the
  * depth. */
-typedef struct vm_frame_info {
+typedef struct sm_frame_info {
     uint64_t ip, off, module_base;
     const char *fn, *file, *module;
     int line;
-} vm_frame_info;
-int vm_symtab_frame_get(const vm_symtab *t, uint32_t stack, int i,
-                        vm_frame_info *f);
+} sm_frame_info;
+int sm_symtab_frame_get(const sm_symtab *t, uint32_t stack, int i,
+                        sm_frame_info *f);
 
 #endif

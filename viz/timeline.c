@@ -48,11 +48,11 @@ uint32_t viz_site_colour(int rank)
     return rank >= NPAL ? rgb_lighten(c, 110) : c;
 }
 
-uint32_t viz_rank_colour(const vm_model *m, int slot, int rank)
+uint32_t viz_rank_colour(const sm_model *m, int slot, int rank)
 {
-    if (rank < 0 || rank >= VM_MAX_TOP || slot < 0 || slot >= VM_NDEV)
+    if (rank < 0 || rank >= SM_MAX_TOP || slot < 0 || slot >= SM_NDEV)
         return VIZ_OTHER;
-    const vm_dev *v = vm_device(m, slot);
+    const sm_dev *v = sm_device(m, slot);
     return v->colour_set[rank] ? v->colour[rank] : viz_site_colour(rank);
 }
 
@@ -114,24 +114,6 @@ int viz_y_of(const viz_geom *g, uint64_t v)
     if (y > g->y1)
         y = g->y1;
     return (int)y;
-}
-
-const char *viz_fmt_size_short(uint64_t v, char *buf, size_t cap)
-{
-    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    int u = 0;
-    double d = (double)v;
-    while (d >= 1024.0 && u < 6) {
-        d /= 1024.0;
-        u++;
-    }
-    if (fabs(d - round(d)) < 0.005)
-        snprintf(buf, cap, "%.0f %s", d, unit[u]);
-    else if (fabs(d * 10 - round(d * 10)) < 0.05)
-        snprintf(buf, cap, "%.1f %s", d, unit[u]);
-    else
-        snprintf(buf, cap, "%.2f %s", d, unit[u]);
-    return buf;
 }
 
 /* A power-of-two step giving 4..8 ticks up to ymax. */
@@ -234,7 +216,7 @@ typedef struct legend_item {
     int style;           /* 0 swatch, 1 solid line, 2 dashed line, 3 shade */
 } legend_item;
 
-#define MAX_ITEMS (VM_MAX_TOP + 12)
+#define MAX_ITEMS (SM_MAX_TOP + 12)
 
 /* Lays the items out in rows from x0 to x1; draws them when c != NULL.
  * Returns the height used. */
@@ -267,37 +249,37 @@ static int legend_flow(canvas *c, const legend_item *it, int n, int x0,
 }
 
 /* The legend items of a panel. */
-static int legend_items(const vm_model *m, int slot, legend_item *it,
+static int legend_items(const sm_model *m, int slot, legend_item *it,
                         int has_cap, int has_capacity, int has_oom,
                         int has_nvtx, int has_counters)
 {
-    const vm_dev *v = vm_device(m, slot);
+    const sm_dev *v = sm_device(m, slot);
     size_t nsites;
-    const vm_site *sites = vm_sites(m, &nsites);
+    const sm_site *sites = sm_sites(m, &nsites);
     int n = 0;
     char sz[32];
-    uint32_t stacks[VM_MAX_TOP];
-    char (*labs)[VM_LABEL_MAX] = malloc(VM_MAX_TOP * sizeof *labs);
+    uint32_t stacks[SM_MAX_TOP];
+    char (*labs)[SM_LABEL_MAX] = malloc(SM_MAX_TOP * sizeof *labs);
     for (int r = 0; r < v->ntop; r++)
         stacks[r] = sites[v->top[r]].stack;
     if (labs)
-        vm_site_labels(m, stacks, v->ntop, labs);
+        sm_site_labels(m, stacks, v->ntop, labs);
     for (int r = 0; r < v->ntop; r++) {
-        const vm_site *s = &sites[v->top[r]];
-        char lab[VM_LABEL_MAX];
+        const sm_site *s = &sites[v->top[r]];
+        char lab[SM_LABEL_MAX];
         if (labs)
             snprintf(lab, sizeof lab, "%s", labs[r]);
         else
-            vm_site_label(m, s->stack, lab, sizeof lab);
+            sm_site_label(m, s->stack, lab, sizeof lab);
         viz_fit_label(lab, 84);
         snprintf(it[n].text, sizeof it[n].text, "%.100s  peak %s", lab,
-                 viz_fmt_size_short(s->peak, sz, sizeof sz));
+                 msnap_size_text_short(s->peak, sz, sizeof sz));
         it[n].colour = viz_rank_colour(m, slot, r);
         it[n++].style = 0;
     }
     free(labs);
     size_t others = 0;
-    int cls = vm_blocks_seen(m) ? VM_CLS_BLOCK : VM_CLS_MEM;
+    int cls = sm_blocks_seen(m) ? SM_CLS_BLOCK : SM_CLS_MEM;
     for (size_t i = 0; i < nsites; i++)
         if (sites[i].device == slot && sites[i].cls == cls && sites[i].rank < 0 &&
             sites[i].peak)
@@ -344,7 +326,7 @@ static int legend_items(const vm_model *m, int slot, legend_item *it,
 /* ---- panel -------------------------------------------------------------- */
 
 typedef struct panel_info {
-    const vm_model *m;
+    const sm_model *m;
     char title[256];
     int slot;
     int lanes;
@@ -355,21 +337,21 @@ typedef struct panel_info {
     int legend_h;        /* legend height to leave room for; 0: its own */
 } panel_info;
 
-static int oom_on(const vm_model *m, int slot)
+static int oom_on(const sm_model *m, int slot)
 {
     size_t n;
-    const vm_oom *o = vm_ooms(m, &n, NULL);
+    const sm_oom *o = sm_ooms(m, &n, NULL);
     for (size_t i = 0; i < n; i++)
-        if ((o[i].device < 0 ? VM_DEV_UNKNOWN : o[i].device) == slot ||
+        if ((o[i].device < 0 ? SM_DEV_UNKNOWN : o[i].device) == slot ||
             (slot == 0 && o[i].device < 0))
             return 1;
     return 0;
 }
 
-static void panel_prepare(const vm_model *m, int slot, panel_info *p,
+static void panel_prepare(const sm_model *m, int slot, panel_info *p,
                           int lanes)
 {
-    const vm_dev *v = vm_device(m, slot);
+    const sm_dev *v = sm_device(m, slot);
     memset(p, 0, sizeof *p);
     p->m = m;
     p->slot = slot;
@@ -379,7 +361,7 @@ static void panel_prepare(const vm_model *m, int slot, panel_info *p,
     if (v->cnt_peak_reserved > top)
         top = v->cnt_peak_reserved;
     size_t no;
-    const vm_oom *o = vm_ooms(m, &no, NULL);
+    const sm_oom *o = sm_ooms(m, &no, NULL);
     for (size_t i = 0; i < no; i++)
         if (o[i].device == slot || (slot == 0 && o[i].device < 0)) {
             uint64_t want = o[i].allocated + o[i].requested;
@@ -387,7 +369,7 @@ static void panel_prepare(const vm_model *m, int slot, panel_info *p,
                 top = want;
         }
     p->capacity = v->total;
-    p->cap = vm_cap(m);
+    p->cap = sm_cap(m);
     /* Capacity and cap are drawn when they do not squash the data below a
      * quarter of the height; otherwise they are written as text. */
     if (p->capacity && p->capacity <= top * 4 + 1024) {
@@ -409,8 +391,8 @@ static void panel_prepare(const vm_model *m, int slot, panel_info *p,
     /* The counters series is drawn where the events do not reach: the
      * columns before the first event, when counters lines fall there. */
     p->has_counters = 0;
-    if (vm_counters_seen(m) && vm_options(m)->x_mode == VM_X_TIME && v->cols) {
-        int first_col = vm_col_of(m, vm_first_event_t(m));
+    if (sm_counters_seen(m) && sm_options(m)->x_mode == SM_X_TIME && v->cols) {
+        int first_col = sm_col_of(m, sm_first_event_t(m));
         for (int col = 0; col + 1 < first_col; col++)
             if (v->cols[col].has_cnt)
                 p->has_counters = 1;
@@ -434,10 +416,10 @@ static int panel_chrome_h(const panel_info *p, int width, int ts)
 static void panel_draw(canvas *c, const panel_info *p, int top, int h,
                        viz_geom *geom)
 {
-    const vm_model *m = p->m;
+    const sm_model *m = p->m;
     int W = c->w, ts = viz_text_scale(W), slot = p->slot;
-    const vm_dev *v = vm_device(m, slot);
-    const vm_opts *o = vm_options(m);
+    const sm_dev *v = sm_device(m, slot);
+    const sm_opts *o = sm_options(m);
     char buf[512], a[32], b[32];
     int y = top + 8;
 
@@ -448,17 +430,17 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     y += FONT_CELL_H * (ts + 1) + 6;
 
     /* subtitle */
-    if (vm_blocks_seen(m))
+    if (sm_blocks_seen(m))
         snprintf(buf, sizeof buf,
                  "Coloured area: allocated bytes (allocator blocks) stacked by "
                  "allocation site; line: reserved. Peak allocated %s, reserved %s.",
-                 vm_fmt_size(v->peak_stacked, a, sizeof a),
-                 vm_fmt_size(v->peak_reserved, b, sizeof b));
+                 msnap_size_text(v->peak_stacked, a, sizeof a),
+                 msnap_size_text(v->peak_reserved, b, sizeof b));
     else
         snprintf(buf, sizeof buf,
                  "Reserved only: the process's allocator does not report blocks. "
                  "Coloured area: driver allocations by site. Peak %s.",
-                 vm_fmt_size(v->peak_reserved > v->cnt_peak_reserved
+                 msnap_size_text(v->peak_reserved > v->cnt_peak_reserved
                                  ? v->peak_reserved : v->cnt_peak_reserved,
                              a, sizeof a));
     fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
@@ -469,23 +451,23 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     if (p->capacity && !p->show_capacity)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "Device capacity %s is far above (not drawn). ",
-                              vm_fmt_size(p->capacity, a, sizeof a));
+                              msnap_size_text(p->capacity, a, sizeof a));
     if (p->cap && !p->show_cap && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "Configured cap %s is far above (not drawn). ",
-                              vm_fmt_size(p->cap, a, sizeof a));
+                              msnap_size_text(p->cap, a, sizeof a));
     size_t nkept;
     uint64_t nall;
-    vm_ranges(m, &nkept, &nall);
+    sm_ranges(m, &nkept, &nall);
     if (nall > nkept && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "%" PRIu64 " NVTX ranges, %" PRIu64 " too narrow to draw. ",
                               nall, nall - nkept);
-    if (vm_ring_mode(m) && n < sizeof buf)
+    if (sm_ring_mode(m) && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "Ring snapshot: events cover the last window only. ");
     if (n < sizeof buf)
-        snprintf(buf + n, sizeof buf - n, "%" PRIu64 " events.", vm_events(m));
+        snprintf(buf + n, sizeof buf - n, "%" PRIu64 " events.", sm_events(m));
     fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
     canvas_text(c, 10, y, buf, MUTED, ts);
     y += (FONT_CELL_H + 3) * ts + 4;
@@ -511,20 +493,20 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         *geom = g;
 
     uint64_t xlo, xhi;
-    vm_x_range(m, &xlo, &xhi);
+    sm_x_range(m, &xlo, &xhi);
     size_t nr;
-    const vm_range *rg = vm_ranges(m, &nr, NULL);
+    const sm_range *rg = sm_ranges(m, &nr, NULL);
 
     /* NVTX lanes and shading (depth 0) */
     for (size_t i = 0; i < nr; i++) {
-        int x0 = g.x0 + vm_col_of(m, rg[i].t0), x1 = g.x0 + vm_col_of(m, rg[i].t1) + 1;
+        int x0 = g.x0 + sm_col_of(m, rg[i].t0), x1 = g.x0 + sm_col_of(m, rg[i].t1) + 1;
         if (rg[i].lane >= p->lanes)
             continue;
         int ly = lanes_y + rg[i].lane * lane_h;
         uint32_t col = (i % 2) ? NVTX_A : NVTX_B;
         canvas_rect(c, x0, ly, x1, ly + lane_h - 2, col);
         canvas_vline(c, x0, ly, ly + lane_h - 3, 1, NVTX_SHADE, 0);
-        snprintf(buf, sizeof buf, "%s", vm_str(m, rg[i].str));
+        snprintf(buf, sizeof buf, "%s", sm_str(m, rg[i].str));
         /* The label at the text scale, else smaller, else cut. */
         int room = (x1 - x0 - 4) / (FONT_CELL_W * ts);
         int room1 = (x1 - x0 - 4) / FONT_CELL_W;
@@ -548,7 +530,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         int yy = viz_y_of(&g, val);
         if (val)
             canvas_hline(c, g.x0, g.x1 - 1, yy, 1, GRID, 0);
-        viz_fmt_size_short(val, buf, sizeof buf);
+        msnap_size_text_short(val, buf, sizeof buf);
         canvas_text(c, g.x0 - 8 - canvas_text_w(buf, ts),
                     yy - FONT_CAP_H * ts / 2, buf, TEXT, ts);
         canvas_hline(c, g.x0 - 5, g.x0 - 1, yy, 1, AXIS, 0);
@@ -558,15 +540,15 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     /* x ticks */
     int label_w = canvas_text_w("00.00 min", ts) + 16;
     int nt = o->columns / label_w;
-    uint64_t xstep = o->x_mode == VM_X_EVENTS ? count_step(xhi - xlo, nt)
+    uint64_t xstep = o->x_mode == SM_X_EVENTS ? count_step(xhi - xlo, nt)
                                               : time_step(xhi - xlo, nt);
     /* Ticks at multiples of the step from the axis start on. */
     uint64_t xfirst = (xlo + xstep - 1) / xstep * xstep;
     for (uint64_t xv = xfirst; xv <= xhi; xv += xstep) {
-        int xx = g.x0 + vm_col_of(m, xv);
+        int xx = g.x0 + sm_col_of(m, xv);
         canvas_vline(c, xx, g.y0, g.y1 - 1, 1, GRID, 0);
         canvas_vline(c, xx, g.y1, g.y1 + 5, 1, AXIS, 0);
-        if (o->x_mode == VM_X_EVENTS)
+        if (o->x_mode == SM_X_EVENTS)
             count_label(xv, buf, sizeof buf);
         else
             time_label(xv, xstep, xhi, buf, sizeof buf);
@@ -579,12 +561,12 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             break;
     }
     char xt[256];
-    if (o->x_mode == VM_X_EVENTS)
+    if (o->x_mode == SM_X_EVENTS)
         snprintf(xt, sizeof xt, "event index (events in file order)");
     else if (xlo > 0)
         snprintf(xt, sizeof xt, "time since the recorder started (the plot "
                  "starts at the first event, %s; --from 0 shows from 0)",
-                 vm_fmt_time(xlo, a, sizeof a));
+                 msnap_time_text(xlo, a, sizeof a));
     else
         snprintf(xt, sizeof xt, "time since the recorder started");
     fit_text(xt, o->columns / (FONT_CELL_W * ts));
@@ -594,13 +576,13 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     /* stacked area */
     int K = v->ntop;
     for (int col = 0; col < o->columns && v->cols; col++) {
-        const vm_col *k = &v->cols[col];
+        const sm_col *k = &v->cols[col];
         if (!k->has)
             continue;
         uint64_t cum = 0;
         int x = g.x0 + col;
         for (int r = 0; r <= K; r++) {
-            uint64_t val = vm_col_value(m, slot, col, r);
+            uint64_t val = sm_col_value(m, slot, col, r);
             if (!val)
                 continue;
             int ya = viz_y_of(&g, cum + val), yb = viz_y_of(&g, cum);
@@ -610,18 +592,18 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     }
     /* counters series where events do not reach */
     if (p->has_counters && v->cols) {
-        int first_col = vm_col_of(m, vm_first_event_t(m));
+        int first_col = sm_col_of(m, sm_first_event_t(m));
         /* Straight segments between consecutive counters samples. */
         int px = -1, py = -1, pya = -1;
         for (int col = 0; col <= first_col && col < o->columns; col++) {
-            const vm_col *k = &v->cols[col];
+            const sm_col *k = &v->cols[col];
             if (!k->has_cnt)
                 continue;
             int x = g.x0 + col;
             int yr = viz_y_of(&g, k->cnt_res), ya = viz_y_of(&g, k->cnt_alloc);
             if (px >= 0) {
                 canvas_line(c, px, py, x, yr, ts, COUNTERS);
-                if (vm_blocks_seen(m))
+                if (sm_blocks_seen(m))
                     canvas_line(c, px, pya, x, ya, 1, rgb_lighten(COUNTERS, 60));
             } else {
                 canvas_rect(c, x, yr, x + ts, yr + ts, COUNTERS);
@@ -641,7 +623,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     /* reserved line: the highest value of each column, joined */
     int prev = -1;
     for (int col = 0; col < o->columns && v->cols; col++) {
-        const vm_col *k = &v->cols[col];
+        const sm_col *k = &v->cols[col];
         if (!k->has) {
             prev = -1;
             continue;
@@ -660,33 +642,33 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         int yy = viz_y_of(&g, p->capacity);
         canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAPACITY, 6);
         snprintf(buf, sizeof buf, "device capacity %s",
-                 vm_fmt_size(p->capacity, a, sizeof a));
+                 msnap_size_text(p->capacity, a, sizeof a));
         canvas_text(c, g.x1 - canvas_text_w(buf, ts) - 4,
                     yy - (FONT_CELL_H + 1) * ts, buf, CAPACITY, ts);
     }
     if (p->show_cap) {
         int yy = viz_y_of(&g, p->cap);
         canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAP, 6);
-        snprintf(buf, sizeof buf, "cap %s", vm_fmt_size(p->cap, a, sizeof a));
+        snprintf(buf, sizeof buf, "cap %s", msnap_size_text(p->cap, a, sizeof a));
         canvas_text(c, g.x0 + 6, yy - (FONT_CELL_H + 1) * ts, buf, CAP, ts);
     }
     /* OOMs */
     size_t no;
-    const vm_oom *oo = vm_ooms(m, &no, NULL);
+    const sm_oom *oo = sm_ooms(m, &no, NULL);
     int last_label_x = -100000;
     for (size_t i = 0; i < no; i++) {
         int od = oo[i].device < 0 ? 0 : oo[i].device;
         if (od != slot)
             continue;
-        uint64_t xv = o->x_mode == VM_X_EVENTS ? oo[i].event_index - 1 : oo[i].t_ns;
-        int xx = g.x0 + vm_col_of(m, xv);
+        uint64_t xv = o->x_mode == SM_X_EVENTS ? oo[i].event_index - 1 : oo[i].t_ns;
+        int xx = g.x0 + sm_col_of(m, xv);
         canvas_vline(c, xx, g.y0, g.y1 - 1, ts, VIZ_OOM, 0);
         int yb = viz_y_of(&g, oo[i].allocated);
         int ya = viz_y_of(&g, oo[i].allocated + oo[i].requested);
         canvas_rect(c, xx + ts + 1, ya, xx + ts + 1 + 5 * ts, yb, VIZ_OOM);
         snprintf(buf, sizeof buf, "%s: requested %s",
                  oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error",
-                 vm_fmt_size(oo[i].requested, a, sizeof a));
+                 msnap_size_text(oo[i].requested, a, sizeof a));
         int tw = canvas_text_w(buf, ts);
         if (xx - last_label_x > tw + 10) {
             int tx = xx + 8 * ts;
@@ -707,13 +689,13 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     (void)own_legend_h;
 }
 
-int viz_model_slots(const vm_model *m, int *slots)
+int viz_model_slots(const sm_model *m, int *slots)
 {
     int np = 0;
-    for (int d = 0; d < VM_NDEV; d++) {
-        const vm_dev *v = vm_device(m, d);
+    for (int d = 0; d < SM_NDEV; d++) {
+        const sm_dev *v = sm_device(m, d);
         if (v->seen && (v->peak_reserved || v->peak_stacked ||
-                        v->cnt_peak_reserved || d != VM_DEV_UNKNOWN))
+                        v->cnt_peak_reserved || d != SM_DEV_UNKNOWN))
             slots[np++] = d;
     }
     if (!np)
@@ -721,21 +703,21 @@ int viz_model_slots(const vm_model *m, int *slots)
     return np;
 }
 
-void viz_panel_title(const vm_model *m, int slot, const char *prefix,
+void viz_panel_title(const sm_model *m, int slot, const char *prefix,
                      char *buf, size_t cap)
 {
-    const vm_dev *v = vm_device(m, slot);
+    const sm_dev *v = sm_device(m, slot);
     char a[32];
-    if (slot == VM_DEV_UNKNOWN)
+    if (slot == SM_DEV_UNKNOWN)
         snprintf(buf, cap, "%s - device ? (unknown ordinal)", prefix);
     else if (v->name[0] || v->total)
         snprintf(buf, cap, "%s - device %d (%s, %s)", prefix, slot,
-                 v->name[0] ? v->name : "?", vm_fmt_size(v->total, a, sizeof a));
+                 v->name[0] ? v->name : "?", msnap_size_text(v->total, a, sizeof a));
     else
         snprintf(buf, cap, "%s - device %d", prefix, slot);
 }
 
-uint64_t viz_timeline_ymax(const vm_model *m, int slot)
+uint64_t viz_timeline_ymax(const sm_model *m, int slot)
 {
     panel_info p;
     panel_prepare(m, slot, &p, 0);
@@ -756,14 +738,14 @@ int viz_timeline_panels(const viz_panel *pan, int n, canvas *c, int width,
     int max_lanes = 0;
     for (int i = 0; i < n; i++) {
         size_t nr;
-        const vm_range *rg = vm_ranges(pan[i].m, &nr, NULL);
+        const sm_range *rg = sm_ranges(pan[i].m, &nr, NULL);
         for (size_t k = 0; k < nr; k++)
             if (rg[k].lane + 1 > max_lanes)
                 max_lanes = rg[k].lane + 1;
     }
     for (int i = 0; i < n; i++) {
         size_t nr;
-        const vm_range *rg = vm_ranges(pan[i].m, &nr, NULL);
+        const sm_range *rg = sm_ranges(pan[i].m, &nr, NULL);
         int lanes = 0;
         for (size_t k = 0; k < nr; k++)
             if (rg[k].lane + 1 > lanes)
@@ -785,7 +767,7 @@ int viz_timeline_panels(const viz_panel *pan, int n, canvas *c, int width,
     int chrome = 0;
     for (int i = 0; i < n; i++) {
         size_t nranges;
-        vm_ranges(pan[i].m, &nranges, NULL);
+        sm_ranges(pan[i].m, &nranges, NULL);
         p[i].nitems = legend_items(pan[i].m, pan[i].slot, p[i].items,
                                    p[i].show_cap, p[i].show_capacity,
                                    p[i].has_oom, nranges > 0, p[i].has_counters);
@@ -828,14 +810,14 @@ int viz_timeline_panels(const viz_panel *pan, int n, canvas *c, int width,
     return 0;
 }
 
-int viz_timeline(const vm_model *m, canvas *c, int width, int height,
+int viz_timeline(const sm_model *m, canvas *c, int width, int height,
                  const char *title, viz_geom *geoms, int max_geoms,
                  int *ngeoms)
 {
-    int slots[VM_NDEV];
+    int slots[SM_NDEV];
     int np = viz_model_slots(m, slots);
-    viz_panel pan[VM_NDEV];
-    char titles[VM_NDEV][256];
+    viz_panel pan[SM_NDEV];
+    char titles[SM_NDEV][256];
     for (int i = 0; i < np; i++) {
         viz_panel_title(m, slots[i], title, titles[i], sizeof titles[i]);
         pan[i] = (viz_panel){.m = m, .slot = slots[i], .title = titles[i]};

@@ -84,16 +84,18 @@ static cJSON *summary_json(const char *file, const char *args, int want_rc)
 
 /* basic.msnap: device 0 reserved = 2 MiB + 1 MiB (t=2000, 3 MiB), free of
  * the 2 MiB without a size (t=3000, 1 MiB), cuMemCreate 4 MiB (t=4000,
- * 5 MiB = the peak), cuMemRelease (t=7100, 1 MiB final).  Device 1: 512 B. */
+ * 5 MiB), async 64 KiB (t=5000, 5 MiB + 64 KiB = the peak: stream-ordered
+ * memory is reserved, docs/format.md "Layers"), managed 1000 B, cuMemRelease
+ * (t=7100, 1 MiB + 1000 B final).  Device 1: 512 B. */
 static void test_basic(void)
 {
     cJSON *o = summary_json("basic.msnap", "--marks --top 5", 0);
     if (!o)
         return;
     CHECK_EQ_U64(num(o, "devices.0.device"), 0);
-    CHECK_EQ_U64(num(o, "devices.0.reserved.peak"), 5242880);
-    CHECK_EQ_U64(num(o, "devices.0.reserved.peak_t_ns"), 4000);
-    CHECK_EQ_U64(num(o, "devices.0.reserved.final"), 1048576);
+    CHECK_EQ_U64(num(o, "devices.0.reserved.peak"), 5242880 + 65536);
+    CHECK_EQ_U64(num(o, "devices.0.reserved.peak_t_ns"), 5000);
+    CHECK_EQ_U64(num(o, "devices.0.reserved.final"), 1048576 + 1000);
     CHECK_EQ_U64(num(o, "devices.0.async.peak"), 65536);
     CHECK_EQ_U64(num(o, "devices.0.async.final"), 0);
     CHECK_EQ_U64(num(o, "devices.0.managed.peak"), 1000);
@@ -108,6 +110,8 @@ static void test_basic(void)
         cJSON_GetArrayItem(cJSON_GetObjectItem(o, "devices"), 0),
         "allocated")));
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(o, "allocated_seen")));
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "top_sites"),
+                                           "allocated")));
     CHECK_EQ_U64(num(o, "pinned_host.peak"), 4096);
     CHECK_EQ_U64(num(o, "pinned_host.live_bytes"), 4096);
     CHECK_EQ_U64(num(o, "oom_count"), 0);
@@ -128,24 +132,29 @@ static void test_basic(void)
     CHECK(text && strstr(text, "\"t0_unix_ns\":1700000000000000000,"));
     free(text);
     /* Sites: stack 3 (4 MiB vmm_create + 64 KiB async), stack 1, stack 2. */
-    CHECK_EQ_U64(num(o, "top_sites.0.stack"), 3);
-    CHECK_EQ_U64(num(o, "top_sites.0.peak"), 4194304 + 65536);
-    CHECK_EQ_U64(num(o, "top_sites.1.stack"), 1);
-    CHECK_EQ_U64(num(o, "top_sites.1.peak"), 2097152);
-    CHECK(strcmp(str(o, "top_sites.1.frames.0"),
+    CHECK_EQ_U64(num(o, "top_sites.reserved.0.stack"), 3);
+    CHECK_EQ_U64(num(o, "top_sites.reserved.0.peak"), 4194304 + 65536);
+    CHECK_EQ_U64(num(o, "top_sites.reserved.1.stack"), 1);
+    CHECK_EQ_U64(num(o, "top_sites.reserved.1.peak"), 2097152);
+    CHECK(strcmp(str(o, "top_sites.reserved.1.frames.0"),
                  "alloc_weights (model.c:42)") == 0);   /* sym record */
-    CHECK(strcmp(str(o, "top_sites.1.frames.2"), "app+0x1200") == 0); /* module */
-    CHECK(strcmp(str(o, "top_sites.2.frames.0"),
+    CHECK(strcmp(str(o, "top_sites.reserved.1.frames.2"), "app+0x1200") == 0); /* module */
+    CHECK(strcmp(str(o, "top_sites.reserved.2.frames.0"),
                  "libtorch_cuda.so+0x1234") == 0);
-    CHECK(strcmp(str(o, "top_sites.0.frames.0"), "0x7fff00001000") == 0); /* raw */
-    CHECK_EQ_U64(num(o, "top_sites.2.count"), 2);
-    CHECK_EQ_U64(num(o, "top_sites.2.live_at_end"), 1048576 + 512);
+    CHECK(strcmp(str(o, "top_sites.reserved.0.frames.0"), "0x7fff00001000") == 0); /* raw */
+    /* A site is a stack on one device (state.h): stack 2's allocations on
+     * devices 0 and 1 are two sites. */
+    CHECK_EQ_U64(num(o, "top_sites.reserved.2.count"), 1);
+    CHECK_EQ_U64(num(o, "top_sites.reserved.2.live_at_end"), 1048576);
+    CHECK_EQ_U64(num(o, "top_sites.reserved.4.stack"), 2);
+    CHECK_EQ_U64(num(o, "top_sites.reserved.4.device"), 1);
+    CHECK_EQ_U64(num(o, "top_sites.pinned.0.peak"), 4096);
     /* Marks: reserved at each nvtx_mark. */
     CHECK_EQ_U64(num(o, "nvtx_marks"), 2);
     CHECK(strcmp(str(o, "marks.0.message"), "after two allocs") == 0);
     CHECK_EQ_U64(num(o, "marks.0.devices.0.reserved"), 3145728);
     CHECK_EQ_U64(num(o, "marks.0.devices.1.reserved"), 512);
-    CHECK_EQ_U64(num(o, "marks.1.devices.0.reserved"), 1048576);
+    CHECK_EQ_U64(num(o, "marks.1.devices.0.reserved"), 1048576 + 1000);
     CHECK(strcmp(str(o, "marks.1.message"), "end") == 0);
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(o, "truncated")));
     cJSON_Delete(o);

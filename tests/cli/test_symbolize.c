@@ -191,8 +191,8 @@ static void test_cli_plain(void)
         pclose(p);
     cJSON *o = n ? cJSON_Parse(buf) : NULL;
     const cJSON *fr = cJSON_GetArrayItem(
-        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(o,
-                            "top_sites"), 0), "frames"), 0);
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(o,
+                            "top_sites"), "reserved"), 0), "frames"), 0);
     CHECK(cJSON_IsString(fr) &&
           strncmp(fr->valuestring, "known_function (test_symbolize.c:",
                   33) == 0);

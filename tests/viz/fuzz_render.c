@@ -25,20 +25,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     close(fd);
-    vm_opts o = {.top = 4, .columns = viz_timeline_columns(400),
-                 .x_mode = size % 2 ? VM_X_EVENTS : VM_X_TIME,
+    sm_opts o = {.top = 4, .columns = viz_timeline_columns(400),
+                 .x_mode = size % 2 ? SM_X_EVENTS : SM_X_TIME,
                  .at = (int)(size % 5)};
     o.at_t_ns = 1000;
-    vm_model *m = vm_new(&o);
+    sm_model *m = sm_new(&o);
     char err[512];
-    if (m && vm_read_file(m, path, 1, err, sizeof err) == 0) {
+    if (m && sm_read_file(m, path, 1, err, sizeof err) == 0) {
         canvas c;
         if (viz_timeline(m, &c, 400, 300, "f", NULL, 0, NULL) == 0)
             canvas_free(&c);
         if (viz_segmap(m, &c, 400, 400, "f", NULL) == 0)
             canvas_free(&c);
     }
-    vm_free(m);
+    sm_free(m);
     unlink(path);
     return 0;
 }

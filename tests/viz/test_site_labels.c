@@ -12,7 +12,7 @@
  * 2. a user rules file (skip and keep) changes them, clearing restores;
  * 3. bad rules files: -1 and a one-line reason, the previous rules kept;
  * 4. golden: `memsnap summary`, render's legend (the labels timeline.c
- *    draws: vm_site_labels of the device's top sites) and `memsnap compare`
+ *    draws: sm_site_labels of the device's top sites) and `memsnap compare`
  *    print the same label for every site.
  */
 #include <stdio.h>
@@ -45,13 +45,13 @@ static const struct {
 #define NGOLD (sizeof golden / sizeof golden[0])
 
 /* Reads a fixture through pass 1 and 2, all sites ranked. */
-static vm_model *load(const char *name)
+static sm_model *load(const char *name)
 {
     char path[4096], err[512];
     snprintf(path, sizeof path, "%s/%s", data, name);
-    vm_opts o = {.top = VM_MAX_TOP, .columns = 100};
-    vm_model *m = vm_new(&o);
-    if (!m || vm_read_file(m, path, 1, err, sizeof err)) {
+    sm_opts o = {.top = SM_MAX_TOP, .columns = 100};
+    sm_model *m = sm_new(&o);
+    if (!m || sm_read_file(m, path, 1, err, sizeof err)) {
         fprintf(stderr, "cannot read %s: %s\n", path, err);
         exit(1);
     }
@@ -72,10 +72,10 @@ static const char *write_file(const char *name, const char *text)
 }
 
 /* Whether stack's label is want; prints both when not. */
-static int label_is(const vm_model *m, uint32_t stack, const char *want)
+static int label_is(const sm_model *m, uint32_t stack, const char *want)
 {
-    char buf[VM_LABEL_MAX];
-    vm_site_label(m, stack, buf, sizeof buf);
+    char buf[SM_LABEL_MAX];
+    sm_site_label(m, stack, buf, sizeof buf);
     if (strcmp(buf, want))
         fprintf(stderr, "stack %u: \"%s\", expected \"%s\"\n", stack, buf, want);
     return !strcmp(buf, want);
@@ -83,18 +83,18 @@ static int label_is(const vm_model *m, uint32_t stack, const char *want)
 
 static void test_defaults(void)
 {
-    vm_model *m = load("sites-a.msnap");
+    sm_model *m = load("sites-a.msnap");
     for (size_t i = 0; i < NGOLD; i++)
         CHECK(label_is(m, golden[i].stack, golden[i].label));
     /* a segment and its blocks are one site; another caller is another */
-    CHECK(vm_site_key(m, 5) == vm_site_key(m, 6));
-    CHECK(vm_site_key(m, 5) != vm_site_key(m, 7));
-    CHECK(vm_site_key(m, 9) != vm_site_key(m, 11));
+    CHECK(sm_site_key(m, 5) == sm_site_key(m, 6));
+    CHECK(sm_site_key(m, 5) != sm_site_key(m, 7));
+    CHECK(sm_site_key(m, 9) != sm_site_key(m, 11));
     /* stack listings keep a Python frame's full path, natives a base name */
     char buf[512];
-    vm_frame(m, 1, 8, buf, sizeof buf);
+    sm_frame(m, 1, 8, buf, sizeof buf);
     CHECK(!strcmp(buf, "Attention.forward (/home/u/proj/model.py:42)"));
-    vm_frame(m, 5, 3, buf, sizeof buf);
+    sm_frame(m, 5, 3, buf, sizeof buf);
     CHECK(!strcmp(buf, "kv_reserve.constprop.0 (server.c:88)"));
     /* compiler suffixes */
     const char *names[][2] = {{"f.constprop.0", "f"}, {"f.isra.0", "f"}, {"f.part.3", "f"},
@@ -102,10 +102,10 @@ static void test_defaults(void)
                               {"f.part.0.isra.0", "f"}, {"f.constprop.0.cold", "f"},
                               {"__libc_start_main@@GLIBC_2.34", "__libc_start_main"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        vm_short_name(names[i][0], buf, sizeof buf);
+        sm_short_name(names[i][0], buf, sizeof buf);
         CHECK(!strcmp(buf, names[i][1]));
     }
-    vm_free(m);
+    sm_free(m);
 }
 
 static void test_user_rules(void)
@@ -117,7 +117,7 @@ static void test_user_rules(void)
                                   "\n"
                                   "keep file */site-packages/transformers/*   # a package we work on\n");
     CHECK(sr_load_file(path, err, sizeof err) == 0);
-    vm_model *m = load("sites-a.msnap");
+    sm_model *m = load("sites-a.msnap");
     CHECK(label_is(m, 5, "serve (server.c:500)"));
     CHECK(label_is(m, 6, "serve (server.c:500)"));
     CHECK(label_is(m, 7, "warmup (server.c:450)"));
@@ -128,7 +128,7 @@ static void test_user_rules(void)
     sr_clear();
     CHECK(label_is(m, 5, "kv_reserve (server.c:88) from serve"));
     CHECK(label_is(m, 9, "generate (generate.py:20) via LlamaForCausalLM.forward"));
-    vm_free(m);
+    sm_free(m);
 }
 
 static void test_bad_rules(void)
@@ -152,9 +152,9 @@ static void test_bad_rules(void)
     CHECK(sr_load_file("/nonexistent/rules.txt", err, sizeof err) == -1);
     CHECK(!strncmp(err, "cannot read: ", 13));
     /* the good rules are still in force */
-    vm_model *m = load("sites-a.msnap");
+    sm_model *m = load("sites-a.msnap");
     CHECK(label_is(m, 7, "warmup (server.c:450)"));
-    vm_free(m);
+    sm_free(m);
     sr_clear();
 }
 
@@ -214,17 +214,17 @@ static void test_golden_commands(void)
     }
     free(sum);
     /* render's legend: the labels of each device's top sites */
-    vm_model *m = load("sites-a.msnap");
+    sm_model *m = load("sites-a.msnap");
     int seen = 0;
-    for (int d = 0; d < VM_NDEV; d++) {
-        const vm_dev *v = vm_device(m, d);
+    for (int d = 0; d < SM_NDEV; d++) {
+        const sm_dev *v = sm_device(m, d);
         size_t ns;
-        const vm_site *sites = vm_sites(m, &ns);
-        uint32_t stacks[VM_MAX_TOP];
-        char labs[VM_MAX_TOP][VM_LABEL_MAX];
+        const sm_site *sites = sm_sites(m, &ns);
+        uint32_t stacks[SM_MAX_TOP];
+        char labs[SM_MAX_TOP][SM_LABEL_MAX];
         for (int r = 0; r < v->ntop; r++)
             stacks[r] = sites[v->top[r]].stack;
-        vm_site_labels(m, stacks, v->ntop, labs);
+        sm_site_labels(m, stacks, v->ntop, labs);
         for (int r = 0; r < v->ntop; r++)
             for (size_t i = 0; i < NGOLD; i++)
                 if (golden[i].stack == stacks[r]) {
@@ -233,7 +233,7 @@ static void test_golden_commands(void)
                 }
     }
     CHECK(seen == (int)NGOLD);
-    vm_free(m);
+    sm_free(m);
     /* compare: every site changed (B has three times A's bytes) */
     snprintf(args, sizeof args, "compare --changes 20 %s/sites-a.msnap %s/sites-b.msnap -o %s/golden-cmp.png",
              data, data, scratch);
@@ -256,7 +256,7 @@ int main(int argc, char **argv)
     data = argv[2];
     scratch = argv[3];
     unsetenv("MEMSNAP_SITE_RULES");
-    vm_demangle_allow_loading(1);
+    sm_demangle_allow_loading(1);
     test_defaults();
     test_user_rules();
     test_bad_rules();

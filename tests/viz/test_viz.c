@@ -9,7 +9,7 @@
  *   - leak suspects on a climbing floor, none on a healthy sawtooth;
  *   - fragmentation numbers exact; the OOM story; free_error undo;
  *   - the time axis starts at the first event (first coloured column at the
- *     plot's left edge), or at 0 with VM_FROM_ZERO;
+ *     plot's left edge), or at 0 with SM_FROM_ZERO;
  *   - site labels: the first frame outside the allocator libraries, short
  *     C++ names, sites told apart;
  *   - compare: one y scale (same bytes, same height in every panel), the
@@ -112,18 +112,18 @@ static int is_site_colour(uint32_t c)
 {
     if (c == VIZ_OTHER)
         return 1;
-    for (int r = 0; r < VM_MAX_TOP; r++)
+    for (int r = 0; r < SM_MAX_TOP; r++)
         if (viz_site_colour(r) == c)
             return 1;
     return 0;
 }
 
-static vm_model *load(const char *path, int top, int columns, int at)
+static sm_model *load(const char *path, int top, int columns, int at)
 {
-    vm_opts o = {.top = top, .columns = columns, .at = at};
-    vm_model *m = vm_new(&o);
+    sm_opts o = {.top = top, .columns = columns, .at = at};
+    sm_model *m = sm_new(&o);
     char err[512];
-    if (vm_read_file(m, path, 1, err, sizeof err)) {
+    if (sm_read_file(m, path, 1, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         exit(1);
     }
@@ -150,7 +150,7 @@ static void test_timeline_height(void)
     free(b.s);
 
     int W = 1200;
-    vm_model *m = load(path, 8, viz_timeline_columns(W), VM_AT_DEFAULT);
+    sm_model *m = load(path, 8, viz_timeline_columns(W), SM_AT_DEFAULT);
     canvas c;
     viz_geom g[4];
     int ng = 0;
@@ -164,7 +164,7 @@ static void test_timeline_height(void)
     uint8_t *px = read_png(png, &w, &h);
     CHECK(px != NULL);
     if (!px) {
-        vm_free(m);
+        sm_free(m);
         return;
     }
     /* Times strictly inside the steps, and the value there. */
@@ -172,7 +172,7 @@ static void test_timeline_height(void)
         {150000000, 256 * MiB}, {250000000, 288 * MiB}, {550000000, 384 * MiB},
         {920000000, 512 * MiB}, {975000000, 256 * MiB}};
     for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
-        int col = vm_col_of(m, pts[i].t);
+        int col = sm_col_of(m, pts[i].t);
         int x = g[0].x0 + col;
         int want = viz_y_of(&g[0], pts[i].v);
         int top = -1;
@@ -186,12 +186,12 @@ static void test_timeline_height(void)
         CHECK(abs(top - want) <= 1);
         /* and the model's bucket agrees exactly */
         uint64_t sum = 0;
-        for (int r = 0; r <= VM_MAX_TOP; r++)
-            sum += vm_col_value(m, 0, col, r);
+        for (int r = 0; r <= SM_MAX_TOP; r++)
+            sum += sm_col_value(m, 0, col, r);
         CHECK_EQ_U64(sum, pts[i].v);
     }
     /* The two sites have the two first colours: weights at the bottom. */
-    int x = g[0].x0 + vm_col_of(m, 550000000);
+    int x = g[0].x0 + sm_col_of(m, 550000000);
     CHECK(px_at(px, w, x, g[0].y1 - 2) == viz_site_colour(0));
     CHECK(px_at(px, w, x, viz_y_of(&g[0], 300 * MiB)) == viz_site_colour(1));
     /* Labels: the title band holds dark text pixels. */
@@ -202,7 +202,7 @@ static void test_timeline_height(void)
                 ink++;
     CHECK(ink > 50);
     free(px);
-    vm_free(m);
+    sm_free(m);
 }
 
 /* Segment map: a 64 MiB segment with blocks of two sites; the middle of
@@ -230,14 +230,14 @@ static void test_segmap_colours_and_fragmentation(void)
     const char *path = write_snap("seg.msnap", b.s);
     free(b.s);
 
-    vm_model *m = load(path, 8, 0, VM_AT_END);
-    const vm_layout *l = vm_layout_at(m);
+    sm_model *m = load(path, 8, 0, SM_AT_END);
+    const sm_layout *l = sm_layout_at(m);
     CHECK(l->valid);
     CHECK(l->nsegs == 1);
     CHECK_EQ_U64(l->dev[0].total_free, 40 * MiB);
     CHECK_EQ_U64(l->dev[0].largest_free, 30 * MiB);
     CHECK_EQ_U64(l->dev[0].block_bytes, 24 * MiB);
-    const vm_dev *v = vm_device(m, 0);
+    const sm_dev *v = sm_device(m, 0);
     CHECK_EQ_U64(v->peak_allocated, 28 * MiB);
     CHECK_EQ_U64(v->peak_reserved, 64 * MiB);
 
@@ -252,12 +252,12 @@ static void test_segmap_colours_and_fragmentation(void)
     uint8_t *px = read_png(png, &w, &h);
     CHECK(px != NULL);
     size_t ns;
-    const vm_site *sites = vm_sites(m, &ns);
+    const sm_site *sites = sm_sites(m, &ns);
     for (size_t i = 0; px && i < l->nspans; i++) {
-        const vm_span *sp = &l->spans[i];
+        const sm_span *sp = &l->spans[i];
         int x, y;
         CHECK(viz_segmap_pixel(&g, l, 0, sp->addr + sp->size / 2, &x, &y) == 0);
-        uint32_t want = sp->what == VM_SPAN_FREE ? VIZ_FREE
+        uint32_t want = sp->what == SM_SPAN_FREE ? VIZ_FREE
                         : viz_site_colour(sites[sp->site].rank);
         uint32_t got = px_at(px, w, x, y);
         if (got != want)
@@ -268,7 +268,7 @@ static void test_segmap_colours_and_fragmentation(void)
     CHECK(sites[l->spans[0].site].rank != sites[l->spans[2].site].rank);
     free(px);
     free(g.rows);
-    vm_free(m);
+    sm_free(m);
 }
 
 /* Leak finder: a climbing floor gives one suspect (the cache site); a
@@ -296,14 +296,14 @@ static void test_leaks(void)
         }
         const char *path = write_snap(leak ? "climb.msnap" : "saw.msnap", b.s);
         free(b.s);
-        vm_model *m = load(path, 8, 0, VM_AT_END);
+        sm_model *m = load(path, 8, 0, SM_AT_END);
         size_t n;
         uint64_t nv;
-        const vm_leak *lk = vm_leaks(m, &n, &nv);
+        const sm_leak *lk = sm_leaks(m, &n, &nv);
         CHECK(nv >= 15);
         if (leak) {
             size_t ns;
-            const vm_site *sites = vm_sites(m, &ns);
+            const sm_site *sites = sm_sites(m, &ns);
             CHECK(n == 1);
             if (n) {
                 CHECK(sites[lk[0].site].stack == 3);
@@ -313,12 +313,12 @@ static void test_leaks(void)
                 CHECK(lk[0].last >= 20 * MiB);
             }
             char lab[128];
-            vm_site_label(m, 3, lab, sizeof lab);
+            sm_site_label(m, 3, lab, sizeof lab);
             CHECK(!strcmp(lab, "cache (a.c:3)"));
         } else {
             CHECK(n == 0);
         }
-        vm_free(m);
+        sm_free(m);
     }
 }
 
@@ -337,9 +337,9 @@ static void test_oom_and_free_error(void)
         45 * MiB, 8 * MiB);
     const char *path = write_snap("oom.msnap", b.s);
     free(b.s);
-    vm_model *m = load(path, 8, 100, VM_AT_DEFAULT);
+    sm_model *m = load(path, 8, 100, SM_AT_DEFAULT);
     size_t n;
-    const vm_oom *o = vm_ooms(m, &n, NULL);
+    const sm_oom *o = sm_ooms(m, &n, NULL);
     CHECK(n == 1);
     if (n) {
         CHECK_EQ_U64(o[0].requested, 45 * MiB);
@@ -349,10 +349,10 @@ static void test_oom_and_free_error(void)
         CHECK_EQ_U64(o[0].total_free, 40 * MiB);     /* [40,50) + [70,100) */
         CHECK_EQ_U64(o[0].largest_free, 30 * MiB);
     }
-    const vm_layout *l = vm_layout_at(m);
-    CHECK(l->valid && l->at == VM_AT_OOM);
+    const sm_layout *l = sm_layout_at(m);
+    CHECK(l->valid && l->at == SM_AT_OOM);
     CHECK_EQ_U64(l->dev[0].block_bytes, 60 * MiB);
-    vm_free(m);
+    sm_free(m);
 }
 
 /* --at parsing. */
@@ -360,20 +360,20 @@ static void test_parse_at(void)
 {
     int at;
     uint64_t t;
-    CHECK(vm_parse_at("oom", &at, &t) == 0 && at == VM_AT_OOM);
-    CHECK(vm_parse_at("12.5s", &at, &t) == 0 && at == VM_AT_TIME && t == 12500000000ull);
-    CHECK(vm_parse_at("800ms", &at, &t) == 0 && t == 800000000ull);
-    CHECK(vm_parse_at("3min", &at, &t) == 0 && t == 180000000000ull);
-    CHECK(vm_parse_at("1h", &at, &t) == 0 && t == 3600000000000ull);
-    CHECK(vm_parse_at("2", &at, &t) == 0 && t == 2000000000ull);
-    CHECK(vm_parse_at("soon", &at, &t) != 0);
-    CHECK(vm_parse_at("-1", &at, &t) != 0);
-    CHECK(vm_parse_at("5parsecs", &at, &t) != 0);
+    CHECK(sm_parse_at("oom", &at, &t) == 0 && at == SM_AT_OOM);
+    CHECK(sm_parse_at("12.5s", &at, &t) == 0 && at == SM_AT_TIME && t == 12500000000ull);
+    CHECK(sm_parse_at("800ms", &at, &t) == 0 && t == 800000000ull);
+    CHECK(sm_parse_at("3min", &at, &t) == 0 && t == 180000000000ull);
+    CHECK(sm_parse_at("1h", &at, &t) == 0 && t == 3600000000000ull);
+    CHECK(sm_parse_at("2", &at, &t) == 0 && t == 2000000000ull);
+    CHECK(sm_parse_at("soon", &at, &t) != 0);
+    CHECK(sm_parse_at("-1", &at, &t) != 0);
+    CHECK(sm_parse_at("5parsecs", &at, &t) != 0);
 }
 
 
 /* Renders m's timeline, writes it, reads it back; returns the pixels. */
-static uint8_t *timeline_png(vm_model *m, int W, const char *name, viz_geom *g,
+static uint8_t *timeline_png(sm_model *m, int W, const char *name, viz_geom *g,
                              int *w, int *h)
 {
     canvas c;
@@ -398,7 +398,7 @@ static int first_coloured_col(const uint8_t *px, int w, const viz_geom *g)
 
 /* The process started 5 s before its first allocation: the plot starts at
  * the first event (its first coloured column is at the left edge); with
- * VM_FROM_ZERO the data sits in the right sixth. */
+ * SM_FROM_ZERO the data sits in the right sixth. */
 static void test_xrange(void)
 {
     sb b = {0};
@@ -410,14 +410,14 @@ static void test_xrange(void)
     const char *path = write_snap("late.msnap", b.s);
     free(b.s);
     int W = 1200;
-    for (int from = VM_FROM_FIRST; from <= VM_FROM_ZERO; from++) {
-        vm_opts o = {.top = 8, .columns = viz_timeline_columns(W), .x_from = from};
-        vm_model *m = vm_new(&o);
+    for (int from = SM_FROM_FIRST; from <= SM_FROM_ZERO; from++) {
+        sm_opts o = {.top = 8, .columns = viz_timeline_columns(W), .x_from = from};
+        sm_model *m = sm_new(&o);
         char err[512];
-        CHECK(vm_read_file(m, path, 1, err, sizeof err) == 0);
+        CHECK(sm_read_file(m, path, 1, err, sizeof err) == 0);
         uint64_t lo, hi;
-        vm_x_range(m, &lo, &hi);
-        CHECK_EQ_U64(lo, from == VM_FROM_FIRST ? 5000000000ull : 0);
+        sm_x_range(m, &lo, &hi);
+        CHECK_EQ_U64(lo, from == SM_FROM_FIRST ? 5000000000ull : 0);
         CHECK_EQ_U64(hi, 6000000000ull);
         viz_geom g;
         int w, h;
@@ -426,13 +426,13 @@ static void test_xrange(void)
         if (px) {
             int col = first_coloured_col(px, w, &g);
             int cols = g.x1 - g.x0;
-            if (from == VM_FROM_FIRST)
+            if (from == SM_FROM_FIRST)
                 CHECK(col >= 0 && col <= 2);
             else
                 CHECK(abs(col - cols * 5 / 6) <= 2);
         }
         free(px);
-        vm_free(m);
+        sm_free(m);
     }
 }
 
@@ -441,27 +441,27 @@ static void test_xrange(void)
  * short form; two sites that would read the same are told apart. */
 static void test_labels(void)
 {
-    char buf[VM_LABEL_MAX];
+    char buf[SM_LABEL_MAX];
     /* Short names, without a demangler first (the mini demangler), then
      * with libstdc++'s. */
-    vm_short_name("_ZN2at6native10empty_cudaEN3c108ArrayRefIlEESt8optionalINS1_10ScalarTypeEE", buf, sizeof buf);
+    sm_short_name("_ZN2at6native10empty_cudaEN3c108ArrayRefIlEESt8optionalINS1_10ScalarTypeEE", buf, sizeof buf);
     CHECK(!strcmp(buf, "at::native::empty_cuda"));
-    vm_short_name("_ZN3c104cuda20CUDACachingAllocator6Native12_GLOBAL__N_117ExpandableSegment3mapENS3_12SegmentRangeE", buf, sizeof buf);
+    sm_short_name("_ZN3c104cuda20CUDACachingAllocator6Native12_GLOBAL__N_117ExpandableSegment3mapENS3_12SegmentRangeE", buf, sizeof buf);
     CHECK(!strcmp(buf, "c10::cuda::CUDACachingAllocator::Native::ExpandableSegment::map"));
-    vm_demangle_allow_loading(1);
-    vm_short_name("_ZN2at4cuda4blas20gemm_internal_cublasIffEEvcclllNS_10OpMathTypeIT_E4typeEPKS4_lS8_lS6_PT0_l", buf, sizeof buf);
+    sm_demangle_allow_loading(1);
+    sm_short_name("_ZN2at4cuda4blas20gemm_internal_cublasIffEEvcclllNS_10OpMathTypeIT_E4typeEPKS4_lS8_lS6_PT0_l", buf, sizeof buf);
     CHECK(!strcmp(buf, "at::cuda::blas::gemm_internal_cublas"));
-    vm_short_name("_ZN2at5emptyEN3c108ArrayRefIlEENS0_13TensorOptionsESt8optionalINS0_12MemoryFormatEE.constprop.0", buf, sizeof buf);
+    sm_short_name("_ZN2at5emptyEN3c108ArrayRefIlEENS0_13TensorOptionsESt8optionalINS0_12MemoryFormatEE.constprop.0", buf, sizeof buf);
     CHECK(!strcmp(buf, "at::empty"));
-    vm_short_name("at::native::empty_cuda(c10::ArrayRef<long>, std::optional<c10::ScalarType>)", buf, sizeof buf);
+    sm_short_name("at::native::empty_cuda(c10::ArrayRef<long>, std::optional<c10::ScalarType>)", buf, sizeof buf);
     CHECK(!strcmp(buf, "at::native::empty_cuda"));
-    vm_short_name("void at::native::(anonymous namespace)::launch<float, 4>(int) [clone .isra.0]", buf, sizeof buf);
+    sm_short_name("void at::native::(anonymous namespace)::launch<float, 4>(int) [clone .isra.0]", buf, sizeof buf);
     CHECK(!strcmp(buf, "at::native::launch"));
-    vm_short_name("std::vector<int, std::allocator<int> >::operator[](unsigned long)", buf, sizeof buf);
+    sm_short_name("std::vector<int, std::allocator<int> >::operator[](unsigned long)", buf, sizeof buf);
     CHECK(!strcmp(buf, "std::vector::operator[]"));
-    vm_short_name("main", buf, sizeof buf);
+    sm_short_name("main", buf, sizeof buf);
     CHECK(!strcmp(buf, "main"));
-    vm_short_name("_Zjunk", buf, sizeof buf);
+    sm_short_name("_Zjunk", buf, sizeof buf);
     CHECK(!strcmp(buf, "_Zjunk"));
 
     static const char snap[] =
@@ -495,28 +495,28 @@ static void test_labels(void)
         "{\"a\":\"alloc\",\"t\":13,\"p\":16384,\"n\":4194304,\"k\":4}\n"
         "{\"a\":\"alloc\",\"t\":14,\"p\":20480,\"n\":5242880,\"k\":5}\n";
     const char *path = write_snap("labels.msnap", snap);
-    vm_model *m = load(path, 8, 0, VM_AT_END);
+    sm_model *m = load(path, 8, 0, SM_AT_END);
     /* libtorch is a library, not the user's code; with nothing else left
      * the first frame outside the memory runtime names the site, told
      * apart from stack 2's by the first caller only it has */
-    vm_site_label(m, 1, buf, sizeof buf);
+    sm_site_label(m, 1, buf, sizeof buf);
     CHECK(!strcmp(buf, "at::native::empty_cuda (EmptyTensor.cpp:42) from native::randn"));
-    vm_site_label(m, 4, buf, sizeof buf);
+    sm_site_label(m, 4, buf, sizeof buf);
     CHECK(!strcmp(buf, "cudaMalloc"));
-    vm_site_label(m, 5, buf, sizeof buf);
+    sm_site_label(m, 5, buf, sizeof buf);
     CHECK(!strcmp(buf, "kv_reserve (server.c:88)"));
     uint32_t st[3] = {1, 2, 3};
-    char labs[3][VM_LABEL_MAX];
-    vm_site_labels(m, st, 3, labs);
+    char labs[3][SM_LABEL_MAX];
+    sm_site_labels(m, st, 3, labs);
     /* 2 has a caller of its own; 1 and 3 differ only inside c10: one site,
      * one label */
     CHECK(!strcmp(labs[1], "at::native::empty_cuda (EmptyTensor.cpp:42) from native::zeros"));
     CHECK(!strcmp(labs[0], "at::native::empty_cuda (EmptyTensor.cpp:42) from native::randn"));
     CHECK(!strcmp(labs[2], labs[0]));
     /* 1 and 3 are the same site for matching across snapshots, 2 is not */
-    CHECK(vm_site_key(m, 1) == vm_site_key(m, 3));
-    CHECK(vm_site_key(m, 1) != vm_site_key(m, 2));
-    vm_free(m);
+    CHECK(sm_site_key(m, 1) == sm_site_key(m, 3));
+    CHECK(sm_site_key(m, 1) != sm_site_key(m, 2));
+    sm_free(m);
 }
 
 /* compare: A holds 100 MiB; B the same 100 MiB and 300 MiB more later.  On
@@ -536,15 +536,15 @@ static void test_compare(void)
         free(b.s);
     }
     int W = 1000;
-    vm_model *models[2];
+    sm_model *models[2];
     for (int k = 0; k < 2; k++)
-        models[k] = load(paths[k], 8, viz_timeline_columns(W), VM_AT_DEFAULT);
-    vm_opts o = {.top = 8, .columns = viz_timeline_columns(W)};
+        models[k] = load(paths[k], 8, viz_timeline_columns(W), SM_AT_DEFAULT);
+    sm_opts o = {.top = 8, .columns = viz_timeline_columns(W)};
     for (int k = 0; k < 2; k++) {
-        vm_free(models[k]);
-        models[k] = vm_new(&o);
+        sm_free(models[k]);
+        models[k] = sm_new(&o);
         char err[512];
-        CHECK(vm_read_file(models[k], paths[k], 1, err, sizeof err) == 0);
+        CHECK(sm_read_file(models[k], paths[k], 1, err, sizeof err) == 0);
     }
     viz_match_colours(models, 2);
     viz_cmp cmp;
@@ -577,7 +577,7 @@ static void test_compare(void)
     int hts[2] = {-1, -1};
     uint32_t cols[2] = {0, 0};
     for (int k = 0; px && k < 2; k++) {
-        int x = g[k].x0 + vm_col_of(models[k], 300000000);
+        int x = g[k].x0 + sm_col_of(models[k], 300000000);
         for (int y = g[k].y0; y < g[k].y1; y++)
             if (is_site_colour(px_at(px, w, x, y))) {
                 hts[k] = g[k].y1 - y;
@@ -593,7 +593,7 @@ static void test_compare(void)
     free(px);
     viz_cmp_free(&cmp);
     for (int k = 0; k < 2; k++)
-        vm_free(models[k]);
+        sm_free(models[k]);
 }
 
 int main(int argc, char **argv)

@@ -23,6 +23,7 @@ val() { grep -o " $1=[^ ]*" "$T/out" | head -1 | cut -d= -f2 | tr -d '"'; }
 F=(--scenario fragmentation --compress --device-mem 80G)
 cap=$((80 * 1024 * 1024 * 1024))
 
+declare -A frag
 case $case_name in
 usage)
     "$DECODE" --help > "$T/help" || fail "--help exit $?"
@@ -107,6 +108,51 @@ frag-recorded)    # under the recorder: the OOM annotation and both layers are i
     if grep '^      site: ' "$T/sum.txt" | grep -Eq 'site: (ms_|memsnap_|slow_path)'; then
         fail "a site is named by memsnap's allocator"
     fi
+    ;;
+frag-views)  # the demo's runs, recorded: fragmentation and the views agree
+    # At each run's peak of reserved, 1 - largest_free/total_free inside
+    # reserved (the segment map's number) is lower with expandable segments
+    # and with paged KV than with fixed segments; and the process's peak
+    # reserved/allocated read the same in summary (the process and device 0
+    # of each file's result, the rank table; the text is printed from that
+    # same result), the renderer's model (render) and compare.  Paged KV
+    # peaks within minutes: two compressed hours are enough there.
+    for a in fixed expandable paged; do
+        args=(--alloc fixed); [ $a = expandable ] && args=(--alloc expandable)
+        [ $a = paged ] && args=(--alloc fixed --kv paged --hours 2)
+        "$MEMSNAP" run --sim-device 80G -q -o "$T/$a.msnap" -- "$DECODE" -q "${F[@]}" "${args[@]}" > /dev/null
+        "$DUMP_MODEL" "$T/$a.msnap" peak > "$T/$a.model" || fail "dump_model $a"
+        # 1e6 * (1 - largest free / free), from the model's layout line
+        frag[$a]=$(awk '/^device 0: [0-9]+ segments/ { f=$(NF-3); l=$NF; sub(",","",f); print int(1e6 * (1 - l / f)) }' "$T/$a.model")
+        [ -n "${frag[$a]}" ] || fail "no layout for $a"
+        echo "$a: fragmentation at the peak $(awk "BEGIN{print ${frag[$a]}/1e6}")"
+    done
+    [ "${frag[expandable]}" -lt "${frag[fixed]}" ] || fail "expandable fragments more than fixed at the peak"
+    [ "${frag[paged]}" -lt "${frag[fixed]}" ] || fail "paged fragments more than fixed at the peak"
+    "$MEMSNAP" summary --json "$T/fixed.msnap" "$T/expandable.msnap" > "$T/ranks.json"
+    "$MEMSNAP" compare "$T/fixed.msnap" "$T/expandable.msnap" -o "$T/cmp.png" > "$T/cmp.txt" || fail "compare"
+    i=0
+    for a in fixed expandable; do
+        res_model=$(sed -n 's/^process peak reserved \([0-9]*\), peak stacked \([0-9]*\)$/\1/p' "$T/$a.model")
+        alloc_model=$(sed -n 's/^process peak reserved \([0-9]*\), peak stacked \([0-9]*\)$/\2/p' "$T/$a.model")
+        # each file's result has "process" then device 0 (one device here)
+        res_sum=$(grep -o '"reserved":{"peak":[0-9]*' "$T/ranks.json" | sed -n "$((2 * i + 1))p" | grep -o '[0-9]*$')
+        res_dev=$(grep -o '"reserved":{"peak":[0-9]*' "$T/ranks.json" | sed -n "$((2 * i + 2))p" | grep -o '[0-9]*$')
+        alloc_sum=$(grep -o '"allocated":{"peak":[0-9]*' "$T/ranks.json" | sed -n "$((2 * i + 1))p" | grep -o '[0-9]*$')
+        alloc_dev=$(grep -o '"allocated":{"peak":[0-9]*' "$T/ranks.json" | sed -n "$((2 * i + 2))p" | grep -o '[0-9]*$')
+        [ "$res_dev" = "$res_sum" ] && [ "$alloc_dev" = "$alloc_sum" ] ||
+            fail "$a: device 0 $res_dev / $alloc_dev, process $res_sum / $alloc_sum"
+        rank=$(grep -o "\"file\":\"[^\"]*$a.msnap\",\"peak_reserved\":[0-9]*,\"peak_allocated\":[0-9]*" "$T/ranks.json")
+        [ "$res_model" = "$res_sum" ] || fail "$a: peak reserved: model $res_model, summary $res_sum"
+        [ "$alloc_model" = "$alloc_sum" ] || fail "$a: peak allocated: model $alloc_model, summary $alloc_sum"
+        [ "$rank" = "\"file\":\"$T/$a.msnap\",\"peak_reserved\":$res_sum,\"peak_allocated\":$alloc_sum" ] ||
+            fail "$a: rank entry $rank, per-file $res_sum / $alloc_sum"
+        res_h=$(awk "BEGIN{printf \"%.2f GiB\", $res_sum / 1073741824}")
+        alloc_h=$(awk "BEGIN{printf \"%.2f GiB\", $alloc_sum / 1073741824}")
+        row=$([ $i = 0 ] && echo A || echo B)
+        grep -q "^$row: .*$alloc_h  *$res_h " "$T/cmp.txt" || { cat "$T/cmp.txt"; fail "compare's $row row is not $alloc_h / $res_h"; }
+        i=$((i + 1))
+    done
     ;;
 *) fail "unknown case $case_name" ;;
 esac

@@ -1,0 +1,60 @@
+/* Sizes and times for people (include/memsnap/human.h).  Binary units
+ * throughout: GPU capacities and allocator granularities are powers of
+ * two, and a decimal GB beside a binary GiB would make figures disagree. */
+#include "memsnap/human.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+
+const char *msnap_size_text(uint64_t bytes, char *buf, size_t cap)
+{
+    if (bytes < 1024) {
+        snprintf(buf, cap, "%" PRIu64 " B", bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024.0;
+    int u = 1;
+    while (v >= 1024.0 && u < 6) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, cap, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+const char *msnap_size_text_short(uint64_t bytes, char *buf, size_t cap)
+{
+    int u = 0;
+    double d = (double)bytes;
+    while (d >= 1024.0 && u < 6) {
+        d /= 1024.0;
+        u++;
+    }
+    if (fabs(d - round(d)) < 0.005)
+        snprintf(buf, cap, "%.0f %s", d, units[u]);
+    else if (fabs(d * 10 - round(d * 10)) < 0.05)
+        snprintf(buf, cap, "%.1f %s", d, units[u]);
+    else
+        snprintf(buf, cap, "%.2f %s", d, units[u]);
+    return buf;
+}
+
+const char *msnap_time_text(uint64_t ns, char *buf, size_t cap)
+{
+    if (ns < 1000)
+        snprintf(buf, cap, "%" PRIu64 " ns", ns);
+    else if (ns < 1000000)
+        snprintf(buf, cap, "%.3f us", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
+    else if (ns < 120000000000ull)
+        snprintf(buf, cap, "%.3f s", (double)ns / 1e9);
+    else if (ns < 7200000000000ull)
+        snprintf(buf, cap, "%.2f min", (double)ns / 60e9);
+    else
+        snprintf(buf, cap, "%.2f h", (double)ns / 3600e9);
+    return buf;
+}

@@ -1,0 +1,85 @@
+/* dump_model SNAP [oom|peak|end|TIME]: prints what the renderer's model
+ * (viz/model.h) holds after both passes, as text for golden files: the
+ * process's peaks as render and compare read them, each device's peaks, and
+ * the segment layout at the chosen moment span by span (what the segment
+ * map paints).  Exit 0, or 2 with a one-line message. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "model.h"
+
+static const char *span_name(int what)
+{
+    switch (what) {
+    case SM_SPAN_BLOCK: return "block";
+    case SM_SPAN_USED: return "used";
+    case SM_SPAN_FREE: return "free";
+    default: return "unmapped";
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: dump_model SNAP [oom|peak|end|TIME]\n");
+        return 2;
+    }
+    sm_opts o = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
+    if (argc == 3 && sm_parse_at(argv[2], &o.at, &o.at_t_ns)) {
+        fprintf(stderr, "dump_model: bad moment \"%s\"\n", argv[2]);
+        return 2;
+    }
+    sm_model *m = sm_new(&o);
+    char err[512];
+    if (!m || sm_read_file(m, argv[1], 1, err, sizeof err)) {
+        fprintf(stderr, "%s\n", m ? err : "out of memory");
+        sm_free(m);
+        return 2;
+    }
+    uint64_t stacked, reserved;
+    sm_peak_totals(m, &stacked, &reserved);
+    printf("events %" PRIu64 ", stacked layer %s\n", sm_events(m),
+           sm_blocks_seen(m) ? "allocated" : "reserved");
+    printf("process peak reserved %" PRIu64 ", peak stacked %" PRIu64 "\n",
+           reserved, stacked);
+    for (int d = 0; d < SM_NDEV; d++) {
+        const sm_dev *v = sm_device(m, d);
+        if (!v->seen)
+            continue;
+        printf("device %d: peak reserved %" PRIu64 " at %" PRIu64
+               ", peak allocated %" PRIu64 ", peak stacked %" PRIu64 "\n",
+               d == SM_DEV_UNKNOWN ? -1 : d, v->peak_reserved,
+               v->peak_reserved_t, v->peak_allocated, v->peak_stacked);
+    }
+    const sm_layout *l = sm_layout_at(m);
+    printf("layout valid %d at %d, t %" PRIu64 ", after event %" PRIu64 "\n",
+           l->valid, l->at, l->t_ns, l->event_index);
+    for (int d = 0; d < SM_NDEV; d++) {
+        const sm_dev_layout *dl = &l->dev[d];
+        if (!dl->segments && !dl->block_bytes)
+            continue;
+        printf("device %d: %" PRIu64 " segments, %" PRIu64 " bytes, mapped %"
+               PRIu64 ", blocks %" PRIu64 ", free %" PRIu64 ", largest free %"
+               PRIu64 "\n", d == SM_DEV_UNKNOWN ? -1 : d, dl->segments,
+               dl->segment_bytes, dl->mapped_bytes, dl->block_bytes,
+               dl->total_free, dl->largest_free);
+    }
+    size_t nsites;
+    const sm_site *sites = sm_sites(m, &nsites);
+    for (size_t i = 0; i < l->nsegs; i++) {
+        const sm_segment *s = &l->segs[i];
+        printf("segment 0x%" PRIx64 " +%" PRIu64 " %s device %d\n", s->addr,
+               s->size, s->kind ? msnap_action_name(s->kind) : "(blocks)",
+               s->device == SM_DEV_UNKNOWN ? -1 : s->device);
+        for (size_t k = s->first_span; k < s->first_span + s->nspans; k++) {
+            const sm_span *p = &l->spans[k];
+            printf("  %-8s 0x%" PRIx64 " +%" PRIu64, span_name(p->what),
+                   p->addr, p->size);
+            if (p->site < nsites)
+                printf(" stack %" PRIu32, sites[p->site].stack);
+            printf("\n");
+        }
+    }
+    sm_free(m);
+    return 0;
+}
