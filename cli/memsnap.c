@@ -18,6 +18,7 @@
 /* cmd_render.c (declared here rather than in cli.h, which belongs to the
  * other subcommands' owners). */
 int cmd_render(int argc, char **argv);
+int cmd_torch_setup(int argc, char **argv);   /* cmd_torch_setup.c */
 #include "memsnap/symbolize.h"
 
 #ifndef MEMSNAP_VERSION
@@ -49,6 +50,8 @@ static const subcommand subcommands[] = {
      cmd_export},
     {"import", "a PyTorch memory snapshot (JSON or pickle) as a snapshot",
      cmd_import},
+    {"torch-setup", "build the recorder's PyTorch plugin for this machine's PyTorch",
+     cmd_torch_setup},
 };
 
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
