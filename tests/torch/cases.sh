@@ -20,7 +20,7 @@ fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
 # The plugin folders the recorder searches: only the case's own cache.
 export XDG_CACHE_HOME="$T/cache" MEMSNAP_TORCH_PLUGIN_DIR="$T/none"
 run() { "$MEMSNAP" run --sim-device 8G --compress none "$@"; }
-check() { python3 "$here/check.py" "$@" || fail "check.py $*"; }
+check() { python3 "$here/check.py" "$@" || fail "check.py $*; stderr: $(cat "$T/err" 2>/dev/null)"; }
 
 case $case_name in
 api)
@@ -69,7 +69,7 @@ bad-settings)
     ;;
 off)
     MEMSNAP_TORCH=off run -o "$T/s.msnap" -- "$TORCH_TEST" c10 \
-        "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 2 0 > "$T/out" 2> "$T/err" || fail "torch_test"
+        "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 2 0 > "$T/out" 2> "$T/err" || fail "torch_test: $(cat "$T/err")"
     grep -q "PyTorch" "$T/err" && fail "looked for PyTorch with MEMSNAP_TORCH=off: $(cat "$T/err")"
     check refused "$T/s.msnap" "$T/out"
     ;;
