@@ -249,6 +249,8 @@ static int try_attach(void)
         return T_ATTACHED;
     if (rc > 0)
         return T_PENDING;          /* allocator not initialized yet */
+    if (rc == -2)
+        return T_DONE;             /* another backend: its blocks are not PyTorch's to trace */
     torch_version(ver, sizeof ver);
     fprintf(stderr, "memsnap: PyTorch %s: %s; recording the driver level only\n", ver,
             msg[0] ? msg : "the plugin could not attach");

@@ -89,8 +89,9 @@ MEMSNAP_PLUGIN_EXPORT const char* memsnap_torch_build_id(void)
 
 // Attaches the tracker to PyTorch's CUDA allocator, forwarding to fn.
 // Returns 0 when attached; 1 when the allocator is not initialized yet (call
-// again later); -1 when it cannot be attached (another allocator backend, or
-// PyTorch threw), with a one-line reason in msg.  Call it on a thread that
+// again later); -2 when another allocator backend is in charge (nothing to
+// attach to; reason in msg); -1 when attaching failed (PyTorch threw), with
+// a one-line reason in msg.  Call it on a thread that
 // holds no allocator mutex other than its own device's (the recorder calls it
 // from the hook of PyTorch's own cudaMalloc).
 MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* msg, size_t msglen)
@@ -102,8 +103,11 @@ MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* 
             return 1;
         std::string name = a->name();
         if (name != "native") {
+            // A pluggable allocator or cudaMallocAsync: their blocks are not
+            // this allocator's (memsnap's own allocator traces its blocks
+            // itself; cudaMallocAsync's are the driver's async events).
             snprintf(msg, msglen, "its CUDA allocator backend is %s, not native", name.c_str());
-            return -1;
+            return -2;
         }
         if (!a->initialized())
             return 1;
