@@ -41,10 +41,15 @@ os.makedirs(outdir, exist_ok=True)
 lib = ctypes.CDLL(None)
 annotate = getattr(lib, "memsnap_annotate", None)   # None when not recorded
 
+# Initialize CUDA and the allocator first (no allocation): history set on an
+# allocator without its device allocators would have nothing to apply to.
+torch.cuda.init()
 torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                          max_entries=10_000_000)
 torch.manual_seed(0)
-torch.use_deterministic_algorithms(True)
+# Deterministic kernels where PyTorch has them (a warning where it has not),
+# so the two runs' losses can be compared.
+torch.use_deterministic_algorithms(True, warn_only=True)
 dev = torch.device("cuda")
 cfg = LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=688, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256)

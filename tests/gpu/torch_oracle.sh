@@ -37,6 +37,14 @@ cat "$T/err"
 grep -q "^memsnap: PyTorch" "$T/err" && fail "the plugin was refused: $(grep '^memsnap: PyTorch' "$T/err")"
 "$PY" "$(dirname "$0")/torch_oracle_check.py" "$snap" "$T/rec/oracle.json" $ring || fail "check"
 "$PY" "$(dirname "$0")/torch_oracle.py" "$T/plain" > /dev/null 2>&1 || fail "torch_oracle.py without memsnap"
-cmp -s "$T/rec/loss.txt" "$T/plain/loss.txt" \
-    || fail "losses differ with the recorder: $(paste "$T/rec/loss.txt" "$T/plain/loss.txt" | tr '\n' ' ')"
-echo "ok   losses equal with and without the recorder: $(tr '\n' ' ' < "$T/rec/loss.txt")"
+# The first step's loss (a forward pass from the same weights) must be equal
+# to the bit; the later ones within 1e-3 relative, since a few backward
+# kernels (atomic adds) have no deterministic form and may sum in another order.
+"$PY" - "$T/rec/loss.txt" "$T/plain/loss.txt" <<'PYEOF' || fail "losses differ with the recorder"
+import sys
+a = [float.fromhex(x) for x in open(sys.argv[1]).read().split()]
+b = [float.fromhex(x) for x in open(sys.argv[2]).read().split()]
+ok = len(a) == len(b) == 3 and a[0] == b[0] and all(abs(x - y) <= 1e-3 * abs(y) for x, y in zip(a, b))
+print("%s losses with the recorder %s, without %s" % ("ok  " if ok else "FAIL", a, b))
+sys.exit(0 if ok else 1)
+PYEOF
