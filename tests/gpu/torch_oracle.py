@@ -98,9 +98,11 @@ torch.cuda.set_per_process_memory_fraction(1.0)
 traces = [{"action": e["action"], "addr": e.get("addr", e.get("device_free", 0)),
            "size": e["size"], "stream": e["stream"]}
           for e in snap["device_traces"][0] if e["action"] != "snapshot"]
+# Live for memsnap until free_completed: allocated, or freed but still waiting
+# for other streams' work.
 live = [{"addr": b["address"], "size": b["size"], "requested_size": b["requested_size"]}
         for seg in snap["segments"] if seg["device"] == 0
-        for b in seg["blocks"] if b["state"] == "active_allocated"]
+        for b in seg["blocks"] if b["state"] in ("active_allocated", "active_pending_free")]
 json.dump({"traces": traces, "live": live,
            "expandable": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")},
           open(os.path.join(outdir, "oracle.json"), "w"))
