@@ -65,7 +65,7 @@ static void usage(FILE *f)
                "memsnap records where GPU memory goes in CUDA processes.\n\n"
                "subcommands:\n");
     for (size_t i = 0; i < NSUB; i++)
-        fprintf(f, "  %-10s %s\n", subcommands[i].name,
+        fprintf(f, "  %-11s %s\n", subcommands[i].name,
                 subcommands[i].synopsis);
     fprintf(f, "\nexit status: 0 ok, 1 a finding (e.g. summary: the snapshot "
                "contains an OOM),\n2 bad input or usage.  See docs/cli.md.\n");
