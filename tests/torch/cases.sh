@@ -2,6 +2,7 @@
 # The recorder's PyTorch layer on the simulated device, without PyTorch:
 #   api           memsnap_trace_torch fills the right events (api torch), the
 #                 OOM carries PyTorch's numbers and dumps the live blocks;
+#   api-ring      the same OOM in ring mode: the dump file has the live blocks;
 #   refused       a fake libc10_cuda.so whose build-id no plugin has: one
 #                 line on stderr, the driver level recorded, exit code kept;
 #   loaded        a fake libc10_cuda.so and a plugin with its build-id: the
@@ -26,6 +27,11 @@ case $case_name in
 api)
     run -o "$T/s.msnap" -- "$TORCH_TEST" api > "$T/out" 2> "$T/err" || fail "torch_test api: $(cat "$T/err")"
     check api "$T/s.msnap" "$T/out"
+    ;;
+api-ring)  # ring mode: the dump at PyTorch's OOM is a file with the live blocks
+    run --mode ring -o "$T/s-%n.msnap" -- "$TORCH_TEST" api > "$T/out" 2> "$T/err" || fail "torch_test api: $(cat "$T/err")"
+    [ -f "$T/s-0.msnap" ] || fail "no ring dump at the oom: $(ls "$T")"
+    check api-ring "$T/s-0.msnap" "$T/out"
     ;;
 refused)
     run -o "$T/s.msnap" -- "$TORCH_TEST" c10 "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 3 5 \

@@ -2,7 +2,7 @@
 """Checks a plain-text snapshot of tests/torch/cases.sh against what
 torch_test printed ("key value" lines).
 
-  check.py api|refused|loaded SNAP OUT   exit 0 when the snapshot is right,
+  check.py api|api-ring|refused|loaded SNAP OUT   exit 0 when the snapshot is right,
                                          else 1 with the reason
   check.py buildid ELF                   prints the GNU build-id (hex)
 Prints "N passed, 0 failed" on success, as the other case scripts do.
@@ -90,6 +90,14 @@ def main():
         c.eq("a dump after the torch oom", bool(dumps) and strs.get(dumps[0].get("x")), "oom")
         blocks = sorted((l["p"], l["n"]) for l in states[0] if l["kind"] == "block_alloc")
         c.eq("live blocks in the oom dump", blocks, [(live, 2048)])
+    elif mode == "api-ring":   # the ring dump written at the torch oom
+        live = int(out["live"])
+        c.eq("torch actions up to the oom", [e["a"] for e in torch],
+             ["segment_alloc", "block_alloc", "block_alloc", "block_free_requested", "block_free",
+              "segment_map", "segment_unmap", "oom"])
+        c.eq("oom", (torch[-1]["n"], torch[-1].get("x")), (1 << 40, 12345))
+        blocks = sorted((l["p"], l["n"]) for l in states[0] if l["kind"] == "block_alloc")
+        c.eq("live blocks in the ring oom dump", blocks, [(live, 2048)])
     elif mode == "refused":
         allocs = [e for e in events if e["a"] == "alloc"]
         c.eq("no torch events", torch, [])
