@@ -20,6 +20,7 @@
 /* cmd_render.c (declared here rather than in cli.h, which belongs to the
  * other subcommands' owners). */
 int cmd_render(int argc, char **argv);
+int cmd_torch_setup(int argc, char **argv);   /* cmd_torch_setup.c */
 #include "memsnap/symbolize.h"
 
 #ifndef MEMSNAP_VERSION
@@ -51,6 +52,8 @@ static const subcommand subcommands[] = {
      cmd_export},
     {"import", "a PyTorch memory snapshot (JSON or pickle) as a snapshot",
      cmd_import},
+    {"torch-setup", "build the recorder's PyTorch plugin for this machine's PyTorch",
+     cmd_torch_setup},
 };
 
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
@@ -66,7 +69,7 @@ static void usage(FILE *f)
                "memsnap records where GPU memory goes in CUDA processes.\n\n"
                "subcommands:\n");
     for (size_t i = 0; i < NSUB; i++)
-        fprintf(f, "  %-10s %s\n", subcommands[i].name,
+        fprintf(f, "  %-11s %s\n", subcommands[i].name,
                 subcommands[i].synopsis);
     fprintf(f, "\nexit status: 0 ok, 1 a finding (e.g. summary: the snapshot "
                "contains an OOM),\n2 bad input or usage.  See docs/cli.md.\n");

@@ -192,6 +192,11 @@ int config_load(void)
     }
     if ((s = getenv("MEMSNAP_QUIET")))
         g_cfg.quiet = strcmp(s, "0") != 0;
+    if ((s = getenv("MEMSNAP_TORCH"))) {
+        if (strcmp(s, "auto") == 0) g_cfg.torch_off = 0;
+        else if (strcmp(s, "off") == 0) g_cfg.torch_off = 1;
+        else rc |= bad("MEMSNAP_TORCH", s, "expected auto or off");
+    }
     if (rc != 0) {
         g_cfg.enabled = 0;
         return -1;

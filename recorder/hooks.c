@@ -38,6 +38,7 @@
 #include <cuda.h>
 
 #include "recorder.h"
+#include "torch.h"
 
 #undef cuGetProcAddress
 #undef cuGetProcAddress_v2
@@ -441,6 +442,7 @@ static CUresult hook_cuMemAlloc_v2(fn_cuMemAlloc_v2 real, CUdeviceptr *a, size_t
         rec_alloc(MSNAP_A_ALLOC, MSNAP_API_cuMemAlloc_v2, *a, b, 0, 0);
     else
         rec_fail(MSNAP_API_cuMemAlloc_v2, -2, b, r);
+    torch_on_driver_alloc();
     LEAVE(r);
 }
 
@@ -574,6 +576,7 @@ static CUresult hook_cuMemCreate(fn_cuMemCreate real, CUmemGenericAllocationHand
     } else {
         rec_fail(MSNAP_API_cuMemCreate, dev, b, r);
     }
+    torch_on_driver_alloc();
     LEAVE(r);
 }
 
@@ -618,6 +621,7 @@ static CUresult hook_cuMemAddressReserve(fn_cuMemAddressReserve real, CUdevicept
         rec(MSNAP_A_VMM_RESERVE, MSNAP_API_cuMemAddressReserve, -1, *a, b, 0, c, 0, 0);
     else
         rec_fail(MSNAP_API_cuMemAddressReserve, -1, b, r);
+    torch_on_driver_alloc();
     LEAVE(r);
 }
 

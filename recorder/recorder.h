@@ -54,6 +54,7 @@ typedef struct rec_config {
     uint64_t queue_events;    /* capacity of the hot-path queue (power of 2) */
     uint64_t max_stacks;      /* stack table capacity */
     int quiet;                /* no "memsnap: wrote ..." line at exit */
+    int torch_off;            /* MEMSNAP_TORCH=off: never look for PyTorch */
 } rec_config;
 
 extern rec_config g_cfg;

@@ -676,10 +676,14 @@ static void process(msnap_event *e)
         ring_put(e);
     }
     if (e->action == MSNAP_A_OOM) {
+        /* PyTorch's OOM follows the driver's (PyTorch frees its cache and
+         * retries first), and is the one the program sees: with "first" it
+         * gets a dump of its own. */
+        int bit = e->api == MSNAP_API_TORCH ? 2 : 1;
         int want = g_cfg.oom_dump == OOM_DUMP_EVERY ||
-                   (g_cfg.oom_dump == OOM_DUMP_FIRST && !oom_dumped);
+                   (g_cfg.oom_dump == OOM_DUMP_FIRST && !(oom_dumped & bit));
         if (want) {
-            oom_dumped = 1;
+            oom_dumped |= bit;
             if (do_dump("oom") != 0)
                 fprintf(stderr, "memsnap: OOM dump failed: %s\n", strerror(errno));
         }

@@ -54,6 +54,36 @@ int memsnap_totals_get(int device, memsnap_totals *out);
 void memsnap_trace_block(int action, int device, uint64_t addr, uint64_t size,
                          uint64_t stream);
 
+/* PyTorch's caching allocator, through its trace tracker: the recorder's
+ * PyTorch plugin (libmemsnap_torch, docs/recorder.md) calls this for every
+ * trace entry of PyTorch's CUDA caching allocator.  Each call becomes one
+ * event with api "torch" and the calling thread's stack.  action (PyTorch's
+ * TraceEntry::Action):
+ *   MEMSNAP_TORCH_ALLOC           block_alloc: addr, size, stream; pool =
+ *                                 memory pool id; requested = the size the
+ *                                 program asked for (0 when unknown)
+ *   MEMSNAP_TORCH_FREE_REQUESTED  block_free_requested: addr, size, stream
+ *   MEMSNAP_TORCH_FREE_COMPLETED  block_free: addr, size, stream
+ *   MEMSNAP_TORCH_SEGMENT_ALLOC, _SEGMENT_FREE, _SEGMENT_MAP, _SEGMENT_UNMAP
+ *                                 segment_*: addr, size, stream
+ *   MEMSNAP_TORCH_OOM             oom: size = requested bytes, addr = device
+ *                                 free bytes as PyTorch read them
+ * Other values (PyTorch's SNAPSHOT entries, future actions) are ignored.
+ * Never blocks except when the recorder's queue is full, never allocates. */
+#define MEMSNAP_TORCH_ALLOC 0
+#define MEMSNAP_TORCH_FREE_REQUESTED 1
+#define MEMSNAP_TORCH_FREE_COMPLETED 2
+#define MEMSNAP_TORCH_SEGMENT_ALLOC 3
+#define MEMSNAP_TORCH_SEGMENT_FREE 4
+#define MEMSNAP_TORCH_SEGMENT_MAP 5
+#define MEMSNAP_TORCH_SEGMENT_UNMAP 6
+#define MEMSNAP_TORCH_OOM 8
+void memsnap_trace_torch(int action, int device, uint64_t addr, uint64_t size,
+                         uint64_t stream, uint64_t pool, uint64_t requested);
+typedef void (*memsnap_trace_torch_fn)(int action, int device, uint64_t addr,
+                                       uint64_t size, uint64_t stream, uint64_t pool,
+                                       uint64_t requested);
+
 #ifdef __cplusplus
 }
 #endif

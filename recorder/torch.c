@@ -1,0 +1,317 @@
+/* PyTorch's allocated layer: finding PyTorch, loading the plugin, and the
+ * entry point its trace tracker calls.
+ *
+ * PyTorch's CUDA caching allocator hands out blocks from segments it got from
+ * the driver; the hooks see only the segments.  Its trace tracker
+ * (c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker) calls a
+ * function for every block alloc, free, segment change and OOM whether or
+ * not PyTorch's own history is on.  Attaching one needs C++ against the exact
+ * libc10_cuda.so of the process, so it lives in a plugin
+ * (libmemsnap_torch-<build-id>.so, torch/memsnap_torch.cpp) built either with
+ * memsnap (CMake option MEMSNAP_TORCH) or at first use (`memsnap
+ * torch-setup`), and named by the GNU build-id of the libc10_cuda.so it was
+ * compiled against.
+ *
+ * When: the device allocators exist only after PyTorch's lazy init, and the
+ * tracker list of each is guarded by that device's recursive mutex, which
+ * PyTorch holds during its own cudaMalloc.  So the recorder attaches from the
+ * hook of a driver allocation (cuMemAlloc_v2, cuMemAddressReserve,
+ * cuMemCreate) whose stack runs through libc10_cuda.so: that thread already
+ * holds the mutex (recursive, so attaching does not block on it), the
+ * allocator is initialized, and the block that the allocation serves is
+ * traced after the driver call returns, so it is recorded too.  One thread
+ * at a time tries (a compare-and-swap to BUSY); others never wait for it.
+ *
+ * The version rule: the plugin is loaded only when its name and its own
+ * memsnap_torch_build_id() both carry the build-id of the libc10_cuda.so
+ * loaded in the process.  Otherwise one line on stderr and the driver level
+ * only, as before.  Searched, in order: $MEMSNAP_TORCH_PLUGIN_DIR, the folder
+ * of libmemsnap.so, ${XDG_CACHE_HOME:-$HOME/.cache}/memsnap/torch.
+ *
+ * MEMSNAP_TORCH: "auto" (default) or "off" (never look for PyTorch).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "memsnap/memsnap.h"
+#include "recorder.h"
+#include "torch.h"
+
+enum { T_PENDING = 0, T_BUSY = 1, T_ATTACHED = 2, T_DONE = 3 };
+_Atomic int g_torch_state;          /* T_* */
+
+static unsigned long long seen_adds;     /* dlpi_adds at the last look for libc10_cuda */
+static uintptr_t c10_lo, c10_hi;          /* libc10_cuda.so's mapped range, 0 = not found */
+static char c10_path[1024];
+static char c10_build_id[129];            /* hex */
+
+/* ---- finding libc10_cuda.so ---------------------------------------------- */
+
+/* Hex of the NT_GNU_BUILD_ID note among info's PT_NOTE segments into out
+ * (cap >= 129); "" when there is none. */
+static void note_build_id(const struct dl_phdr_info *info, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+        const unsigned char *end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+            const unsigned char *name = p + sizeof *nh;
+            const unsigned char *desc = name + ((nh->n_namesz + 3u) & ~3u);
+            const unsigned char *next = desc + ((nh->n_descsz + 3u) & ~3u);
+            if (next > end)
+                break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+                memcmp(name, "GNU", 4) == 0 && nh->n_descsz * 2 < cap) {
+                for (unsigned j = 0; j < nh->n_descsz; j++)
+                    snprintf(out + 2 * j, 3, "%02x", desc[j]);
+                return;
+            }
+            p = next;
+        }
+    }
+}
+
+/* dl_iterate_phdr callback: stops at once when nothing was loaded since the
+ * last look (the first entry carries the counter); else fills c10_* when it
+ * meets libc10_cuda.so. */
+static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    int *first = arg;
+    if (*first) {
+        *first = 0;
+        if (size >= offsetof(struct dl_phdr_info, dlpi_subs) && info->dlpi_adds == seen_adds)
+            return 1;
+        if (size >= offsetof(struct dl_phdr_info, dlpi_subs))
+            seen_adds = info->dlpi_adds;
+    }
+    const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    const char *base = slash ? slash + 1 : info->dlpi_name;
+    if (!base || strcmp(base, "libc10_cuda.so") != 0)
+        return 0;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        if (a < lo) lo = a;
+        if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+    }
+    snprintf(c10_path, sizeof c10_path, "%s", info->dlpi_name);
+    note_build_id(info, c10_build_id, sizeof c10_build_id);
+    c10_lo = lo;
+    c10_hi = hi;
+    return 1;
+}
+
+/* 1 when a frame of the calling thread's stack is in libc10_cuda.so. */
+static int called_from_c10(void)
+{
+    void *raw[48];
+    int n = unw_backtrace(raw, 48);
+    for (int i = 0; i < n; i++) {
+        uintptr_t a = (uintptr_t)raw[i];
+        if (a >= c10_lo && a < c10_hi)
+            return 1;
+    }
+    return 0;
+}
+
+/* PyTorch's version from torch/version.py next to torch/lib/libc10_cuda.so,
+ * into out; "?" when it cannot be read. */
+static void torch_version(char *out, size_t cap)
+{
+    snprintf(out, cap, "?");
+    char path[1100];
+    snprintf(path, sizeof path, "%s", c10_path);
+    char *slash = strrchr(path, '/');
+    if (!slash)
+        return;
+    *slash = 0;                                   /* .../torch/lib */
+    slash = strrchr(path, '/');
+    if (!slash)
+        return;
+    snprintf(slash, sizeof path - (size_t)(slash - path), "/version.py");
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        char *q;
+        if (strncmp(line, "__version__", 11) != 0 || !(q = strchr(line, '\'')))
+            continue;
+        char *e = strchr(q + 1, '\'');
+        if (e && (size_t)(e - q - 1) < cap) {
+            memcpy(out, q + 1, (size_t)(e - q - 1));
+            out[e - q - 1] = 0;
+        }
+        break;
+    }
+    fclose(f);
+}
+
+/* ---- the plugin ---------------------------------------------------------- */
+
+typedef const char *(*build_id_fn)(void);
+typedef int (*attach_fn)(memsnap_trace_torch_fn fn, char *msg, size_t msglen);
+
+static void *plugin;                 /* dlopen handle, kept once loaded */
+static attach_fn plugin_attach;
+
+/* Folder of libmemsnap.so into out; "" when unknown. */
+static void own_dir(char *out, size_t cap)
+{
+    Dl_info di;
+    out[0] = 0;
+    if (!dladdr((void *)&own_dir, &di) || !di.dli_fname)
+        return;
+    snprintf(out, cap, "%s", di.dli_fname);
+    char *slash = strrchr(out, '/');
+    if (slash)
+        *slash = 0;
+    else
+        out[0] = 0;
+}
+
+/* Loads libmemsnap_torch-<build-id>.so from the first folder that has one
+ * whose memsnap_torch_build_id() agrees.  0, or -1 (nothing loaded). */
+static int load_plugin(void)
+{
+    char dirs[3][1024];
+    const char *e = getenv("MEMSNAP_TORCH_PLUGIN_DIR");
+    snprintf(dirs[0], sizeof dirs[0], "%s", e ? e : "");
+    own_dir(dirs[1], sizeof dirs[1]);
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(dirs[2], sizeof dirs[2], "%s/memsnap/torch", xdg);
+    else if (home && *home)
+        snprintf(dirs[2], sizeof dirs[2], "%s/.cache/memsnap/torch", home);
+    else
+        dirs[2][0] = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!dirs[i][0])
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/libmemsnap_torch-%s.so", dirs[i], c10_build_id);
+        if (access(path, R_OK) != 0)
+            continue;
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            continue;
+        build_id_fn bid = (build_id_fn)dlsym(h, "memsnap_torch_build_id");
+        attach_fn at = (attach_fn)dlsym(h, "memsnap_torch_attach");
+        if (bid && at && strcmp(bid(), c10_build_id) == 0) {
+            plugin = h;
+            plugin_attach = at;
+            return 0;
+        }
+        dlclose(h);
+    }
+    return -1;
+}
+
+/* One look for PyTorch, on the thread in a driver-allocation hook.  Returns
+ * the next state. */
+static int try_attach(void)
+{
+    int first = 1;
+    dl_iterate_phdr(find_c10, &first);
+    if (!c10_hi || !called_from_c10())
+        return T_PENDING;          /* not PyTorch, or not its allocator yet */
+    char ver[64];
+    if (!plugin) {
+        if (!c10_build_id[0] || load_plugin() != 0) {
+            torch_version(ver, sizeof ver);
+            fprintf(stderr,
+                    "memsnap: PyTorch %s found but no matching plugin (libmemsnap_torch-%s.so; "
+                    "build it with: memsnap torch-setup); recording the driver level only\n",
+                    ver, c10_build_id[0] ? c10_build_id : "(no build-id)");
+            return T_DONE;
+        }
+    }
+    char msg[256] = "";
+    int rc = plugin_attach(memsnap_trace_torch, msg, sizeof msg);
+    if (rc == 0)
+        return T_ATTACHED;
+    if (rc > 0)
+        return T_PENDING;          /* allocator not initialized yet */
+    if (rc == -2)
+        return T_DONE;             /* another backend: its blocks are not PyTorch's to trace */
+    torch_version(ver, sizeof ver);
+    fprintf(stderr, "memsnap: PyTorch %s: %s; recording the driver level only\n", ver,
+            msg[0] ? msg : "the plugin could not attach");
+    return T_DONE;
+}
+
+void torch_on_driver_alloc_slow(void)
+{
+    int expect = T_PENDING;
+    if (!atomic_compare_exchange_strong(&g_torch_state, &expect, T_BUSY))
+        return;                    /* another thread is looking: never wait for it */
+    if (g_cfg.torch_off) {
+        atomic_store(&g_torch_state, T_DONE);
+        return;
+    }
+    atomic_store(&g_torch_state, try_attach());
+}
+
+/* ---- the entry point ----------------------------------------------------- */
+
+static const uint16_t torch_action[9] = {
+    [MEMSNAP_TORCH_ALLOC] = MSNAP_A_BLOCK_ALLOC,
+    [MEMSNAP_TORCH_FREE_REQUESTED] = MSNAP_A_BLOCK_FREE_REQUESTED,
+    [MEMSNAP_TORCH_FREE_COMPLETED] = MSNAP_A_BLOCK_FREE,
+    [MEMSNAP_TORCH_SEGMENT_ALLOC] = MSNAP_A_SEGMENT_ALLOC,
+    [MEMSNAP_TORCH_SEGMENT_FREE] = MSNAP_A_SEGMENT_FREE,
+    [MEMSNAP_TORCH_SEGMENT_MAP] = MSNAP_A_SEGMENT_MAP,
+    [MEMSNAP_TORCH_SEGMENT_UNMAP] = MSNAP_A_SEGMENT_UNMAP,
+    [MEMSNAP_TORCH_OOM] = MSNAP_A_OOM,
+};
+
+MSNAP_EXPORT void memsnap_trace_torch(int action, int device, uint64_t addr, uint64_t size,
+                                      uint64_t stream, uint64_t pool, uint64_t requested)
+{
+    if (action < 0 || action > MEMSNAP_TORCH_OOM || !torch_action[action])
+        return;
+    if (!core_recording())
+        return;
+    t_in_hook++;
+    msnap_event e;
+    memset(&e, 0, sizeof e);
+    e.t_ns = core_now_ns();
+    e.action = torch_action[action];
+    e.api = MSNAP_API_TORCH;
+    e.device = (int16_t)device;
+    e.size = size;
+    e.stream = stream;
+    if (action == MEMSNAP_TORCH_OOM) {
+        e.aux = addr;                      /* device free bytes, as PyTorch read them */
+        if (device >= 0 && device < MSNAP_MAX_DEVICES &&
+            atomic_load_explicit(&g_devices[device].ready, memory_order_acquire))
+            e.aux2 = g_devices[device].info.total;
+        e.result = 2;                      /* CUDA_ERROR_OUT_OF_MEMORY */
+    } else {
+        e.addr = addr;
+        if (action == MEMSNAP_TORCH_ALLOC) {
+            e.aux = pool;
+            e.aux2 = requested;
+        }
+    }
+    e.stack = core_capture_stack();
+    core_emit(&e, action == MEMSNAP_TORCH_OOM);
+    t_in_hook--;
+}

@@ -1,0 +1,83 @@
+#!/bin/bash
+# The recorder's PyTorch layer on the simulated device, without PyTorch:
+#   api           memsnap_trace_torch fills the right events (api torch), the
+#                 OOM carries PyTorch's numbers and dumps the live blocks;
+#   api-ring      the same OOM in ring mode: the dump file has the live blocks;
+#   refused       a fake libc10_cuda.so whose build-id no plugin has: one
+#                 line on stderr, the driver level recorded, exit code kept;
+#   loaded        a fake libc10_cuda.so and a plugin with its build-id: the
+#                 plugin is attached from the first driver allocation, and
+#                 that allocation's own block is recorded;
+#   bad-settings  MEMSNAP_TORCH=bogus: one line, recording off, program
+#                 unchanged; memsnap run refuses it (exit 2);
+#   off           MEMSNAP_TORCH=off: no look for PyTorch, no line.
+# Files are written uncompressed and read with python3 (tests/torch/check.py).
+set -u
+case_name=${1:?case}
+T=${CASE_DIR:?}/$case_name
+rm -rf "$T"; mkdir -p "$T"
+here=$(cd "$(dirname "$0")" && pwd)
+fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
+# The plugin folders the recorder searches: only the case's own cache.
+export XDG_CACHE_HOME="$T/cache" MEMSNAP_TORCH_PLUGIN_DIR="$T/none"
+run() { "$MEMSNAP" run --sim-device 8G --compress none "$@"; }
+check() { python3 "$here/check.py" "$@" || fail "check.py $*; stderr: $(cat "$T/err" 2>/dev/null)"; }
+
+case $case_name in
+api)
+    run -o "$T/s.msnap" -- "$TORCH_TEST" api > "$T/out" 2> "$T/err" || fail "torch_test api: $(cat "$T/err")"
+    check api "$T/s.msnap" "$T/out"
+    ;;
+api-ring)  # ring mode: the dump at PyTorch's OOM is a file with the live blocks
+    run --mode ring -o "$T/s-%n.msnap" -- "$TORCH_TEST" api > "$T/out" 2> "$T/err" || fail "torch_test api: $(cat "$T/err")"
+    [ -f "$T/s-0.msnap" ] || fail "no ring dump at the oom: $(ls "$T")"
+    check api-ring "$T/s-0.msnap" "$T/out"
+    ;;
+refused)
+    run -o "$T/s.msnap" -- "$TORCH_TEST" c10 "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 3 5 \
+        > "$T/out" 2> "$T/err"; rc=$?
+    [ $rc = 5 ] || fail "exit code $rc, expected 5 (the program's)"
+    n=$(grep -c "^memsnap: PyTorch" "$T/err")
+    [ "$n" = 1 ] || fail "expected one PyTorch line on stderr, got $n: $(cat "$T/err")"
+    grep -q "^memsnap: PyTorch 2.11.0+fake found but no matching plugin (libmemsnap_torch-[0-9a-f]*.so; build it with: memsnap torch-setup); recording the driver level only$" "$T/err" \
+        || fail "unclear line: $(cat "$T/err")"
+    check refused "$T/s.msnap" "$T/out"
+    # A plugin named for this build-id whose own memsnap_torch_build_id()
+    # disagrees is refused the same way.
+    bid=$(python3 "$here/check.py" buildid "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so") || fail "build-id"
+    mkdir -p "$T/cache/memsnap/torch" && cp "$FAKE_PLUGIN" "$T/cache/memsnap/torch/libmemsnap_torch-$bid.so"
+    run -o "$T/s2.msnap" -- "$TORCH_TEST" c10 "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 3 5 \
+        > "$T/out2" 2> "$T/err2"; rc=$?
+    [ $rc = 5 ] || fail "exit code $rc, expected 5 (the program's)"
+    grep -q "^memsnap: PyTorch 2.11.0+fake found but no matching plugin (libmemsnap_torch-$bid.so" "$T/err2" \
+        || fail "a plugin with another build-id inside was not refused: $(cat "$T/err2")"
+    check refused "$T/s2.msnap" "$T/out2"
+    ;;
+loaded)
+    mkdir -p "$T/cache/memsnap/torch" && cp "$FAKE_PLUGIN" "$T/cache/memsnap/torch/" || fail "copy"
+    run -o "$T/s.msnap" -- "$TORCH_TEST" c10 "$FAKE_DIR/match/torch/lib/libc10_cuda.so" 3 0 \
+        > "$T/out" 2> "$T/err" || fail "torch_test c10: $(cat "$T/err")"
+    grep -q "PyTorch" "$T/err" && fail "unexpected line: $(cat "$T/err")"
+    check loaded "$T/s.msnap" "$T/out"
+    ;;
+bad-settings)
+    MEMSNAP_TORCH=bogus LD_PRELOAD="$MEMSNAP_LIB" LD_LIBRARY_PATH="$MEMSNAP_SIMDEV_DIR" \
+        MEMSNAP_OUTPUT="$T/s.msnap" "$TORCH_TEST" c10 "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 2 4 \
+        > "$T/out" 2> "$T/err"; rc=$?
+    [ $rc = 4 ] || fail "program exit code changed to $rc"
+    [ "$(wc -l < "$T/err")" = 1 ] || fail "expected one line on stderr, got: $(cat "$T/err")"
+    grep -q 'MEMSNAP_TORCH="bogus" is not valid (expected auto or off); recording off' "$T/err" \
+        || fail "unclear message: $(cat "$T/err")"
+    [ ! -e "$T/s.msnap" ] || fail "a file was written with recording off"
+    MEMSNAP_TORCH=bogus "$MEMSNAP" run -- true 2> "$T/err2"; rc=$?
+    [ $rc = 2 ] || fail "memsnap run with MEMSNAP_TORCH=bogus: exit $rc, expected 2"
+    echo "3 passed, 0 failed"
+    ;;
+off)
+    MEMSNAP_TORCH=off run -o "$T/s.msnap" -- "$TORCH_TEST" c10 \
+        "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 2 0 > "$T/out" 2> "$T/err" || fail "torch_test: $(cat "$T/err")"
+    grep -q "PyTorch" "$T/err" && fail "looked for PyTorch with MEMSNAP_TORCH=off: $(cat "$T/err")"
+    check refused "$T/s.msnap" "$T/out"
+    ;;
+*) fail "unknown case $case_name" ;;
+esac

@@ -1,0 +1,46 @@
+/* A stand-in for PyTorch's libc10_cuda.so on the simulated device.
+ *
+ * Like PyTorch's caching allocator, fake_c10_malloc gets a segment from the
+ * driver (cuMemAlloc_v2, from inside this library, so the recorder's hook
+ * sees a stack through "libc10_cuda.so") and then reports the block to the
+ * attached trace tracker, if any, after the driver call returned.  The fake
+ * plugin (fake_plugin.c) attaches through fake_c10_attach.
+ */
+#include <stdint.h>
+#include <stddef.h>
+#include <cuda.h>
+
+#include "memsnap/memsnap.h"
+
+static memsnap_trace_torch_fn tracker;
+
+/* The fake plugin's way in: the tracker every later block is reported to. */
+__attribute__((visibility("default"))) void fake_c10_attach(memsnap_trace_torch_fn fn)
+{
+    tracker = fn;
+}
+
+/* A segment of size bytes from the driver, handed out as one block.
+ * Returns the address, 0 on failure. */
+__attribute__((visibility("default"), noinline)) uint64_t fake_c10_malloc(size_t size)
+{
+    CUdeviceptr p = 0;
+    if (cuMemAlloc_v2(&p, size) != CUDA_SUCCESS)
+        return 0;
+    if (tracker) {
+        tracker(MEMSNAP_TORCH_SEGMENT_ALLOC, 0, p, size, 0, 0, 0);
+        tracker(MEMSNAP_TORCH_ALLOC, 0, p, size, 0, 0, size);
+    }
+    return p;
+}
+
+/* Frees the block and its segment. */
+__attribute__((visibility("default"))) void fake_c10_free(uint64_t p, size_t size)
+{
+    if (tracker) {
+        tracker(MEMSNAP_TORCH_FREE_REQUESTED, 0, p, size, 0, 0, 0);
+        tracker(MEMSNAP_TORCH_FREE_COMPLETED, 0, p, size, 0, 0, 0);
+        tracker(MEMSNAP_TORCH_SEGMENT_FREE, 0, p, size, 0, 0, 0);
+    }
+    cuMemFree_v2(p);
+}

@@ -1,0 +1,96 @@
+/* The program side of the PyTorch-layer tests on the simulated device.
+ *
+ *   torch_test api
+ *       calls memsnap_trace_torch (found with dlsym, as the plugin's caller
+ *       would) once per action, plus two it must ignore, and prints what the
+ *       snapshot must hold as "key value" lines for cases.sh;
+ *   torch_test c10 LIBC10 N EXIT
+ *       dlopens LIBC10 (a fake libc10_cuda.so), makes N allocations through
+ *       it, frees all but the last, prints "first 0xADDR", exits with EXIT.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda.h>
+
+#include "memsnap/memsnap.h"
+
+static int init_device(void)
+{
+    CUdevice d;
+    CUcontext c;
+    if (cuInit(0) || cuDeviceGet(&d, 0) || cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)) {
+        fprintf(stderr, "torch_test: no (simulated) device\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int run_api(void)
+{
+    memsnap_trace_torch_fn fn = (memsnap_trace_torch_fn)dlsym(RTLD_DEFAULT, "memsnap_trace_torch");
+    if (!fn) {
+        fprintf(stderr, "torch_test: memsnap_trace_torch not found (recorder not loaded?)\n");
+        return 1;
+    }
+    CUdeviceptr seg;
+    if (cuMemAlloc_v2(&seg, 4 << 20) != CUDA_SUCCESS)
+        return 1;
+    uint64_t s = 0x5000;                 /* a stream handle */
+    fn(MEMSNAP_TORCH_SEGMENT_ALLOC, 0, seg, 4 << 20, s, 0, 0);
+    fn(MEMSNAP_TORCH_ALLOC, 0, seg, 1000, s, 7, 1000);
+    fn(MEMSNAP_TORCH_ALLOC, 0, seg + 4096, 2048, s, 0, 2048);
+    fn(MEMSNAP_TORCH_FREE_REQUESTED, 0, seg, 1000, s, 0, 0);
+    fn(MEMSNAP_TORCH_FREE_COMPLETED, 0, seg, 1000, s, 0, 0);
+    fn(MEMSNAP_TORCH_SEGMENT_MAP, 0, seg + (2 << 20), 2 << 20, s, 0, 0);
+    fn(MEMSNAP_TORCH_SEGMENT_UNMAP, 0, seg + (2 << 20), 2 << 20, s, 0, 0);
+    fn(7, 0, 0, 0, 0, 0, 0);             /* PyTorch's SNAPSHOT marker: ignored */
+    fn(99, 0, seg, 1, 0, 0, 0);          /* unknown: ignored */
+    fn(-1, 0, seg, 1, 0, 0, 0);
+    fn(MEMSNAP_TORCH_OOM, 0, 12345, 1ull << 40, s, 0, 0);
+    printf("seg %llu\nlive %llu\n", (unsigned long long)seg, (unsigned long long)seg + 4096);
+    fn(MEMSNAP_TORCH_SEGMENT_FREE, 0, seg, 4 << 20, s, 0, 0);
+    return 0;
+}
+
+static int run_c10(const char *lib, int n, int code)
+{
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "torch_test: %s\n", dlerror());
+        return 1;
+    }
+    uint64_t (*c10_malloc)(size_t) = (uint64_t (*)(size_t))dlsym(h, "fake_c10_malloc");
+    void (*c10_free)(uint64_t, size_t) = (void (*)(uint64_t, size_t))dlsym(h, "fake_c10_free");
+    if (!c10_malloc || !c10_free)
+        return 1;
+    uint64_t last = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t p = c10_malloc(1 << 20);
+        if (!p)
+            return 1;
+        if (i == 0)
+            printf("first %llu\n", (unsigned long long)p);
+        if (i + 1 < n)
+            c10_free(p, 1 << 20);
+        last = p;
+    }
+    printf("last %llu\nn %d\n", (unsigned long long)last, n);
+    fflush(stdout);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    if (init_device() != 0)
+        return 1;
+    if (argc == 2 && strcmp(argv[1], "api") == 0)
+        return run_api();
+    if (argc == 5 && strcmp(argv[1], "c10") == 0)
+        return run_c10(argv[2], atoi(argv[3]), atoi(argv[4]));
+    fprintf(stderr, "usage: torch_test api | c10 LIBC10 N EXIT\n");
+    return 2;
+}
