@@ -19,8 +19,10 @@
  * stream and flushes; at exit it also writes "sym" lines for every IP (when
  * symbolize is on) and a trailer.  Ring mode writes a complete snapshot to
  * a temporary file in the target folder and renames it over the target.
- * Files are created 0600 with O_NOFOLLOW, so a symlink planted at the path is
- * never followed.
+ * Every file is created new (O_EXCL, 0600) under a temporary name in the
+ * target folder and renamed over the target (stream mode: right after its
+ * header, then written on in place), so an existing file or a hard link at
+ * the path is replaced, never written through; a symlink there is refused.
  *
  * Failed frees: the hot path commits a free before the driver call; when
  * the driver refuses it a free_error follows, and the writer puts the object
@@ -251,10 +253,25 @@ static int expand_path(char *dst, size_t cap, uint64_t n)
                           dst, cap);
 }
 
-/* Creates path for writing: 0600, never through a symlink. */
-static int create_file(const char *path)
+/* Creates a new file next to path, named path.tmp.XXXXXX (written into
+ * tmp, of cap bytes), for writing: O_EXCL and 0600, so nothing that exists
+ * (a file, a hard link to another file, a symlink) is ever opened or written
+ * through; the caller renames tmp over path.  A symlink already at path is
+ * refused (errno ELOOP), as a planted link is more likely an
+ * attack or a mistake than a wish to replace it.  Returns the fd, or -1 with
+ * errno set (nothing is left behind). */
+static int create_temp_for(const char *path, char *tmp, size_t cap)
 {
-    return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        errno = ELOOP;
+        return -1;
+    }
+    if ((size_t)snprintf(tmp, cap, "%s.tmp.XXXXXX", path) >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkostemp(tmp, O_CLOEXEC);   /* O_CREAT | O_EXCL, mode 0600 */
 }
 
 static int put(msnap_out *o, size_t n)
@@ -582,8 +599,7 @@ static int ring_dump(const char *reason)
         errno = ENAMETOOLONG;
         return -1;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkostemp(tmp, O_CLOEXEC);
+    int fd = create_temp_for(path, tmp, sizeof tmp);
     if (fd < 0)
         return -1;
     msnap_out *o = msnap_out_fdopen(fd, g_cfg.zstd_level);
@@ -766,21 +782,36 @@ int writer_start(void)
             errno = ENAMETOOLONG;
             return -1;
         }
-        int fd = create_file(out_path);
+        /* The stream is written to a new file that is renamed to the
+         * output path as soon as its header is on disk, and then written
+         * on in place: a SIGKILL at any later moment leaves a readable
+         * snapshot at the path, and an existing file (or a hard link to
+         * someone else's) is replaced, never written through. */
+        char tmp[PATH_MAX + 32];
+        int fd = create_temp_for(out_path, tmp, sizeof tmp);
         if (fd < 0) {
             int e = errno;
-            fprintf(stderr, "memsnap: cannot create %s: %s\n", out_path, strerror(e));
+            fprintf(stderr, "memsnap: cannot create %s: %s\n", out_path,
+                    e == ELOOP ? "it is a symbolic link" : strerror(e));
             errno = e;
             return -1;
         }
         out = msnap_out_fdopen(fd, g_cfg.zstd_level);
         if (!out) {
             close(fd);
+            unlink(tmp);
             return -1;
         }
         written_reset();
-        if (write_header(out, 0) != 0 || msnap_out_flush(out) != 0)
+        if (write_header(out, 0) != 0 || msnap_out_flush(out) != 0 || rename(tmp, out_path) != 0) {
+            int e = errno;
+            fprintf(stderr, "memsnap: cannot create %s: %s\n", out_path, strerror(e));
+            unlink(tmp);
+            msnap_out_close(out);
+            out = NULL;
+            errno = e;
             return -1;
+        }
     } else {
         /* Ring: nothing is written until a dump, but a bad folder is an
          * error now, not at the OOM six hours later. */
@@ -789,8 +820,7 @@ int writer_start(void)
             errno = ENAMETOOLONG;
             return -1;
         }
-        snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-        int fd = mkostemp(tmp, O_CLOEXEC);
+        int fd = create_temp_for(path, tmp, sizeof tmp);
         if (fd < 0) {
             int e = errno;
             fprintf(stderr, "memsnap: cannot write in the folder of %s: %s\n", path, strerror(e));

@@ -141,6 +141,21 @@ symlink)  # a symlink planted at the output path is never followed
     grep -q "cannot create" "$T/err" || fail "no message about the output: $(cat "$T/err")"
     echo "2 passed, 0 failed"
     ;;
+hardlink)  # an existing file or a hard link at the output path is replaced, never written through
+    echo "precious" > "$T/victim"
+    ln "$T/victim" "$T/s.msnap"
+    echo "precious" > "$T/victim2"
+    ln "$T/victim2" "$T/r.msnap"
+    run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > "$T/expect" || fail "program failed"
+    run --mode ring -o "$T/r.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "ring: program failed"
+    [ "$(cat "$T/victim")" = precious ] || fail "stream mode wrote through the hard link"
+    [ "$(cat "$T/victim2")" = precious ] || fail "ring mode wrote through the hard link"
+    [ "$(stat -c %h "$T/victim")" = 1 ] || fail "the stream output is still a link to the victim"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer || fail "stream snapshot unreadable"
+    "$SNAPCHECK" "$T/r.msnap" --trailer > /dev/null || fail "ring snapshot unreadable"
+    ls "$T" | grep -q '\.tmp\.' && fail "temporary files left: $(ls "$T")"
+    echo "4 passed, 0 failed"
+    ;;
 mode0600)
     (umask 000; run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null) || fail "program failed"
     [ "$(stat -c %a "$T/s.msnap")" = 600 ] || fail "mode $(stat -c %a "$T/s.msnap")"
