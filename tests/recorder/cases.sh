@@ -156,6 +156,23 @@ hardlink)  # an existing file or a hard link at the output path is replaced, nev
     ls "$T" | grep -q '\.tmp\.' && fail "temporary files left: $(ls "$T")"
     echo "4 passed, 0 failed"
     ;;
+enospc)  # the disk fills up mid-stream: the program runs on unchanged, one line on stderr
+    for compress in none zstd; do
+        run --compress $compress -o "$T/base.msnap" -- "$ROUTE_TEST" threads 2 2000 > "$T/out-base" 2>/dev/null
+        rc_base=$?
+        LD_PRELOAD=$ENOSPC_SHIM ENOSPC_AFTER=20000 run --compress $compress -o "$T/s.msnap" -- \
+            "$ROUTE_TEST" threads 2 2000 > "$T/out" 2>"$T/err"
+        rc=$?
+        [ $rc = $rc_base ] || fail "$compress: exit code $rc, $rc_base without the full disk"
+        cmp -s "$T/out" "$T/out-base" || fail "$compress: the program's output changed"
+        [ "$(wc -l < "$T/err")" = 1 ] || fail "$compress: stderr is not one line: $(cat "$T/err")"
+        grep -q "error writing $T/s.msnap: No space left on device" "$T/err" || fail "$compress: $(cat "$T/err")"
+        [ "$(stat -c %s "$T/s.msnap")" -le 20000 ] || fail "$compress: more than the disk held"
+        "$MEMSNAP" summary "$T/s.msnap" > "$T/summary" 2>&1 || fail "$compress: unreadable: $(cat "$T/summary")"
+        grep -q "truncated" "$T/summary" || fail "$compress: summary does not say truncated: $(head -5 "$T/summary")"
+    done
+    echo "2 passed, 0 failed"
+    ;;
 mode0600)
     (umask 000; run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null) || fail "program failed"
     [ "$(stat -c %a "$T/s.msnap")" = 600 ] || fail "mode $(stat -c %a "$T/s.msnap")"
