@@ -7,8 +7,9 @@
 #   cmake       the same consumer built with find_package(memsnap)
 #   manpages    a page per subcommand; every option its --help lists is in it
 #   completion  bash completion offers the subcommands and their options
-#   deb         cpack -G DEB: the file list and Depends; the binaries run from
-#               an unpacked copy (dpkg-deb -x), nothing installed in the system
+#   deb         cpack -G DEB: the file list and Depends, apt-get install -s
+#               (simulated) accepts it; the binaries run from an unpacked
+#               copy (dpkg-deb -x), nothing installed in the system
 # Environment (set by CMake): BUILD_DIR, SRC_DIR, CASE_DIR, CUDA_ROOT.
 set -u
 case_name=${1:?case}
@@ -128,6 +129,11 @@ deb)
         grep -q "\\b$lib\\b" <<< "$deps" || fail "Depends lacks $lib: $deps"
     done
     grep -qi "cuda\|nvidia" <<< "$deps" && fail "Depends names a CUDA package: $deps"
+    # installable here (Debian 12): apt resolves its Depends, changing nothing
+    if [ "$(id -u)" = 0 ]; then
+        apt-get install -s "$deb" > "$T/apt.log" 2>&1 && grep -q "^Inst memsnap" "$T/apt.log" ||
+            fail "apt-get install -s: $(tail -5 "$T/apt.log")"
+    fi
     dpkg-deb -x "$deb" "$T/root"
     P=$T/root/usr
     cd "$T" || fail "cd"
