@@ -156,6 +156,17 @@ hardlink)  # an existing file or a hard link at the output path is replaced, nev
     ls "$T" | grep -q '\.tmp\.' && fail "temporary files left: $(ls "$T")"
     echo "4 passed, 0 failed"
     ;;
+fifo)  # a named pipe at the output path is written in place, not replaced
+    mkfifo "$T/s.msnap"
+    cat "$T/s.msnap" > "$T/copy.msnap" &
+    reader=$!
+    run --compress none -o "$T/s.msnap" -- "$ROUTE_TEST" direct > "$T/expect" || fail "program failed"
+    wait $reader
+    [ -p "$T/s.msnap" ] || fail "the FIFO was replaced"
+    "$SNAPCHECK" "$T/copy.msnap" "$T/expect" --trailer || fail "what came through the FIFO"
+    ls "$T" | grep -q '\.tmp\.' && fail "temporary files left: $(ls "$T")"
+    echo "2 passed, 0 failed"
+    ;;
 enospc)  # the disk fills up mid-stream: the program runs on unchanged, one line on stderr
     for compress in none zstd; do
         run --compress $compress -o "$T/base.msnap" -- "$ROUTE_TEST" threads 2 2000 > "$T/out-base" 2>/dev/null
