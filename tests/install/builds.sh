@@ -45,7 +45,10 @@ fuzz)
              viz/fuzz_render:viz/corpus interop/fuzz_torch_import:interop/corpus; do
         bin=$dir/tests/${t%%:*}
         [ -x "$bin" ] || fail "$bin not built"
-        "$bin" -runs=0 "$root/tests/${t#*:}" > "$dir.run.log" 2>&1 || { tail -20 "$dir.run.log"; fail "$bin on its corpus"; }
+        # new inputs go to the first folder, a scratch one: the kept corpus stays as it is
+        rm -rf "$dir/fuzz-work"; mkdir -p "$dir/fuzz-work"
+        "$bin" -runs=0 "$dir/fuzz-work" "$root/tests/${t#*:}" > "$dir.run.log" 2>&1 ||
+            { tail -20 "$dir.run.log"; fail "$bin on its corpus"; }
     done
     echo "builds.sh fuzz: ok (fuzz_reader fuzz_event_line fuzz_render fuzz_torch_import)"
     ;;
