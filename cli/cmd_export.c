@@ -15,12 +15,15 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "interop.h"
+#include "outfile.h"
 
 static const char usage_text[] =
     "usage: memsnap export SNAP --format torch|torch-json|perfetto [-o OUT]\n"
@@ -181,9 +184,17 @@ int cmd_export(int argc, char **argv)
         eo.max_entries = json ? MSNAP_EXPORT_MAX_ENTRIES_JSON : MSNAP_EXPORT_MAX_ENTRIES_PICKLE;
     const char *in = argv[optind];
     FILE *out = stdout;
-    if (outp && strcmp(outp, "-") && !(out = fopen(outp, "w"))) {
-        fprintf(stderr, "memsnap export: %s: %s\n", outp, strerror(errno));
-        return 2;
+    char tmp[PATH_MAX + 32] = "";
+    if (outp && strcmp(outp, "-")) {
+        /* a new file renamed over OUT at the end (outfile.h) */
+        int fd = cli_out_create(outp, tmp, sizeof tmp);
+        if (fd < 0 || !(out = fdopen(fd, "w"))) {
+            fprintf(stderr, "memsnap export: %s: %s\n", outp, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            cli_out_discard(tmp);
+            return 2;
+        }
     }
     char err[512];
     msnap_interop_stats st;
@@ -194,6 +205,12 @@ int cmd_export(int argc, char **argv)
         snprintf(err, sizeof err, "cannot write the output: %s", strerror(errno));
         rc = -1;
     }
+    if (out != stdout && !rc && cli_out_commit(tmp, outp) != 0) {
+        snprintf(err, sizeof err, "cannot write the output: %s", strerror(errno));
+        rc = -1;
+    }
+    if (out != stdout && rc)
+        cli_out_discard(tmp);
     if (rc) {
         fprintf(stderr, "%s: %s\n", in, err);
         return 2;

@@ -6,6 +6,7 @@
  * Exit status: 0 ok (OOMs in a replay are results), 2 bad usage or input.
  */
 #include <getopt.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "cli.h"
 #include "interop.h"
+#include "parts.h"
 
 #define MAX_CONFS 16
 
@@ -96,6 +98,16 @@ int cmd_replay(int argc, char **argv)
         fprintf(stderr, "memsnap replay: at least one --alloc-conf is needed; try memsnap --help\n");
         return 2;
     }
+    /* replay.c dlopens the simulated device and the allocator from these
+     * variables: point them at this memsnap's own parts (parts.h). */
+    char part[PATH_MAX + 64];
+    if (!getenv("MEMSNAP_SIMDEV_LIB") &&
+        memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, part, sizeof part - 16) == 0) {
+        strcat(part, "/libcuda.so.1");
+        setenv("MEMSNAP_SIMDEV_LIB", part, 1);
+    }
+    if (memsnap_part_find(MEMSNAP_PART_ALLOC, part, sizeof part) == 0)
+        setenv("MEMSNAP_ALLOC_LIB", part, 1);
     const char *in = argv[optind];
     msnap_replay_result res[MAX_CONFS];
     for (int i = 0; i < nconf; i++) {

@@ -8,9 +8,8 @@
  * code is the program's (128 + N when it died of signal N), so memsnap run
  * can stand in front of any command in a script.
  *
- * Where things are found: the recorder is ../lib/libmemsnap.so and the
- * simulated device ../simdev/libcuda.so.1 next to this binary (the build
- * layout), or where MEMSNAP_LIB and MEMSNAP_SIMDEV_DIR say.
+ * Where things are found: parts.h (MEMSNAP_LIB and MEMSNAP_SIMDEV_DIR, else
+ * next to this binary in the installed or the build-tree layout).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "parts.h"
 #include "../recorder/pathpat.h"
 
 static const char run_usage[] =
@@ -69,24 +69,6 @@ static int usage_error(const char *fmt, const char *arg)
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\ntry 'memsnap run --help'\n");
     return 2;
-}
-
-/* Folder of this executable, into dir. */
-static int self_dir(char *dir, size_t cap)
-{
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return -1;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return -1;
-    *slash = 0;
-    if (strlen(exe) + 1 > cap)
-        return -1;
-    strcpy(dir, exe);
-    return 0;
 }
 
 static int file_exists(const char *p)
@@ -252,33 +234,27 @@ int cmd_run(int argc, char **argv)
     if (memsnap_cli_check_settings() != 0)
         return 2;
 
-    char dir[PATH_MAX], lib[PATH_MAX + 32], simdir[PATH_MAX + 32];
-    const char *lib_env = getenv("MEMSNAP_LIB");
-    if (lib_env && *lib_env) {
-        snprintf(lib, sizeof lib, "%s", lib_env);
-    } else {
-        if (self_dir(dir, sizeof dir) != 0) {
-            fprintf(stderr, "memsnap run: cannot find my own folder; set MEMSNAP_LIB\n");
-            return 2;
-        }
-        snprintf(lib, sizeof lib, "%s/../lib/libmemsnap.so", dir);
+#ifndef MEMSNAP_HAVE_RECORDER
+    fprintf(stderr, "memsnap run: this memsnap is a reader-only build (no CUDA toolkit): "
+                    "it has no recorder\n");
+    return 2;
+#endif
+    char lib[PATH_MAX + 64], simdir[PATH_MAX + 64];
+    if (memsnap_part_find(MEMSNAP_PART_RECORDER, lib, sizeof lib) != 0) {
+        fprintf(stderr, "memsnap run: recorder library %s not found; set MEMSNAP_LIB\n", lib);
+        return 2;
     }
     char real_lib[PATH_MAX];
-    if (!file_exists(lib) || !realpath(lib, real_lib)) {
+    if (!realpath(lib, real_lib)) {
         fprintf(stderr, "memsnap run: recorder library %s not found; set MEMSNAP_LIB\n", lib);
         return 2;
     }
     if (sim) {
-        const char *sd = getenv("MEMSNAP_SIMDEV_DIR");
-        if (sd && *sd)
-            snprintf(simdir, sizeof simdir, "%s", sd);
-        else
-            snprintf(simdir, sizeof simdir, "%s/../simdev", dir);
-        char probe[PATH_MAX + 64], real_sim[PATH_MAX];
-        snprintf(probe, sizeof probe, "%s/libcuda.so.1", simdir);
-        if (!file_exists(probe) || !realpath(simdir, real_sim)) {
-            fprintf(stderr, "memsnap run: simulated device %s not found; set MEMSNAP_SIMDEV_DIR\n",
-                    probe);
+        char real_sim[PATH_MAX];
+        if (memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, simdir, sizeof simdir) != 0 ||
+            !realpath(simdir, real_sim)) {
+            fprintf(stderr, "memsnap run: simulated device %s/libcuda.so.1 not found; set "
+                            "MEMSNAP_SIMDEV_DIR\n", simdir);
             return 2;
         }
         env_prepend("LD_LIBRARY_PATH", real_sim);

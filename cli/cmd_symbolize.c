@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include "memsnap/format.h"
 #include "memsnap/symbolize.h"
 #include "memsnap/u64map.h"
+#include "outfile.h"
 
 static const char usage_text[] =
     "usage: memsnap symbolize SNAP [-o OUT | --in-place]\n"
@@ -441,6 +443,7 @@ int cmd_symbolize(int argc, char **argv)
     u64map resolved = {0};
     msnap_out *out = NULL;
     char *tmp_path = NULL;
+    char out_tmp[PATH_MAX + 32] = "";   /* -o OUT: its temporary name (outfile.h) */
     int out_fd = -1;
 
     if (collect(in_path, &col, err, sizeof err))
@@ -495,7 +498,8 @@ int cmd_symbolize(int argc, char **argv)
     if (out_path && !strcmp(out_path, "-")) {
         out_fd = dup(STDOUT_FILENO);
     } else if (out_path) {
-        out_fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        /* a new file renamed over OUT at the end (outfile.h) */
+        out_fd = cli_out_create(out_path, out_tmp, sizeof out_tmp);
     } else {
         if (asprintf(&tmp_path, "%s.symtmp.XXXXXX", in_path) < 0) {
             tmp_path = NULL;
@@ -528,6 +532,13 @@ int cmd_symbolize(int argc, char **argv)
                  strerror(errno));
         goto done;
     }
+    if (out_tmp[0]) {
+        if (cli_out_commit(out_tmp, out_path) != 0) {
+            snprintf(err, sizeof err, "%s: cannot write: %s", out_path, strerror(errno));
+            goto done;
+        }
+        out_tmp[0] = 0;
+    }
     if (tmp_path) {
         if (rename(tmp_path, in_path) != 0) {
             snprintf(err, sizeof err, "%s: cannot replace: %s", in_path,
@@ -552,6 +563,7 @@ done:
         unlink(tmp_path);
         free(tmp_path);
     }
+    cli_out_discard(out_tmp);
     u64map_free(&resolved);
     free(syms);
     msnap_symbolizer_free(sy);

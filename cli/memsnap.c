@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "manpage.h"
 #include "memsnap/format.h"
 #include "viz_args.h"
 #include "progress.h"
@@ -115,6 +116,39 @@ static int strip_quiet(int *argc, char **argv, int own_only)
     return found;
 }
 
+/* The tools that the build and the shell completion use, from the table
+ * and the help texts (manpage.c):
+ *   memsnap help --commands        the subcommand names, one a line
+ *   memsnap help --man             memsnap(1) in roff
+ *   memsnap help --man SUBCOMMAND  memsnap-SUBCOMMAND(1) in roff
+ * argv[0] is the flag.  Exit 0, or 2 for a bad request. */
+static int help_tools(int argc, char **argv)
+{
+    if (!strcmp(argv[0], "--commands") && argc == 1) {
+        for (size_t i = 0; i < NSUB; i++)
+            printf("%s\n", subcommands[i].name);
+        return fflush(stdout) == 0 ? 0 : 2;
+    }
+    if (!strcmp(argv[0], "--man") && argc == 1) {
+        memsnap_man_entry e[NSUB];
+        for (size_t i = 0; i < NSUB; i++)
+            e[i] = (memsnap_man_entry){subcommands[i].name, subcommands[i].synopsis};
+        return memsnap_man_index(stdout, e, NSUB, MEMSNAP_VERSION) == 0 &&
+                       fflush(stdout) == 0 ? 0 : 2;
+    }
+    if (!strcmp(argv[0], "--man") && argc == 2) {
+        for (size_t i = 0; i < NSUB; i++)
+            if (!strcmp(argv[1], subcommands[i].name))
+                return memsnap_man_page(stdout, subcommands[i].name, subcommands[i].synopsis,
+                                        subcommands[i].fn, MEMSNAP_VERSION) == 0 &&
+                               fflush(stdout) == 0 ? 0 : 2;
+        fprintf(stderr, "memsnap: unknown subcommand \"%s\"; try memsnap --help\n", argv[1]);
+        return 2;
+    }
+    fprintf(stderr, "memsnap help: unknown option \"%s\"; try memsnap --help\n", argv[0]);
+    return 2;
+}
+
 /* Dispatches to the subcommand named by argv[1]. */
 int main(int argc, char **argv)
 {
@@ -130,6 +164,8 @@ int main(int argc, char **argv)
         argv[2] = "--quiet";
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") && argc > 2 && argv[2][0] == '-')
+        return help_tools(argc - 2, argv + 2);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         if (!strcmp(cmd, "help") && argc > 2) {
             /* memsnap help SUBCOMMAND == memsnap SUBCOMMAND --help */
@@ -146,9 +182,10 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? 0 : 2;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
-        printf("memsnap %s (snapshot format %d.%d)\n", MEMSNAP_VERSION,
+        printf("memsnap %s (snapshot format %d.%d: reads %d.x, writes %d.%d)\n",
+               MEMSNAP_VERSION, MSNAP_FORMAT_MAJOR, MSNAP_FORMAT_MINOR, MSNAP_FORMAT_MAJOR,
                MSNAP_FORMAT_MAJOR, MSNAP_FORMAT_MINOR);
-        return 0;
+        return fflush(stdout) == 0 ? 0 : 2;
     }
     for (size_t i = 0; i < NSUB; i++)
         if (!strcmp(cmd, subcommands[i].name)) {

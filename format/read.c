@@ -28,7 +28,7 @@
  * msnap_reader_next; its strings (argv, settings_json) live until close.
  *
  * Error policy (docs/format.md, "Reading"): unknown keys are ignored, unknown
- * line types and unknown actions are skipped, blank lines are skipped, a
+ * line types and unknown actions are skipped, a blank line is an error, a
  * last line without '\n' that does not parse is a cut-off line (end of data,
  * msnap_reader_truncated() = 1), anything else that is wrong is an error of
  * one line "line N: what was wrong". */
@@ -936,8 +936,16 @@ int msnap_reader_next(msnap_reader *r, msnap_record *rec)
         r->lineno++;
         while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
             line[--len] = 0;
-        if (len == 0)
-            continue;
+        if (len == 0) {
+            /* The writers never write one; skipping them would let a small
+             * compressed file of nothing but newlines keep a reader busy
+             * for minutes with nothing to show. */
+            if (!complete) {
+                r->truncated = 1;
+                return 0;
+            }
+            return fail(r, "line %llu: blank line", (unsigned long long)r->lineno);
+        }
         rec->line = r->lineno;
         if (line[1] == '"' && line[2] == 'a' && parse_event_fast(line, line + len, &rec->u.event)) {
             rec->type = MSNAP_REC_EVENT;

@@ -19,8 +19,11 @@
  * stream and flushes; at exit it also writes "sym" lines for every IP (when
  * symbolize is on) and a trailer.  Ring mode writes a complete snapshot to
  * a temporary file in the target folder and renames it over the target.
- * Files are created 0600 with O_NOFOLLOW, so a symlink planted at the path is
- * never followed.
+ * Every file is created new (O_EXCL, 0600) under a temporary name in the
+ * target folder and renamed over the target (stream mode: right after its
+ * header, then written on in place), so an existing file or a hard link at
+ * the path is replaced, never written through; a symlink there is refused;
+ * a device or FIFO there (/dev/null, a named pipe) is written in place.
  *
  * Failed frees: the hot path commits a free before the driver call; when
  * the driver refuses it a free_error follows, and the writer puts the object
@@ -251,10 +254,52 @@ static int expand_path(char *dst, size_t cap, uint64_t n)
                           dst, cap);
 }
 
-/* Creates path for writing: 0600, never through a symlink. */
-static int create_file(const char *path)
+/* Creates a new file next to path, named path.tmp.XXXXXX (written into
+ * tmp, of cap bytes), for writing: O_EXCL and 0600, so nothing that exists
+ * (a file, a hard link to another file) is ever opened or written through;
+ * the caller renames tmp over path.  A symlink already at path is refused
+ * (errno ELOOP), as a planted link is more likely an attack or a mistake
+ * than a wish to replace it.  A device or a FIFO at path (-o /dev/null, a
+ * named pipe) is opened and written in place, never replaced: tmp is then
+ * "" and there is nothing to rename.  Returns the fd, or -1 with errno set
+ * (nothing is left behind). */
+static int create_temp_for(const char *path, char *tmp, size_t cap)
 {
-    return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st;
+    tmp[0] = 0;
+    if (lstat(path, &st) == 0) {
+        if (S_ISLNK(st.st_mode)) {
+            errno = ELOOP;
+            return -1;
+        }
+        if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+            return open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if ((size_t)snprintf(tmp, cap, "%s.tmp.XXXXXX", path) >= cap) {
+        tmp[0] = 0;
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkostemp(tmp, O_CLOEXEC);   /* O_CREAT | O_EXCL, mode 0600 */
+    if (fd < 0)
+        tmp[0] = 0;
+    return fd;
+}
+
+/* Puts the file made by create_temp_for in place: renames tmp over path
+ * (nothing to do when it was written in place).  0, or -1 with errno. */
+static int publish(const char *tmp, const char *path)
+{
+    return tmp[0] ? rename(tmp, path) : 0;
+}
+
+/* Removes what create_temp_for made, after a failure (errno kept). */
+static void discard(const char *tmp)
+{
+    int e = errno;
+    if (tmp[0])
+        unlink(tmp);
+    errno = e;
 }
 
 static int put(msnap_out *o, size_t n)
@@ -582,14 +627,13 @@ static int ring_dump(const char *reason)
         errno = ENAMETOOLONG;
         return -1;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkostemp(tmp, O_CLOEXEC);
+    int fd = create_temp_for(path, tmp, sizeof tmp);
     if (fd < 0)
         return -1;
     msnap_out *o = msnap_out_fdopen(fd, g_cfg.zstd_level);
     if (!o) {
         close(fd);
-        unlink(tmp);
+        discard(tmp);
         return -1;
     }
     written_reset();
@@ -611,12 +655,10 @@ static int ring_dump(const char *reason)
     events_written = saved_written;
     if (msnap_out_close(o) != 0)
         rc = -1;
-    if (rc == 0 && rename(tmp, path) != 0)
+    if (rc == 0 && publish(tmp, path) != 0)
         rc = -1;
     if (rc != 0) {
-        int saved = errno;
-        unlink(tmp);
-        errno = saved;
+        discard(tmp);
         return -1;
     }
     snprintf(out_path, sizeof out_path, "%s", path);
@@ -770,21 +812,36 @@ int writer_start(void)
             errno = ENAMETOOLONG;
             return -1;
         }
-        int fd = create_file(out_path);
+        /* The stream is written to a new file that is renamed to the
+         * output path as soon as its header is on disk, and then written
+         * on in place: a SIGKILL at any later moment leaves a readable
+         * snapshot at the path, and an existing file (or a hard link to
+         * someone else's) is replaced, never written through. */
+        char tmp[PATH_MAX + 32];
+        int fd = create_temp_for(out_path, tmp, sizeof tmp);
         if (fd < 0) {
             int e = errno;
-            fprintf(stderr, "memsnap: cannot create %s: %s\n", out_path, strerror(e));
+            fprintf(stderr, "memsnap: cannot create %s: %s\n", out_path,
+                    e == ELOOP ? "it is a symbolic link" : strerror(e));
             errno = e;
             return -1;
         }
         out = msnap_out_fdopen(fd, g_cfg.zstd_level);
         if (!out) {
             close(fd);
+            discard(tmp);
             return -1;
         }
         written_reset();
-        if (write_header(out, 0) != 0 || msnap_out_flush(out) != 0)
+        if (write_header(out, 0) != 0 || msnap_out_flush(out) != 0 || publish(tmp, out_path) != 0) {
+            int e = errno;
+            fprintf(stderr, "memsnap: cannot create %s: %s\n", out_path, strerror(e));
+            discard(tmp);
+            msnap_out_close(out);
+            out = NULL;
+            errno = e;
             return -1;
+        }
     } else {
         /* Ring: nothing is written until a dump, but a bad folder is an
          * error now, not at the OOM six hours later. */
@@ -793,16 +850,16 @@ int writer_start(void)
             errno = ENAMETOOLONG;
             return -1;
         }
-        snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-        int fd = mkostemp(tmp, O_CLOEXEC);
+        int fd = create_temp_for(path, tmp, sizeof tmp);
         if (fd < 0) {
             int e = errno;
-            fprintf(stderr, "memsnap: cannot write in the folder of %s: %s\n", path, strerror(e));
+            fprintf(stderr, "memsnap: cannot write in the folder of %s: %s\n", path,
+                    e == ELOOP ? "it is a symbolic link" : strerror(e));
             errno = e;
             return -1;
         }
         close(fd);
-        unlink(tmp);
+        discard(tmp);
         ring = malloc(g_cfg.ring_events * sizeof *ring);
         if (!ring)
             return -1;

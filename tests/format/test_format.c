@@ -477,7 +477,6 @@ static void test_unknowns(void)
         "{\"a\":\"alloc\",\"t\":1,\"p\":4096,\"n\":512,\"zz\":\"new key\",\"w\":[1]}\n"
         "{\"a\":\"teleport\",\"t\":2}\n"
         "{\"type\":\"live\",\"kind\":\"quantum_alloc\",\"p\":1}\n"
-        "\n"
         "{\"type\":\"str\",\"id\":3,\"s\":\"x\",\"lang\":\"en\"}\n"
         "{\"type\":\"trailer\",\"t\":5,\"future\":{\"a\":1}}\n";
     CHECK(count_text(body, err, &trunc) == 4 && !trunc);
@@ -606,6 +605,34 @@ static void test_errors(void)
             bin[i] = 'x';
     bin[sizeof bin - 1] = '\n';
     expect_error(bin, sizeof bin, "line 2: not valid JSON");
+    /* a blank line is an error (empty, or only \r, spaces, tabs), not skipped */
+    EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"t\":1}\n\n{\"a\":\"free\",\"t\":2}\n"),
+                 "line 3: blank line");
+    EXPECT_ERROR(WITH_BODY("\n"), "line 2: blank line");
+    EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"t\":1}\n \t\r\n"), "line 3: blank line");
+    /* ... also deep inside a small zstd file that inflates to 64 MiB of
+     * newlines: the reader stops at the first one */
+    {
+        size_t nl = (size_t)64 << 20, hn = strlen(HDR);
+        char *big = malloc(hn + 20 + nl);
+        CHECK(big != NULL);
+        memcpy(big, HDR, hn);
+        memcpy(big + hn, "{\"a\":\"alloc\",\"t\":1}\n", 20);
+        memset(big + hn + 20, '\n', nl);
+        const char *zp = tpath("blank.msnap");
+        write_text(zp, 3, big, hn + 20 + nl);
+        free(big);
+        char zerr[512];
+        int ztrunc;
+        CHECK(count_records(zp, zerr, &ztrunc, NULL) == -1);
+        CHECK(strcmp(zerr, "line 3: blank line") == 0);
+    }
+    /* the newline that ends the last line is not a blank line */
+    {
+        char e2[512];
+        int t2;
+        CHECK(count_text("{\"a\":\"alloc\",\"t\":1}\n", e2, &t2) == 2 && !t2);
+    }
     /* errors are sticky */
     const char *p = tpath("sticky.msnap");
     const char *s = WITH_BODY("[]\n{\"a\":\"alloc\"}\n");

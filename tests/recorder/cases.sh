@@ -141,6 +141,49 @@ symlink)  # a symlink planted at the output path is never followed
     grep -q "cannot create" "$T/err" || fail "no message about the output: $(cat "$T/err")"
     echo "2 passed, 0 failed"
     ;;
+hardlink)  # an existing file or a hard link at the output path is replaced, never written through
+    echo "precious" > "$T/victim"
+    ln "$T/victim" "$T/s.msnap"
+    echo "precious" > "$T/victim2"
+    ln "$T/victim2" "$T/r.msnap"
+    run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > "$T/expect" || fail "program failed"
+    run --mode ring -o "$T/r.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "ring: program failed"
+    [ "$(cat "$T/victim")" = precious ] || fail "stream mode wrote through the hard link"
+    [ "$(cat "$T/victim2")" = precious ] || fail "ring mode wrote through the hard link"
+    [ "$(stat -c %h "$T/victim")" = 1 ] || fail "the stream output is still a link to the victim"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer || fail "stream snapshot unreadable"
+    "$SNAPCHECK" "$T/r.msnap" --trailer > /dev/null || fail "ring snapshot unreadable"
+    ls "$T" | grep -q '\.tmp\.' && fail "temporary files left: $(ls "$T")"
+    echo "4 passed, 0 failed"
+    ;;
+fifo)  # a named pipe at the output path is written in place, not replaced
+    mkfifo "$T/s.msnap"
+    cat "$T/s.msnap" > "$T/copy.msnap" &
+    reader=$!
+    run --compress none -o "$T/s.msnap" -- "$ROUTE_TEST" direct > "$T/expect" || fail "program failed"
+    wait $reader
+    [ -p "$T/s.msnap" ] || fail "the FIFO was replaced"
+    "$SNAPCHECK" "$T/copy.msnap" "$T/expect" --trailer || fail "what came through the FIFO"
+    ls "$T" | grep -q '\.tmp\.' && fail "temporary files left: $(ls "$T")"
+    echo "2 passed, 0 failed"
+    ;;
+enospc)  # the disk fills up mid-stream: the program runs on unchanged, one line on stderr
+    for compress in none zstd; do
+        run --compress $compress -o "$T/base.msnap" -- "$ROUTE_TEST" threads 2 2000 > "$T/out-base" 2>/dev/null
+        rc_base=$?
+        LD_PRELOAD=$ENOSPC_SHIM ENOSPC_AFTER=20000 run --compress $compress -o "$T/s.msnap" -- \
+            "$ROUTE_TEST" threads 2 2000 > "$T/out" 2>"$T/err"
+        rc=$?
+        [ $rc = $rc_base ] || fail "$compress: exit code $rc, $rc_base without the full disk"
+        cmp -s "$T/out" "$T/out-base" || fail "$compress: the program's output changed"
+        [ "$(wc -l < "$T/err")" = 1 ] || fail "$compress: stderr is not one line: $(cat "$T/err")"
+        grep -q "error writing $T/s.msnap: No space left on device" "$T/err" || fail "$compress: $(cat "$T/err")"
+        [ "$(stat -c %s "$T/s.msnap")" -le 20000 ] || fail "$compress: more than the disk held"
+        "$MEMSNAP" summary "$T/s.msnap" > "$T/summary" 2>&1 || fail "$compress: unreadable: $(cat "$T/summary")"
+        grep -q "truncated" "$T/summary" || fail "$compress: summary does not say truncated: $(head -5 "$T/summary")"
+    done
+    echo "2 passed, 0 failed"
+    ;;
 mode0600)
     (umask 000; run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null) || fail "program failed"
     [ "$(stat -c %a "$T/s.msnap")" = 600 ] || fail "mode $(stat -c %a "$T/s.msnap")"
