@@ -37,6 +37,7 @@
 #include <libunwind.h>
 
 #include "recorder.h"
+#include "pyframes.h"
 #include "stacktab.h"
 #include "mapmem.h"
 
@@ -149,6 +150,11 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
     if (depth <= 0)
         return 0;
     uint64_t ips[MSNAP_MAX_FRAMES];
+    /* A thread running Python with the GIL: its Python frames in place of
+     * the eval-loop frames that ran them (pyframes.c). */
+    int merged = pyframes_merge(raw + skip, depth, n == want, ips, MSNAP_MAX_FRAMES);
+    if (merged > 0)
+        return stacktab_intern(&g_stacks, ips, merged);
     for (int i = 0; i < depth; i++)
         ips[i] = (uint64_t)(uintptr_t)raw[skip + i];
     return stacktab_intern(&g_stacks, ips, depth);

@@ -54,6 +54,8 @@ typedef struct rec_config {
     uint64_t queue_events;    /* capacity of the hot-path queue (power of 2) */
     uint64_t max_stacks;      /* stack table capacity */
     int quiet;                /* no "memsnap: wrote ..." line at exit */
+    int py_frames;            /* merge Python frames into stacks (pyframes.c) */
+    int py_depth;             /* Python frames kept per stack */
 } rec_config;
 
 extern rec_config g_cfg;
