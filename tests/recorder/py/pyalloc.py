@@ -7,7 +7,10 @@
 #             interpreter shutdown
 #   fork      forks; the child allocates and exits
 #   daemon    a daemon thread still allocating when the interpreter exits
+#   native    a thread with no Python state (started by C code, as a C
+#             extension would) allocates while the main thread holds the GIL
 import atexit
+import ctypes
 import os
 import sys
 import threading
@@ -61,18 +64,28 @@ def main():
         if pid == 0:
             device.bind()
             level1_entry(device, 9 << 20, True)
-            os._exit(0)
+            sys.exit(0)        # a normal exit, so the child's file is complete
         _, status = os.waitpid(pid, 0)
         print("child status", status)
     elif mode == "daemon":
+        started = threading.Event()
+
         def spin():
             device.bind()
-            while True:
+            for i in range(1 << 62):
                 pyalloc_lib.level3_free(device, level1_entry(device, 1 << 16, True))
                 pyalloc_lib.level3_free(device, level1_entry(device, 1 << 16, False))
+                if i == 50:
+                    started.set()
         threading.Thread(target=spin, daemon=True).start()
+        started.wait()
         level1_entry(device, 1 << 20, True)
         print("leaving with a daemon thread")
+    elif mode == "native":
+        helper = ctypes.PyDLL(sys.argv[2])
+        level1_entry(device, 1 << 20, True)
+        assert helper.native_thread_alloc(ctypes.c_size_t(11 << 20)) == 0
+        print("native thread done")
     return 0
 
 

@@ -1,0 +1,108 @@
+#!/bin/bash
+# Python frames in recorded stacks, on the simulated device: a Python program
+# (py/pyalloc.py) allocates through ctypes from functions nested three deep
+# across two files; py/pycheck.py reads the snapshot and checks the merged
+# stacks.  One case per ctest; run as: pycases.sh CASE
+# Each case runs with every interpreter in MEMSNAP_TEST_PYTHONS (default:
+# python3); interpreters older than 3.11 are left out, and with none left the
+# case exits 77 (skipped).
+# Environment (set by CMake): MEMSNAP, PY_NATIVE_THREAD, CASE_DIR.
+set -u
+case_name=${1:?case}
+here=$(cd "$(dirname "$0")" && pwd)
+PROG=$here/py/pyalloc.py
+CHECK=$here/py/pycheck.py
+fail() { echo "FAIL: $*"; exit 1; }
+
+pythons=()
+for p in ${MEMSNAP_TEST_PYTHONS:-python3}; do
+    "$p" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && pythons+=("$p")
+done
+[ ${#pythons[@]} -gt 0 ] || { echo "SKIP: no python3 of 3.11 or later"; exit 77; }
+
+# The frames of one allocation made from level1_entry (pycheck.py's syntax).
+chain() {  # chain CALLER_FN CALLER_TEXT
+    echo "level3_alloc@pyalloc_lib.py@lib.cuMemAlloc_v2(|level2_outer@pyalloc.py@level3_alloc(|level1_entry@pyalloc.py@level2_outer(|$1@pyalloc.py@$2"
+}
+
+run_case() {  # run_case PYTHON FOLDER
+    local py=$1 T=$2
+    local run=("$MEMSNAP" run --sim-device 8G --compress none)
+    case $case_name in
+    basic)  # main thread and two threads, GIL kept: Python frames in order
+        "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" basic > "$T/out" || fail "exit $?"
+        grep -qx "python allocations done" "$T/out" || fail "output changed: $(cat "$T/out")"
+        python3 "$CHECK" "$T/s.msnap" events:6 tids:3 \
+            "frames:alloc:1048576:$(chain main 'level1_entry(device, 1 << 20, True)')" \
+            "frames:alloc:3145728:$(chain worker 'level1_entry(device, nbytes')|Thread.run@threading.py@" \
+            "frames:alloc:4194304:$(chain worker 'level1_entry(device, nbytes')" \
+            "frames:free:3145728:level3_free@pyalloc_lib.py@cuMemFree_v2|worker@pyalloc.py@level3_free(" \
+            || fail "pycheck"
+        ;;
+    off)  # the setting off: today's stacks, same events, same output
+        MEMSNAP_PYTHON_FRAMES=0 "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" basic > "$T/out" || fail "exit $?"
+        grep -qx "python allocations done" "$T/out" || fail "output changed"
+        python3 "$CHECK" "$T/s.msnap" none events:6 native:alloc:1048576 || fail "pycheck"
+        "${run[@]}" --no-python-frames -o "$T/s2.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
+        python3 "$CHECK" "$T/s2.msnap" none events:6 || fail "pycheck --no-python-frames"
+        "${run[@]}" --python-depth 2 -o "$T/s3.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
+        python3 "$CHECK" "$T/s3.msnap" \
+            "frames:alloc:1048576:level3_alloc@pyalloc_lib.py@cuMemAlloc_v2|level2_outer@pyalloc.py@level3_alloc(" || fail "pycheck depth"
+        python3 - "$T/s3.msnap" <<'PY' || fail "--python-depth 2 kept more than 2 Python frames"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "stack":
+        assert sum(int(ip, 16) >> 63 for ip in r["ips"]) <= 2, r
+PY
+        ;;
+    thread-released)  # ctypes.CDLL releases the GIL: native frames only
+        "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
+        python3 "$CHECK" "$T/s.msnap" native:alloc:2097152 || fail "pycheck"
+        ;;
+    native)  # a thread with no Python state, while the main thread holds the GIL
+        "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" native "$PY_NATIVE_THREAD" > "$T/out" || fail "exit $?"
+        grep -qx "native thread done" "$T/out" || fail "output: $(cat "$T/out")"
+        python3 "$CHECK" "$T/s.msnap" native:alloc:11534336 tids:1 \
+            "frames:alloc:1048576:$(chain main 'level1_entry(device, 1 << 20')" || fail "pycheck"
+        ;;
+    atexit)  # allocations from atexit and from a __del__ at interpreter shutdown
+        "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" atexit > "$T/out" || fail "exit $?"
+        grep -qx registered "$T/out" || fail "output: $(cat "$T/out")"
+        python3 "$CHECK" "$T/s.msnap" \
+            "frames:alloc:5242880:$(chain 'main.<locals>.<lambda>' 'level1_entry(device, 5 << 20')" \
+            "frames:alloc:7340032:$(chain Holder.__del__ 'level1_entry(self.device')" || fail "pycheck"
+        ;;
+    fork)  # os.fork(): the child's allocation has its Python frames in its own file
+        "${run[@]}" -o "$T/s-%p.msnap" -- "$py" "$PROG" fork > "$T/out" || fail "exit $?"
+        grep -qx "child status 0" "$T/out" || fail "output: $(cat "$T/out")"
+        local n=0
+        for f in "$T"/s-*.msnap; do
+            if grep -q '"n":9437184' "$f"; then
+                python3 "$CHECK" "$f" "frames:alloc:9437184:$(chain main 'level1_entry(device, 9 << 20')" || fail "child"
+            else
+                python3 "$CHECK" "$f" "frames:alloc:1048576:$(chain main 'level1_entry(device, 1 << 20')" || fail "parent"
+            fi
+            n=$((n + 1))
+        done
+        [ $n = 2 ] || fail "$n files, expected 2"
+        ;;
+    daemon)  # a daemon thread still allocating (GIL kept and released) at exit
+        for i in 1 2 3; do
+            timeout 60 "${run[@]}" -o "$T/s$i.msnap" -- "$py" "$PROG" daemon > "$T/out" || fail "exit $? (run $i)"
+            grep -qx "leaving with a daemon thread" "$T/out" || fail "output: $(cat "$T/out")"
+            python3 "$CHECK" "$T/s$i.msnap" \
+                "frames:alloc:65536:$(chain main.'<locals>'.spin 'level1_entry(device, 1 << 16, True)')" || fail "pycheck"
+        done
+        ;;
+    *) fail "unknown case $case_name" ;;
+    esac
+}
+
+for py in "${pythons[@]}"; do
+    T=${CASE_DIR:?}/python-$case_name/$(basename "$py")
+    rm -rf "$T"; mkdir -p "$T"
+    run_case "$py" "$T"
+    echo "ok: $case_name with $("$py" -c 'import platform; print(platform.python_version())')"
+done
+echo "1 passed, 0 failed"
