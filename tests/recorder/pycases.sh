@@ -95,6 +95,44 @@ PY
                 "frames:alloc:65536:$(chain main.'<locals>'.spin 'level1_entry(device, 1 << 16, True)')" || fail "pycheck"
         done
         ;;
+    tools)  # symbolize keeps Python frames; export names them; import marks .py frames
+        "${run[@]}" --no-symbolize -o "$T/s.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
+        "$MEMSNAP" symbolize "$T/s.msnap" -o "$T/sym.msnap" 2> "$T/err" || fail "symbolize: $(cat "$T/err")"
+        local frames="frames:alloc:1048576:$(chain main 'level1_entry(device, 1 << 20, True)')"
+        python3 "$CHECK" "$T/sym.msnap" "$frames" || fail "pycheck after symbolize"
+        # one sym line per Python frame, none added by symbolize
+        [ "$(grep -c '"ip":"0x8' "$T/s.msnap")" = "$(grep -c '"ip":"0x8' "$T/sym.msnap")" ] ||
+            fail "symbolize changed the Python sym lines"
+        "$MEMSNAP" export "$T/s.msnap" --format torch -o "$T/t.out" || fail "export"
+        python3 - "$T/t.out" <<'PY' || fail "export lacks the Python frames"
+import json, pickle, sys
+raw = open(sys.argv[1], "rb").read()
+snap = pickle.loads(raw) if raw[:1] == b"\x80" else json.loads(raw)
+want = [("level3_alloc", "pyalloc_lib.py"), ("level2_outer", "pyalloc.py"),
+        ("level1_entry", "pyalloc.py"), ("main", "pyalloc.py")]
+for trace in snap["device_traces"]:
+    for e in trace:
+        if e.get("action") == "segment_alloc" and e.get("size") == 1 << 20:
+            py = [(f["name"], f["filename"].rsplit("/", 1)[-1]) for f in e["frames"]
+                  if f["filename"].endswith(".py") and f["line"] > 0]
+            assert py[:4] == want, py
+            sys.exit(0)
+sys.exit("no segment_alloc of 1 MiB")
+PY
+        "$MEMSNAP" import "$here/../interop/data/torch_small.json" -o "$T/imp.msnap" 2> /dev/null || fail "import"
+        zstdcat -f "$T/imp.msnap" > "$T/imp.jsonl"
+        python3 - "$T/imp.jsonl" <<'PY' || fail "import did not mark the .py frames"
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "sym":
+        is_py = int(r["ip"], 16) >> 63
+        assert is_py == r["file"].endswith(".py"), r
+        n += is_py
+assert n > 0
+PY
+        ;;
     *) fail "unknown case $case_name" ;;
     esac
 }
