@@ -163,7 +163,8 @@ int config_load(void)
     if ((s = getenv("MEMSNAP_PYTHON_FRAMES"))) {
         if (strcmp(s, "1") == 0) g_cfg.py_frames = 1;
         else if (strcmp(s, "0") == 0) g_cfg.py_frames = 0;
-        else rc |= bad("MEMSNAP_PYTHON_FRAMES", s, "expected 0 or 1");
+        else if (strcmp(s, "gil") == 0) g_cfg.py_frames = 2;
+        else rc |= bad("MEMSNAP_PYTHON_FRAMES", s, "expected 0, 1 or gil");
     }
     if ((s = getenv("MEMSNAP_DUMP_ON_OOM"))) {
         if (strcmp(s, "first") == 0) g_cfg.oom_dump = OOM_DUMP_FIRST;

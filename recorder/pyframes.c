@@ -63,12 +63,16 @@ typedef struct py_layout {
     int co_code;          /* co_code_adaptive: the first code unit */
     int str_ascii_data;   /* sizeof(PyASCIIObject) */
     int str_compact_data; /* sizeof(PyCompactUnicodeObject) */
+    int rt_finalizing;    /* _PyRuntimeState._finalizing (-1: no released-GIL reads) */
+    int rt_head_lock;     /* _PyRuntimeState.interpreters.mutex (a PyThread_type_lock) */
+    int rt_main;          /* _PyRuntimeState.interpreters.main */
 } py_layout;
 
 static const py_layout layouts[] = {
-    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72},
-    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56},
-    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56},
+    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72, 24, 32, 48},
+    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56, 24, 32, 48},
+    /* 3.13's head lock is a PyMutex: threads without the GIL are not read. */
+    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56, -1, -1, -1},
 };
 
 /* Common to 3.11-3.13 (non-free-threaded builds). */
@@ -81,6 +85,8 @@ static const py_layout layouts[] = {
 
 typedef void *(*get_ptr_fn)(void);
 typedef void (*incref_fn)(void *);
+typedef int (*lock_fn)(void *, int);
+typedef void (*unlock_fn)(void *);
 
 enum { PY_UNKNOWN = 0, PY_STARTING, PY_READY, PY_OFF };
 static _Atomic int py_state;
@@ -88,6 +94,9 @@ static const py_layout *L;
 static get_ptr_fn py_current, py_gil_this, py_main_interp;
 static incref_fn py_incref;
 static const void *py_code_type;
+static const char *py_runtime;       /* &_PyRuntime (released-GIL reads only) */
+static lock_fn py_lock;              /* PyThread_acquire_lock */
+static unlock_fn py_unlock;          /* PyThread_release_lock */
 static uintptr_t eval_lo, eval_hi;   /* _PyEval_EvalFrameDefault's code */
 
 /* ---- the code table --------------------------------------------------------------- */
@@ -108,6 +117,8 @@ typedef struct code_entry {
     uint32_t qual, file, table;      /* arena offsets (names NUL-terminated) */
     uint32_t table_len;
     int first_line;
+    int referenced;                  /* 1: Py_IncRef taken (the GIL was held) */
+    const void *co_qualname, *co_filename, *co_linetable;  /* fingerprint */
 } code_entry;
 
 static code_slot *slots;
@@ -176,10 +187,14 @@ static uint32_t copy_str(const void *s)
     return off;
 }
 
-/* Fills entry id from code object co (GIL held). */
+/* Fills entry id from code object co (alive: a frame of this thread holds
+ * it). */
 static void fill_entry(uint32_t id, const void *co)
 {
     code_entry *e = &entries[id];
+    e->co_qualname = RD(co, L->co_qualname, const void *);
+    e->co_filename = RD(co, L->co_filename, const void *);
+    e->co_linetable = RD(co, L->co_linetable, const void *);
     e->first_line = RD(co, L->co_firstlineno, int);
     e->qual = copy_str(RD(co, L->co_qualname, const void *));
     e->file = copy_str(RD(co, L->co_filename, const void *));
@@ -195,9 +210,22 @@ static void fill_entry(uint32_t id, const void *co)
     }
 }
 
-/* The id of code object co, adding it on first sight; 0 when the table is
- * full or another thread is filling the slot right now. */
-static uint32_t code_id(const void *co)
+/* 1 when entry id was made from the code object co now at its address: the
+ * same name, file and location-table objects.  A code object seen only on
+ * threads without the GIL holds no reference of ours, so it may have been
+ * freed and its address reused; the fingerprint tells the new one apart. */
+static int same_code(uint32_t id, const void *co)
+{
+    const code_entry *e = &entries[id];
+    return e->referenced || (e->co_qualname == RD(co, L->co_qualname, const void *) &&
+                             e->co_filename == RD(co, L->co_filename, const void *) &&
+                             e->co_linetable == RD(co, L->co_linetable, const void *));
+}
+
+/* The id of code object co, adding it on first sight (with one Py_IncRef
+ * when gil, i.e. this thread holds the GIL); 0 when the table is full or
+ * another thread is filling the slot right now. */
+static uint32_t code_id(const void *co, int gil)
 {
     uintptr_t key = (uintptr_t)co;
     uint64_t h = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
@@ -213,7 +241,10 @@ static uint32_t code_id(const void *co)
                     atomic_store_explicit(&s->id, CODE_FULL, memory_order_release);
                     return 0;
                 }
-                py_incref((void *)co);
+                if (gil) {
+                    py_incref((void *)co);
+                    entries[id].referenced = 1;
+                }
                 fill_entry(id, co);
                 atomic_store_explicit(&s->id, id, memory_order_release);
                 return id;
@@ -222,7 +253,11 @@ static uint32_t code_id(const void *co)
         }
         if (cur == key) {
             uint32_t id = atomic_load_explicit(&s->id, memory_order_acquire);
-            return id == CODE_FULL ? 0 : id;
+            if (id == 0 || id == CODE_FULL)
+                return 0;
+            if (same_code(id, co))
+                return id;
+            /* An older code object at this address: keep probing. */
         }
     }
     return 0;
@@ -268,6 +303,19 @@ static int py_start(void)
         notice("this Python lacks an exported function memsnap reads frames with");
         return PY_OFF;
     }
+    /* Threads that released the GIL (3.11, 3.12): their frames are read
+     * under the runtime's head lock, which finalization takes before it
+     * frees other threads' states.  The layout is checked: the runtime's
+     * main-interpreter field must hold what PyInterpreterState_Main says. */
+    if (L->rt_head_lock >= 0) {
+        py_runtime = sym("_PyRuntime");
+        py_lock = (lock_fn)sym("PyThread_acquire_lock");
+        py_unlock = (unlock_fn)sym("PyThread_release_lock");
+        if (!py_runtime || !py_lock || !py_unlock ||
+            RD(py_runtime, L->rt_main, void *) != py_main_interp() ||
+            !RD(py_runtime, L->rt_head_lock, void *))
+            py_runtime = NULL;
+    }
     void *eval = sym("_PyEval_EvalFrameDefault");
     const ElfW(Sym) *es = NULL;
     Dl_info info;
@@ -287,30 +335,13 @@ static int py_start(void)
 
 #define WALK_MAX 4096   /* frames looked at, kept or not: bounds a corrupt chain */
 
-int pyframes_merge(void *const *native, int n, int truncated, uint64_t *out, int cap)
+/* Reads the frames of thread state ts, innermost first, into py (at most
+ * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost).
+ * Returns how many, or -1 when a frame's code is not a code object (the
+ * layout is not what we think). */
+static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp)
 {
-    if (!g_cfg.py_frames)
-        return -1;
-    int st = atomic_load_explicit(&py_state, memory_order_acquire);
-    if (st != PY_READY) {
-        if (st != PY_UNKNOWN)
-            return -1;
-        int expect = PY_UNKNOWN;
-        if (!atomic_compare_exchange_strong(&py_state, &expect, PY_STARTING))
-            return -1;
-        st = py_start();
-        atomic_store_explicit(&py_state, st, memory_order_release);
-        if (st != PY_READY)
-            return -1;
-    }
-    void *ts = py_current();
-    if (!ts || ts != py_gil_this() || RD(ts, L->ts_interp, void *) != py_main_interp())
-        return -1;
-
-    /* Python frames, innermost first; grp[i] = which eval-loop call ran py[i]. */
-    uint64_t py[MSNAP_MAX_FRAMES];
-    uint16_t grp[MSNAP_MAX_FRAMES];
-    int np = 0, g = 0, maxp = g_cfg.py_depth < cap ? g_cfg.py_depth : cap;
+    int np = 0, g = 0;
     const void *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const void *) : ts;
     fr = fr ? RD(fr, L->cf_current, const void *) : NULL;
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
@@ -328,7 +359,7 @@ int pyframes_merge(void *const *native, int n, int truncated, uint64_t *out, int
             /* Incomplete frames (not yet at their first traceable
              * instruction) are skipped, as CPython's tracebacks do. */
             if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)first) {
-                uint32_t id = code_id(co);
+                uint32_t id = code_id(co, gil);
                 if (id) {
                     uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
                     py[np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | (off & 0x7fffffffu);
@@ -336,13 +367,67 @@ int pyframes_merge(void *const *native, int n, int truncated, uint64_t *out, int
                 }
             }
         } else if (co && L->minor < 13) {
-            return -1;              /* not a code object: the layout is not what we think */
+            return -1;
         }
         if (L->fr_is_entry >= 0 && RD(fr, L->fr_is_entry, char))
             g++;                    /* 3.11: the frame an eval-loop call was given */
         fr = RD(fr, L->fr_previous, const void *);
     }
-    if (np == 0)
+    return np;
+}
+
+int pyframes_merge(void *const *native, int n, int truncated, uint64_t *out, int cap)
+{
+    if (!g_cfg.py_frames)
+        return -1;
+    int st = atomic_load_explicit(&py_state, memory_order_acquire);
+    if (st != PY_READY) {
+        if (st != PY_UNKNOWN)
+            return -1;
+        int expect = PY_UNKNOWN;
+        if (!atomic_compare_exchange_strong(&py_state, &expect, PY_STARTING))
+            return -1;
+        st = py_start();
+        atomic_store_explicit(&py_state, st, memory_order_release);
+        if (st != PY_READY)
+            return -1;
+    }
+    /* This thread's Python state (NULL: it has none, or the GIL state is
+     * gone), and whether it holds the GIL: the interpreter's current
+     * thread state is this one. */
+    void *ts = py_gil_this();
+    if (!ts)
+        return -1;
+    int gil = py_current() == ts;
+    void *head_lock = NULL;
+    if (!gil) {
+        /* Released the GIL (a ctypes call, PyTorch's ops): this thread
+         * alone changes its frames, and it is here, so they are still; only
+         * finalization could free them (daemon threads' states).  Read them
+         * under the head lock, taken without waiting, and not at all once
+         * finalization has begun. */
+        if (!py_runtime || g_cfg.py_frames != 1)
+            return -1;
+        head_lock = RD(py_runtime, L->rt_head_lock, void *);
+        int got = 0;
+        for (int tries = 0; tries < 4 && !(got = py_lock(head_lock, 0)); tries++)
+            ;
+        if (!got)
+            return -1;
+        if (atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
+                                 memory_order_acquire)) {
+            py_unlock(head_lock);
+            return -1;
+        }
+    }
+    int np = -1;
+    uint64_t py[MSNAP_MAX_FRAMES];
+    uint16_t grp[MSNAP_MAX_FRAMES];
+    if (RD(ts, L->ts_interp, void *) == py_main_interp())
+        np = walk_frames(ts, gil, py, grp, g_cfg.py_depth < cap ? g_cfg.py_depth : cap);
+    if (head_lock)
+        py_unlock(head_lock);
+    if (np <= 0)
         return -1;
 
     /* Merge: each eval-loop frame gives way to the Python frames it ran. */

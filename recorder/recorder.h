@@ -54,7 +54,8 @@ typedef struct rec_config {
     uint64_t queue_events;    /* capacity of the hot-path queue (power of 2) */
     uint64_t max_stacks;      /* stack table capacity */
     int quiet;                /* no "memsnap: wrote ..." line at exit */
-    int py_frames;            /* merge Python frames into stacks (pyframes.c) */
+    int py_frames;            /* Python frames in stacks (pyframes.c): 0 off, 1 on,
+                                 2 only on threads that hold the GIL */
     int py_depth;             /* Python frames kept per stack */
 } rec_config;
 

@@ -56,9 +56,19 @@ for line in open(sys.argv[1]):
         assert sum(int(ip, 16) >> 63 for ip in r["ips"]) <= 2, r
 PY
         ;;
-    thread-released)  # ctypes.CDLL releases the GIL: native frames only
+    thread-released)  # ctypes.CDLL releases the GIL, as PyTorch's ops do
+        # 3.11/3.12: Python frames all the same (read under the head lock);
+        # 3.13: native frames only.  --python-frames gil: native frames only.
         "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
-        python3 "$CHECK" "$T/s.msnap" native:alloc:2097152 || fail "pycheck"
+        if "$py" -c 'import sys; sys.exit(sys.version_info[:2] >= (3, 13))'; then
+            python3 "$CHECK" "$T/s.msnap" \
+                "frames:alloc:2097152:$(chain main 'level1_entry(device, 2 << 20, False)')" || fail "pycheck"
+        else
+            python3 "$CHECK" "$T/s.msnap" native:alloc:2097152 || fail "pycheck (3.13+)"
+        fi
+        "${run[@]}" --python-frames gil -o "$T/g.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
+        python3 "$CHECK" "$T/g.msnap" native:alloc:2097152 \
+            "frames:alloc:1048576:$(chain main 'level1_entry(device, 1 << 20, True)')" || fail "pycheck gil"
         ;;
     native)  # a thread with no Python state, while the main thread holds the GIL
         "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" native "$PY_NATIVE_THREAD" > "$T/out" || fail "exit $?"
