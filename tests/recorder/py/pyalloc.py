@@ -77,7 +77,8 @@ def main():
                 pyalloc_lib.level3_free(device, level1_entry(device, 1 << 16, False))
                 if i == 50:
                     started.set()
-        threading.Thread(target=spin, daemon=True).start()
+        for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 1):
+            threading.Thread(target=spin, daemon=True).start()
         started.wait()
         level1_entry(device, 1 << 20, True)
         print("leaving with a daemon thread")
