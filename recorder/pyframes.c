@@ -79,6 +79,7 @@ static const py_layout layouts[] = {
 #define OB_TYPE 8             /* PyObject.ob_type */
 #define VAR_SIZE 16           /* PyVarObject.ob_size, PyASCIIObject.length */
 #define BYTES_DATA 32         /* PyBytesObject.ob_sval */
+#define STR_HASH 24           /* PyASCIIObject.hash */
 #define STR_STATE 32          /* PyASCIIObject.state: interned:2 kind:3 compact:1 ascii:1 */
 #define OWNED_BY_GENERATOR 1
 #define OWNED_BY_CSTACK 3
@@ -118,6 +119,7 @@ typedef struct code_entry {
     uint32_t table_len;
     int first_line;
     int referenced;                  /* 1: Py_IncRef taken (the GIL was held) */
+    int64_t qual_hash;               /* co_qualname's cached hash (-1: not computed) */
     const void *co_qualname, *co_filename, *co_linetable;  /* fingerprint */
 } code_entry;
 
@@ -195,6 +197,7 @@ static void fill_entry(uint32_t id, const void *co)
     e->co_qualname = RD(co, L->co_qualname, const void *);
     e->co_filename = RD(co, L->co_filename, const void *);
     e->co_linetable = RD(co, L->co_linetable, const void *);
+    e->qual_hash = e->co_qualname ? RD(e->co_qualname, STR_HASH, int64_t) : -1;
     e->first_line = RD(co, L->co_firstlineno, int);
     e->qual = copy_str(RD(co, L->co_qualname, const void *));
     e->file = copy_str(RD(co, L->co_filename, const void *));
@@ -210,16 +213,33 @@ static void fill_entry(uint32_t id, const void *co)
     }
 }
 
-/* 1 when entry id was made from the code object co now at its address: the
- * same name, file and location-table objects.  A code object seen only on
- * threads without the GIL holds no reference of ours, so it may have been
- * freed and its address reused; the fingerprint tells the new one apart. */
+/* 1 when entry id still names the code object co now at its address.  A
+ * code object seen only on threads without the GIL holds no reference of
+ * ours, so it may have been freed and its address reused -- and so may its
+ * name, file and table objects (the allocator reuses freed blocks first).
+ * So besides those addresses the fingerprint holds what names a frame: the
+ * first line, the name's text (ASCII) or hash, the table's length and its
+ * first bytes.  A code object that matches all that is named the same. */
 static int same_code(uint32_t id, const void *co)
 {
     const code_entry *e = &entries[id];
-    return e->referenced || (e->co_qualname == RD(co, L->co_qualname, const void *) &&
-                             e->co_filename == RD(co, L->co_filename, const void *) &&
-                             e->co_linetable == RD(co, L->co_linetable, const void *));
+    if (e->referenced)
+        return 1;
+    const void *q = RD(co, L->co_qualname, const void *);
+    const void *lt = RD(co, L->co_linetable, const void *);
+    if (e->co_qualname != q || e->co_filename != RD(co, L->co_filename, const void *) ||
+        e->co_linetable != lt || e->first_line != RD(co, L->co_firstlineno, int))
+        return 0;
+    if (!lt || (uint32_t)RD(lt, VAR_SIZE, int64_t) != e->table_len ||
+        memcmp((const char *)lt + BYTES_DATA, arena + e->table,
+               e->table_len < 16 ? e->table_len : 16) != 0)
+        return 0;
+    uint32_t state = RD(q, STR_STATE, uint32_t);
+    int64_t len = RD(q, VAR_SIZE, int64_t);
+    if ((state >> 6 & 1) && (state >> 5 & 1) && len < NAME_MAX_BYTES)
+        return memcmp((const char *)q + L->str_ascii_data, arena + e->qual, (size_t)len) == 0 &&
+               arena[e->qual + len] == 0;
+    return RD(q, STR_HASH, int64_t) == e->qual_hash;
 }
 
 /* The id of code object co, adding it on first sight (with one Py_IncRef

@@ -105,6 +105,11 @@ PY
                 "frames:alloc:65536:$(chain main.'<locals>'.spin 'level1_entry(device, 1 << 16, True)')" || fail "pycheck"
         done
         ;;
+    churn)  # code objects freed and their addresses reused: every frame named right
+        "${run[@]}" --no-symbolize -o "$T/s.msnap" -- "$py" "$PROG" churn > "$T/out" || fail "exit $?"
+        grep -qx "churn done" "$T/out" || fail "output: $(cat "$T/out")"
+        python3 "$CHECK" "$T/s.msnap" churn:300 || fail "pycheck"
+        ;;
     tools)  # symbolize keeps Python frames; export names them; import marks .py frames
         "${run[@]}" --no-symbolize -o "$T/s.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
         "$MEMSNAP" symbolize "$T/s.msnap" -o "$T/sym.msnap" 2> "$T/err" || fail "symbolize: $(cat "$T/err")"

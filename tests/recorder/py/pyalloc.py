@@ -7,6 +7,7 @@
 #             interpreter shutdown
 #   fork      forks; the child allocates and exits
 #   daemon    a daemon thread still allocating when the interpreter exits
+#   churn     300 functions made with exec and dropped, each allocating
 #   native    a thread with no Python state (started by C code, as a C
 #             extension would) allocates while the main thread holds the GIL
 import atexit
@@ -82,6 +83,16 @@ def main():
         started.wait()
         level1_entry(device, 1 << 20, True)
         print("leaving with a daemon thread")
+    elif mode == "churn":
+        # Code objects made and dropped one after another: freed code
+        # objects' addresses come back for the next ones.
+        for i in range(300):
+            ns = {"level1_entry": level1_entry}
+            src = f"def churn_{i}(d):\n    return level1_entry(d, {(i + 1) << 12}, {i % 3 == 0})\n"
+            exec(compile(src, "<churn>", "exec"), ns)
+            pyalloc_lib.level3_free(device, ns[f"churn_{i}"](device))
+            del ns
+        print("churn done")
     elif mode == "native":
         helper = ctypes.PyDLL(sys.argv[2])
         level1_entry(device, 1 << 20, True)

@@ -10,6 +10,8 @@
 #   none                           no stack of the file has a Python frame
 #   tids:N                         Python frames were seen on N threads
 #   events:N                       the file has N alloc/free events
+#   churn:N                        the alloc of (i+1)*4096 bytes has the frame
+#                                  churn_i and no other churn_ frame, i < N
 # Exits 0 when every check holds, else 1 with one line per failure.
 import json
 import sys
@@ -101,6 +103,16 @@ def main():
             n = sum(1 for e in events if e.get("a") in ("alloc", "free"))
             if n != int(rest):
                 failures.append(f"{n} alloc/free events, expected {rest}")
+        elif kind == "churn":
+            for i in range(int(rest)):
+                e = find("alloc", (i + 1) << 12)
+                if not e:
+                    continue
+                names = [syms.get(ip, {}).get("fn", "") for ip in stacks.get(e.get("k"), [])
+                         if ip & PY]
+                churn = [n for n in names if n.startswith("churn_")]
+                if churn != [f"churn_{i}"]:
+                    failures.append(f"alloc {i}: churn frames {churn}, expected churn_{i}")
         else:
             failures.append(f"unknown check {check}")
     # Every Python frame of every stack is named.
