@@ -47,6 +47,8 @@ static const char run_usage[] =
     "                          threads that hold the GIL) or none\n"
     "      --no-python-frames  the same as --python-frames none\n"
     "      --python-depth N    Python frames per event, 1-128 (default 64)\n"
+    "      --python-native-depth N  native frames per event when it has Python\n"
+    "                          frames, 0-128 (default 16)\n"
     "      --dump-on-oom WHEN  first (default), every or none\n"
     "      --dump-signal SIG   signal that asks for a dump: USR1 (default), USR2,\n"
     "                          a number, or none\n"
@@ -155,7 +157,7 @@ static void forward(int sig)
 int cmd_run(int argc, char **argv)
 {
     enum { O_MODE = 256, O_RING, O_DEPTH, O_OOM, O_SIG, O_NOEXIT, O_COMPRESS, O_NOSYM,
-           O_FORK, O_SIM, O_SIMN, O_SUMMARY, O_NOPY, O_PYDEPTH, O_PYFRAMES };
+           O_FORK, O_SIM, O_SIMN, O_SUMMARY, O_NOPY, O_PYDEPTH, O_PYFRAMES, O_PYNATIVE };
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'},
         {"mode", required_argument, 0, O_MODE},
@@ -163,6 +165,7 @@ int cmd_run(int argc, char **argv)
         {"stack-depth", required_argument, 0, O_DEPTH},
         {"no-python-frames", no_argument, 0, O_NOPY},
         {"python-frames", required_argument, 0, O_PYFRAMES},
+        {"python-native-depth", required_argument, 0, O_PYNATIVE},
         {"python-depth", required_argument, 0, O_PYDEPTH},
         {"dump-on-oom", required_argument, 0, O_OOM},
         {"dump-signal", required_argument, 0, O_SIG},
@@ -213,6 +216,11 @@ int cmd_run(int argc, char **argv)
                 return usage_error("--python-frames must be all, gil or none, not '%s'", optarg);
             setenv("MEMSNAP_PYTHON_FRAMES",
                    !strcmp(optarg, "all") ? "1" : !strcmp(optarg, "gil") ? "gil" : "0", 1);
+            break;
+        case O_PYNATIVE:
+            if (!check_uint(optarg, 0, 128))
+                return usage_error("--python-native-depth must be an integer from 0 to 128, not '%s'", optarg);
+            setenv("MEMSNAP_PYTHON_NATIVE_DEPTH", optarg, 1);
             break;
         case O_PYDEPTH:
             if (!check_uint(optarg, 1, 128))

@@ -396,7 +396,7 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     return np;
 }
 
-int pyframes_merge(void *const *native, int n, int truncated, uint64_t *out, int cap)
+int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
 {
     if (!g_cfg.py_frames)
         return -1;
@@ -441,18 +441,18 @@ int pyframes_merge(void *const *native, int n, int truncated, uint64_t *out, int
         }
     }
     int np = -1;
-    uint64_t py[MSNAP_MAX_FRAMES];
-    uint16_t grp[MSNAP_MAX_FRAMES];
     if (RD(ts, L->ts_interp, void *) == py_main_interp())
         np = walk_frames(ts, gil, py, grp, g_cfg.py_depth < cap ? g_cfg.py_depth : cap);
     if (head_lock)
         py_unlock(head_lock);
-    if (np <= 0)
-        return -1;
+    return np > 0 ? np : -1;
+}
 
-    /* Merge: each eval-loop frame gives way to the Python frames it ran. */
+int pyframes_merge(void *const *native, int n, const uint64_t *py, const uint16_t *grp,
+                   int np, uint64_t *out, int cap)
+{
+    /* Each eval-loop frame gives way to the Python frames it ran. */
     int d = 0, i = 0, cur = 0;
-    (void)truncated;
     for (int k = 0; k < n && d < cap; k++) {
         uintptr_t ip = (uintptr_t)native[k];
         if (ip >= eval_lo && ip < eval_hi && i < np) {

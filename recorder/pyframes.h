@@ -19,15 +19,23 @@
 
 #include <stdint.h>
 
-/* Merges this thread's Python frames into the native stack native[0..n)
- * (return addresses, innermost first; truncated says whether the unwinder
- * stopped at its limit) and writes at most cap entries to out.  Returns the
- * merged depth, or -1 when there is nothing to merge (Python frames off, no
- * interpreter, this thread does not hold the GIL, unsupported version):
- * then the caller keeps the native stack as it is.  Never takes a lock,
- * never calls the interpreter except Py_IncRef on a code object seen for the
- * first time, and only while this thread holds the GIL. */
-int pyframes_merge(void *const *native, int n, int truncated, uint64_t *out, int cap);
+/* This thread's Python frames, innermost first, into py (at most
+ * min(cap, the Python depth setting)); grp[i] says which eval-loop call ran
+ * py[i] (0 = the innermost).  Returns how many, or -1 when there are none
+ * to give (Python frames off, no interpreter, no Python state on this
+ * thread, a released GIL where that is not read, unsupported version).
+ * Never waits on a lock; calls the interpreter only for reads, a try of
+ * its head lock (threads without the GIL) and Py_IncRef on a code object
+ * seen for the first time by a thread that holds the GIL. */
+int pyframes_collect(uint64_t *py, uint16_t *grp, int cap);
+
+/* Merges py[0..np) (from pyframes_collect) into the native stack
+ * native[0..n) (return addresses, innermost first): each eval-loop frame
+ * gives way to the Python frames it ran; Python frames of eval-loop calls
+ * the native stack does not reach follow its last frame.  Writes at most
+ * cap entries to out; returns how many. */
+int pyframes_merge(void *const *native, int n, const uint64_t *py, const uint16_t *grp,
+                   int np, uint64_t *out, int cap);
 
 /* Names a Python stack entry for the writer: qualified name, file, line and
  * bytecode offset.  0 on success, -1 for an id the table does not know (the
