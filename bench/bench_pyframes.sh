@@ -1,10 +1,14 @@
 #!/bin/bash
 # The recorder's cost per event with Python frames, side by side in one run:
-# a Python program (bench_pyframes.py) calls the driver through ctypes from
-# 12 Python frames deep, bare, under `memsnap run --no-python-frames` (32
-# native frames) and under `memsnap run` (32 native frames + the Python
-# frames merged), ABAB, 5 rounds, medians of the per-run medians.  With a GPU
-# and PyTorch, it then measures the same for PyTorch: torch.empty+del from
+# a Python program (bench_pyframes.py --api trace) records events through
+# memsnap_trace_block() via ctypes.PyDLL, from 12 Python frames deep, under
+# `memsnap run` with: no stacks; 32 native frames (--no-python-frames); the
+# default (16 native frames + the Python frames); 32 native + Python frames.
+# No driver call is made, so the recorder's share is all that differs; the
+# cost of a stack is (mode - no stacks).  ABAB, 5 rounds; per run the median
+# and the 5th percentile (a batch with little preemption) of ns per event
+# over 1000 batches of 100 pairs; the medians of those over the rounds.
+# With a GPU and PyTorch, it then measures PyTorch: torch.empty+del from
 # Python with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (so every
 # allocation is a driver event memsnap records, with PyTorch's real native
 # stack), and PyTorch's own _record_memory_history(stacks='python'|'all')
@@ -18,32 +22,31 @@ M="$build/bin/memsnap"; P=(python3 "$here/bench_pyframes.py")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 reps=5
 med() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-field() { sed -n 's/.*ns\/call median \([0-9.]*\) p99.*/\1/p'; }
-bare() {
-    if [ ${#sim[@]} -gt 0 ]; then
-        LD_LIBRARY_PATH="$build/simdev${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" MEMSNAP_SIM_DEVICE_MEM=16G "$@"
-    else
-        "$@"
-    fi
-}
-args=(--api async --pairs 1000 --batches 100)
+field() { sed -n 's/.*ns\/call median \([0-9.]*\) p99 [0-9.]*\( p5 \)\{0,1\}\([0-9.]*\).*/\1 \3/p'; }
+modes=("--stack-depth 0" "--no-python-frames" "--python-frames all" "--python-native-depth 32")
+names=("no stacks" "32 native frames" "16 native + Python frames (default)" "32 native + Python frames")
 for r in $(seq $reps); do
-    bare "${P[@]}" "${args[@]}" | field >> "$tmp/base"
-    "$M" run "${sim[@]}" -q --no-python-frames -o "$tmp/n.msnap" -- "${P[@]}" "${args[@]}" | field >> "$tmp/native"
-    "$M" run "${sim[@]}" -q -o "$tmp/p.msnap" -- "${P[@]}" "${args[@]}" | field >> "$tmp/python"
+    for i in "${!modes[@]}"; do
+        # shellcheck disable=SC2086
+        "$M" run "${sim[@]}" -q ${modes[$i]} -o "$tmp/s.msnap" -- "${P[@]}" --api trace \
+            --pairs 100 --batches 1000 | field >> "$tmp/m$i"
+    done
 done
-b=$(med < "$tmp/base"); n=$(med < "$tmp/native"); p=$(med < "$tmp/python")
-device=$(bare "${P[@]}" --pairs 1 --batches 1 | sed -n 's/^device \(.*\) | api.*/\1/p')
 pyver=$(python3 -c 'import platform; print(platform.python_version())')
-echo "### Recorder cost per event with Python frames ($device, Python $pyver)"
+echo "### Recorder cost per stack with Python frames ($(uname -m), $(nproc) CPUs, Python $pyver)"
 echo
-echo "cuMemAllocAsync+cuMemFreeAsync through ctypes.PyDLL, 12 Python frames deep;"
-echo "median of $reps runs (ABAB) of the median ns per driver call over 100 batches of 1000 pairs."
+echo "Events recorded through memsnap_trace_block() from Python (ctypes.PyDLL), 12 Python"
+echo "frames deep; medians over $reps rounds (ABAB) of each run's median and 5th percentile"
+echo "ns per event (1000 batches of 100 pairs); stack cost = mode - no stacks."
 echo
-echo "| bare | 32 native frames | 32 native + Python frames | cost/event, native | cost/event, native + Python |"
+echo "| stacks | ns/event (median) | ns/event (p5) | stack cost (median) | stack cost (p5) |"
 echo "|---|---|---|---|---|"
-printf "| %.0f ns | %.0f ns | %.0f ns | %.0f ns | %.0f ns |\n" "$b" "$n" "$p" \
-    "$(awk "BEGIN{print $n - $b}")" "$(awk "BEGIN{print $p - $b}")"
+b=$(cut -d' ' -f1 "$tmp/m0" | med); b5=$(cut -d' ' -f2 "$tmp/m0" | med)
+for i in "${!modes[@]}"; do
+    m=$(cut -d' ' -f1 "$tmp/m$i" | med); m5=$(cut -d' ' -f2 "$tmp/m$i" | med)
+    printf "| %s | %.0f | %.0f | %.0f | %.0f |\n" "${names[$i]}" "$m" "$m5" \
+        "$(awk "BEGIN{print $m - $b}")" "$(awk "BEGIN{print $m5 - $b5}")"
+done
 
 [ ${#sim[@]} -gt 0 ] && exit 0
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || exit 0
