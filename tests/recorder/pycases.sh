@@ -48,6 +48,15 @@ run_case() {  # run_case PYTHON FOLDER
         "${run[@]}" --python-depth 2 -o "$T/s3.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
         python3 "$CHECK" "$T/s3.msnap" \
             "frames:alloc:1048576:level3_alloc@pyalloc_lib.py@cuMemAlloc_v2|level2_outer@pyalloc.py@level3_alloc(" || fail "pycheck depth"
+        # bad values: refused by memsnap run (exit 2), with the recorder's message
+        "$MEMSNAP" run --python-frames sometimes -- true 2> "$T/err"; rc=$?
+        [ $rc = 2 ] && grep -q -- "--python-frames must be all, gil or none" "$T/err" || fail "--python-frames sometimes: exit $rc"
+        "$MEMSNAP" run --python-depth 0 -- true 2> /dev/null; rc=$?
+        [ $rc = 2 ] || fail "--python-depth 0: exit $rc"
+        MEMSNAP_PYTHON_FRAMES=maybe "${run[@]}" -o "$T/bad.msnap" -- "$py" "$PROG" basic > /dev/null 2> "$T/err"; rc=$?
+        [ $rc = 2 ] && grep -q 'MEMSNAP_PYTHON_FRAMES="maybe" is not valid' "$T/err" ||
+            fail "a bad MEMSNAP_PYTHON_FRAMES: exit $rc, $(cat "$T/err")"
+        [ ! -e "$T/bad.msnap" ] || fail "recorded with a bad setting"
         python3 - "$T/s3.msnap" <<'PY' || fail "--python-depth 2 kept more than 2 Python frames"
 import json, sys
 for line in open(sys.argv[1]):
