@@ -10,8 +10,10 @@
 #   none                           no stack of the file has a Python frame
 #   tids:N                         Python frames were seen on N threads
 #   events:N                       the file has N alloc/free events
-#   churn:N                        the alloc of (i+1)*4096 bytes has the frame
-#                                  churn_i and no other churn_ frame, i < N
+#   churn:N[:gil]                  the alloc of (i+1)*4096 bytes has the frame
+#                                  churn_i and no other churn_ frame, i < N;
+#                                  with gil, the ones made without the GIL
+#                                  (i % 3 != 0) may have native frames only
 # Exits 0 when every check holds, else 1 with one line per failure.
 import json
 import sys
@@ -104,13 +106,16 @@ def main():
             if n != int(rest):
                 failures.append(f"{n} alloc/free events, expected {rest}")
         elif kind == "churn":
-            for i in range(int(rest)):
+            count, _, gil_only = rest.partition(":")
+            for i in range(int(count)):
                 e = find("alloc", (i + 1) << 12)
                 if not e:
                     continue
                 names = [syms.get(ip, {}).get("fn", "") for ip in stacks.get(e.get("k"), [])
                          if ip & PY]
                 churn = [n for n in names if n.startswith("churn_")]
+                if gil_only and i % 3 and not names:
+                    continue
                 if churn != [f"churn_{i}"]:
                     failures.append(f"alloc {i}: churn frames {churn}, expected churn_{i}")
         else:
