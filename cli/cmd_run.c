@@ -42,6 +42,13 @@ static const char run_usage[] =
     "                          counters for the whole run, written at dumps)\n"
     "      --ring-events N     ring mode: events kept (default 1000000)\n"
     "      --stack-depth N     native frames per event, 0-128 (default 32; 0 = none)\n"
+    "      --python-frames WHEN  CPython 3.11+ frames merged into the stacks of\n"
+    "                          threads running Python: all (default), gil (only\n"
+    "                          threads that hold the GIL) or none\n"
+    "      --no-python-frames  the same as --python-frames none\n"
+    "      --python-depth N    Python frames per event, 1-128 (default 64)\n"
+    "      --python-native-depth N  native frames per event when it has Python\n"
+    "                          frames, 0-128 (default 16)\n"
     "      --dump-on-oom WHEN  first (default), every or none\n"
     "      --dump-signal SIG   signal that asks for a dump: USR1 (default), USR2,\n"
     "                          a number, or none\n"
@@ -132,12 +139,16 @@ static void forward(int sig)
 int cmd_run(int argc, char **argv)
 {
     enum { O_MODE = 256, O_RING, O_DEPTH, O_OOM, O_SIG, O_NOEXIT, O_COMPRESS, O_NOSYM,
-           O_FORK, O_SIM, O_SIMN, O_SUMMARY };
+           O_FORK, O_SIM, O_SIMN, O_SUMMARY, O_NOPY, O_PYDEPTH, O_PYFRAMES, O_PYNATIVE };
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'},
         {"mode", required_argument, 0, O_MODE},
         {"ring-events", required_argument, 0, O_RING},
         {"stack-depth", required_argument, 0, O_DEPTH},
+        {"no-python-frames", no_argument, 0, O_NOPY},
+        {"python-frames", required_argument, 0, O_PYFRAMES},
+        {"python-native-depth", required_argument, 0, O_PYNATIVE},
+        {"python-depth", required_argument, 0, O_PYDEPTH},
         {"dump-on-oom", required_argument, 0, O_OOM},
         {"dump-signal", required_argument, 0, O_SIG},
         {"no-exit-dump", no_argument, 0, O_NOEXIT},
@@ -178,6 +189,25 @@ int cmd_run(int argc, char **argv)
             if (!check_uint(optarg, 0, 128))
                 return usage_error("--stack-depth must be an integer from 0 to 128, not '%s'", optarg);
             setenv("MEMSNAP_STACK_DEPTH", optarg, 1);
+            break;
+        case O_NOPY:
+            setenv("MEMSNAP_PYTHON_FRAMES", "0", 1);
+            break;
+        case O_PYFRAMES:
+            if (strcmp(optarg, "all") && strcmp(optarg, "gil") && strcmp(optarg, "none"))
+                return usage_error("--python-frames must be all, gil or none, not '%s'", optarg);
+            setenv("MEMSNAP_PYTHON_FRAMES",
+                   !strcmp(optarg, "all") ? "1" : !strcmp(optarg, "gil") ? "gil" : "0", 1);
+            break;
+        case O_PYNATIVE:
+            if (!check_uint(optarg, 0, 128))
+                return usage_error("--python-native-depth must be an integer from 0 to 128, not '%s'", optarg);
+            setenv("MEMSNAP_PYTHON_NATIVE_DEPTH", optarg, 1);
+            break;
+        case O_PYDEPTH:
+            if (!check_uint(optarg, 1, 128))
+                return usage_error("--python-depth must be an integer from 1 to 128, not '%s'", optarg);
+            setenv("MEMSNAP_PYTHON_DEPTH", optarg, 1);
             break;
         case O_OOM:
             if (strcmp(optarg, "first") && strcmp(optarg, "every") && strcmp(optarg, "none"))

@@ -477,8 +477,10 @@ int cmd_symbolize(int argc, char **argv)
     }
     for (size_t i = 0; i < col.ips.cap; i++) {
         const u64map_slot *sl = &col.ips.slots[i];
+        /* Python frames are not addresses: their sym lines, written by the
+         * recorder, are the only names they have (and are kept). */
         if (!sl->used || (sl->value & IP_NAMED) ||
-            !(sl->value & (IP_EXACT | IP_RETURN)))
+            !(sl->value & (IP_EXACT | IP_RETURN)) || msnap_ip_is_python(sl->key))
             continue;
         int ra = (sl->value & IP_RETURN) != 0;
         if (msnap_symbolizer_resolve_frame(sy, sl->key, ra, &syms[nsyms]) > 0)

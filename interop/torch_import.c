@@ -8,7 +8,9 @@
  *   segment_unmap -> vmm_unmap + vmm_release (+ create/map of a remainder)
  *   oom -> oom (x = device_free)  snapshot -> dump
  *   frames -> stack + sym records; each distinct frame gets a synthesized
- *             ip (1, 2, 3, ...) that is only an id; its sym record names it
+ *             ip (1, 2, 3, ...) that is only an id; its sym record names it;
+ *             a frame of a .py file has MSNAP_PYFRAME_BIT set in its ip, so
+ *             readers treat it as a Python frame
  *   segments (the state at the snapshot) -> state + live records
  *
  * A file that `memsnap export --format torch` wrote carries the "memsnap"
@@ -127,6 +129,17 @@ static uint32_t frame_id_(timp *m, ival *f)
         return 0;
     m->nframes++;
     return f->cache_id = (uint32_t)m->nframes;
+}
+
+/* The ip written for frame id fid (from 1): the id itself, with the Python
+ * bit set when the frame's file is a .py file. */
+static uint64_t synth_ip(const timp *m, uint32_t fid)
+{
+    if (fid == 0 || fid > m->nframes)
+        return fid;
+    const char *f = m->frames[fid - 1].file;
+    size_t n = f ? strlen(f) : 0;
+    return n >= 3 && !strcmp(f + n - 3, ".py") ? MSNAP_PYFRAME_BIT | fid : fid;
 }
 
 /* Stack id (from 1; 0 = none) of a frames list.  The list is compacted once
@@ -600,12 +613,12 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         for (size_t i = 0; i < m->nstacks; i++) {
             uint64_t ips[MSNAP_MAX_FRAMES];
             for (int k = 0; k < m->stacks[i].depth; k++)
-                ips[k] = m->stacks[i].fids[k];
+                ips[k] = synth_ip(m, m->stacks[i].fids[k]);
             msnap_stack s = {(uint32_t)i + 1, m->stacks[i].depth, ips};
             wline(w, msnap_fmt_stack(w->buf, sizeof w->buf, &s));
         }
         for (size_t i = 0; i < m->nframes; i++) {
-            msnap_symbol y = {i + 1, m->frames[i].name, m->frames[i].file, (int)m->frames[i].line, 0};
+            msnap_symbol y = {synth_ip(m, (uint32_t)i + 1), m->frames[i].name, m->frames[i].file, (int)m->frames[i].line, 0};
             wline(w, msnap_fmt_symbol(w->buf, sizeof w->buf, &y));
         }
         m->st->stacks = m->nstacks;

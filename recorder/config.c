@@ -115,6 +115,9 @@ int config_load(void)
     g_cfg.fork_mode = FORK_FOLLOW;
     g_cfg.queue_events = 65536;
     g_cfg.max_stacks = 262144;
+    g_cfg.py_frames = 1;
+    g_cfg.py_depth = 64;
+    g_cfg.py_native_depth = 16;
 
     const char *s;
     int rc = 0;
@@ -155,6 +158,18 @@ int config_load(void)
     v = g_cfg.max_stacks;
     rc |= parse_range("MEMSNAP_MAX_STACKS", 1024, 1ull << 24, &v, 1);
     g_cfg.max_stacks = v;
+    v = (uint64_t)g_cfg.py_depth;
+    rc |= parse_range("MEMSNAP_PYTHON_DEPTH", 1, MSNAP_MAX_FRAMES, &v, 0);
+    g_cfg.py_depth = (int)v;
+    v = (uint64_t)g_cfg.py_native_depth;
+    rc |= parse_range("MEMSNAP_PYTHON_NATIVE_DEPTH", 0, MSNAP_MAX_FRAMES, &v, 0);
+    g_cfg.py_native_depth = (int)v;
+    if ((s = getenv("MEMSNAP_PYTHON_FRAMES"))) {
+        if (strcmp(s, "1") == 0) g_cfg.py_frames = 1;
+        else if (strcmp(s, "0") == 0) g_cfg.py_frames = 0;
+        else if (strcmp(s, "gil") == 0) g_cfg.py_frames = 2;
+        else rc |= bad("MEMSNAP_PYTHON_FRAMES", s, "expected 0, 1 or gil");
+    }
     if ((s = getenv("MEMSNAP_DUMP_ON_OOM"))) {
         if (strcmp(s, "first") == 0) g_cfg.oom_dump = OOM_DUMP_FIRST;
         else if (strcmp(s, "every") == 0) g_cfg.oom_dump = OOM_DUMP_EVERY;
@@ -212,13 +227,14 @@ size_t config_to_json(char *buf, size_t cap)
                      "\"flush_ms\":%d,\"counters_ms\":%d,\"dump_on_oom\":\"%s\","
                      "\"dump_signal\":%d,\"dump_at_exit\":%d,\"zstd_level\":%d,"
                      "\"symbolize\":%d,\"fork\":\"%s\",\"queue_events\":%llu,"
-                     "\"max_stacks\":%llu}",
+                     "\"max_stacks\":%llu,\"python_frames\":%d,\"python_depth\":%d,\"python_native_depth\":%d}",
                      g_cfg.mode == MODE_RING ? "ring" : "stream",
                      (unsigned long long)g_cfg.ring_events, g_cfg.stack_depth, g_cfg.flush_ms,
                      g_cfg.counters_ms, oom[g_cfg.oom_dump], g_cfg.dump_signal,
                      g_cfg.dump_at_exit, g_cfg.zstd_level, g_cfg.symbolize,
                      g_cfg.fork_mode == FORK_FOLLOW ? "follow" : "stop",
                      (unsigned long long)g_cfg.queue_events,
-                     (unsigned long long)g_cfg.max_stacks);
+                     (unsigned long long)g_cfg.max_stacks, g_cfg.py_frames, g_cfg.py_depth,
+                     g_cfg.py_native_depth);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }

@@ -37,6 +37,7 @@
 #include <libunwind.h>
 
 #include "recorder.h"
+#include "pyframes.h"
 #include "stacktab.h"
 #include "mapmem.h"
 
@@ -134,21 +135,36 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
 {
     if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
         return 0;
+    /* A thread running Python: its Python frames first (pyframes.c).  They
+     * say more than the native frames above the innermost eval loop, so
+     * fewer native frames are unwound then (python_native_depth). */
+    uint64_t py[MSNAP_MAX_FRAMES];
+    uint16_t grp[MSNAP_MAX_FRAMES];
+    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES);
+    int keep = g_cfg.stack_depth;
+    if (np > 0 && g_cfg.py_native_depth < keep)
+        keep = g_cfg.py_native_depth;
     /* Our own frames on top (this function, the recording helper, the hook,
      * the wrapper) are skipped below: ask for only a few more than kept,
      * since unwinding costs per frame. */
     void *raw[MSNAP_MAX_FRAMES + OWN_FRAMES_MAX];
-    int want = g_cfg.stack_depth + OWN_FRAMES_MAX;
+    int want = keep + OWN_FRAMES_MAX;
     int n = unw_backtrace(raw, want);
     int skip = 0;
     while (skip < n && core_is_own_code(raw[skip]))
         skip++;
     int depth = n - skip;
-    if (depth > g_cfg.stack_depth)
-        depth = g_cfg.stack_depth;
-    if (depth <= 0)
-        return 0;
+    if (depth > keep)
+        depth = keep;
+    if (depth < 0)
+        depth = 0;
     uint64_t ips[MSNAP_MAX_FRAMES];
+    if (np > 0)
+        return stacktab_intern(&g_stacks, ips,
+                               pyframes_merge(raw + skip, depth, py, grp, np, ips,
+                                              MSNAP_MAX_FRAMES));
+    if (depth == 0)
+        return 0;
     for (int i = 0; i < depth; i++)
         ips[i] = (uint64_t)(uintptr_t)raw[skip + i];
     return stacktab_intern(&g_stacks, ips, depth);

@@ -55,6 +55,10 @@ typedef struct rec_config {
     uint64_t max_stacks;      /* stack table capacity */
     int quiet;                /* no "memsnap: wrote ..." line at exit */
     int torch_off;            /* MEMSNAP_TORCH=off: never look for PyTorch */
+    int py_frames;            /* Python frames in stacks (pyframes.c): 0 off, 1 on,
+                                 2 only on threads that hold the GIL */
+    int py_depth;             /* Python frames kept per stack */
+    int py_native_depth;      /* native frames per stack when it has Python frames */
 } rec_config;
 
 extern rec_config g_cfg;

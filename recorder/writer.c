@@ -48,6 +48,7 @@
 
 #include "memsnap/symbolize.h"
 #include "pathpat.h"
+#include "pyframes.h"
 #include "recorder.h"
 #include "memsnap/u64map.h"
 
@@ -378,6 +379,7 @@ static uint8_t *str_done;
 static uint64_t str_done_cap;
 static uint64_t devices_done;        /* bitmap */
 static u64map modules_done;          /* base -> 1 */
+static u64map pysyms_done;           /* Python stack entry -> 1 (sym line written) */
 static unsigned long long modules_gen = ~0ull; /* loader adds+subs when last written */
 
 static int bit_test_set(uint8_t **bm, uint64_t *cap, uint64_t i)
@@ -409,6 +411,8 @@ static void written_reset(void)
     devices_done = 0;
     u64map_free(&modules_done);
     memset(&modules_done, 0, sizeof modules_done);
+    u64map_free(&pysyms_done);
+    memset(&pysyms_done, 0, sizeof pysyms_done);
     modules_gen = ~0ull;
 }
 
@@ -441,6 +445,17 @@ static void write_modules(msnap_out *o)
     modules_gen = g;
 }
 
+/* The sym line of Python frame ip (named from pyframes.c's copy). */
+static void write_python_sym(msnap_out *o, uint64_t ip)
+{
+    msnap_symbol sym = {.ip = ip};
+    pyframes_name(ip, &sym.function, &sym.file, &sym.line, &sym.offset);
+    put(o, msnap_fmt_symbol(line, sizeof line, &sym));
+}
+
+/* The stack line, then a sym line for each of its Python frames not yet
+ * named in this file: Python frames are named at once, whatever the
+ * symbolize setting, since nothing offline could name them. */
 static void write_stack(msnap_out *o, uint32_t id)
 {
     const uint64_t *ips;
@@ -449,6 +464,12 @@ static void write_stack(msnap_out *o, uint32_t id)
         return;
     msnap_stack s = {.id = id, .depth = depth, .ips = ips};
     put(o, msnap_fmt_stack(line, sizeof line, &s));
+    for (int i = 0; i < depth; i++) {
+        if (!msnap_ip_is_python(ips[i]) || u64map_get(&pysyms_done, 0, ips[i]))
+            continue;
+        u64map_put(&pysyms_done, 0, ips[i], 1);
+        write_python_sym(o, ips[i]);
+    }
 }
 
 static void write_str(msnap_out *o, uint32_t id)
@@ -546,7 +567,8 @@ static void write_symbols(msnap_out *o)
         const uint64_t *ips;
         int depth = core_stack_get(id, &ips);
         for (int i = 0; i < depth; i++) {
-            if (u64map_get(&seen, 0, ips[i]))
+            /* Python frames were named with their stack line. */
+            if (msnap_ip_is_python(ips[i]) || u64map_get(&seen, 0, ips[i]))
                 continue;
             u64map_put(&seen, 0, ips[i], 1);
             msnap_symbol sym;
@@ -979,6 +1001,7 @@ void writer_after_fork_child(void)
     str_done_cap = 0;
     devices_done = 0;
     memset(&modules_done, 0, sizeof modules_done);
+    memset(&pysyms_done, 0, sizeof pysyms_done);
     modules_gen = ~0ull;
     ring = NULL;
     ring_n = 0;

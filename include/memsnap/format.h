@@ -27,7 +27,7 @@ extern "C" {
 
 #define MSNAP_FORMAT_NAME "memsnap"
 #define MSNAP_FORMAT_MAJOR 1
-#define MSNAP_FORMAT_MINOR 0
+#define MSNAP_FORMAT_MINOR 1
 
 /* ---- Actions: what an event says happened. ------------------------------
  * X(enum, json-name).  Order is ABI for the in-memory record only; the file

@@ -218,7 +218,7 @@ static void check_all_types(const char *path)
     static msnap_record rec;
     CHECK(msnap_reader_next(r, &rec) == 1 && rec.type == MSNAP_REC_HEADER && rec.line == 1);
     const msnap_header *h = &rec.u.header;
-    CHECK(h->major == 1 && h->minor == 0);
+    CHECK(h->major == 1 && h->minor == MSNAP_FORMAT_MINOR);
     CHECK(h->pid == 4242);
     CHECK(strcmp(h->host, "gpu-node-7") == 0);
     CHECK(h->argc == 4);

@@ -59,6 +59,35 @@ torch-sites)   # site labels name the user's code, not the memory runtime
         echo "note: no Python frames in this recording; checked the native labels only"
     fi
     ;;
+torch-llama-pyframes)  # Python frames in the stacks of PyTorch's segments
+    run --compress none -o "$T/s.msnap" -- python3 "$TESTS_DIR/torch_llama_pyframes.py" > "$T/out"
+    rc=$?; [ $rc = 77 ] && exit 77
+    [ $rc = 0 ] || fail "the program failed ($rc): $(tail -3 "$T/out")"
+    grep -q "^generated" "$T/out" || fail "output: $(cat "$T/out")"
+    python3 - "$T/s.msnap" <<'PY' || fail "Python frames missing from PyTorch's segments"
+import json, sys
+syms, stacks, allocs = {}, {}, []
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "sym":
+        syms[int(r["ip"], 16)] = r
+    elif r.get("type") == "stack":
+        stacks[r["id"]] = [int(ip, 16) for ip in r["ips"]]
+    elif r.get("a") == "alloc":
+        allocs.append(r)
+files = []
+for e in allocs:
+    py = [syms.get(ip, {}) for ip in stacks.get(e.get("k"), []) if ip >> 63]
+    files.append({s.get("file", "").rsplit("/", 1)[-1] for s in py})
+    if py:
+        print(e.get("n"), " <- ".join(f"{s.get('fn')} ({s.get('file','').rsplit('/',1)[-1]}:{s.get('line')})" for s in py[:6]))
+with_py = sum(1 for f in files if f)
+print(f"{len(allocs)} cudaMalloc segments, {with_py} with Python frames")
+assert allocs and with_py >= 0.9 * len(allocs), "too few segments with Python frames"
+assert any("torch_llama_pyframes.py" in f for f in files), "no frame of the test script"
+assert any("modeling_llama.py" in f for f in files), "no frame of modeling_llama.py"
+PY
+    ;;
 *)
     fail "unknown case $case_name"
     ;;

@@ -1,0 +1,549 @@
+/* Python frames read from the interpreter's own structures (see pyframes.h).
+ *
+ * Finding the interpreter.  Nothing happens until the first stack is
+ * captured (never in a constructor).  Then, once: dlsym(RTLD_DEFAULT,
+ * "Py_Version") -- absent means "not a CPython 3.11+ process" (a 3.9/3.10
+ * interpreter is recognised by PyCode_Type and gets a one-line notice and
+ * native frames).  For 3.11, 3.12 and 3.13 the layout table below gives the
+ * offsets of the few fields read; they were checked with offsetof() against
+ * each version's own headers (Include/internal/pycore_frame.h,
+ * Include/cpython/code.h, Include/cpython/pystate.h,
+ * Include/cpython/unicodeobject.h).  Other versions: a notice, native frames.
+ *
+ * "This thread holds the GIL" without calling into the interpreter unsafely:
+ *   cur  = _PyThreadState_UncheckedGet()   (3.13: PyThreadState_GetUnchecked)
+ *   mine = PyGILState_GetThisThreadState()
+ *   main = PyInterpreterState_Main()
+ * all three only read memory (3.11: the runtime's current thread state,
+ * swapped when the GIL changes hands; 3.12+: a thread-local set while the
+ * thread is attached; the GIL-state TLS key, NULL before start-up and after
+ * the GIL state is finalized; a field of the runtime).  Frames are read only
+ * when cur != NULL, cur == mine and cur->interp == main: the thread runs
+ * the main interpreter's code with the GIL, so its frame chain cannot change
+ * under us and every code object on it is alive.  Anything else (a thread
+ * that released the GIL, a thread with no Python state, a sub-interpreter,
+ * finalization past the GIL state) gets native frames only.
+ *
+ * Code objects: on first sight (GIL held) one strong reference with
+ * Py_IncRef, never released, so the address is never reused for another
+ * code object; its qualified name and file name (UTF-8), first line and
+ * location table are copied into an arena at the same moment.  Every code
+ * pointer is checked against &PyCode_Type before anything else is read.
+ * The table is lock-free (one CAS claims a slot); inserts are in practice
+ * serialised by the GIL anyway.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mapmem.h"
+#include "pyframes.h"
+#include "recorder.h"
+
+/* ---- per-version layout ------------------------------------------------------ */
+
+typedef struct py_layout {
+    int minor;
+    int ts_interp;        /* PyThreadState.interp */
+    int ts_cframe;        /* PyThreadState.cframe (-1: frames hang off the tstate) */
+    int cf_current;       /* _PyCFrame.current_frame, or PyThreadState.current_frame */
+    int fr_code;          /* _PyInterpreterFrame.f_code / f_executable */
+    int fr_previous;
+    int fr_instr;         /* prev_instr (3.11, 3.12) / instr_ptr (3.13) */
+    int fr_owner;
+    int fr_is_entry;      /* 3.11 only; -1: entry frames are FRAME_OWNED_BY_CSTACK shims */
+    int co_firstlineno;
+    int co_filename;
+    int co_qualname;
+    int co_linetable;
+    int co_firsttraceable;
+    int co_code;          /* co_code_adaptive: the first code unit */
+    int str_ascii_data;   /* sizeof(PyASCIIObject) */
+    int str_compact_data; /* sizeof(PyCompactUnicodeObject) */
+    int rt_finalizing;    /* _PyRuntimeState._finalizing (-1: no released-GIL reads) */
+    int rt_head_lock;     /* _PyRuntimeState.interpreters.mutex (a PyThread_type_lock) */
+    int rt_main;          /* _PyRuntimeState.interpreters.main */
+} py_layout;
+
+static const py_layout layouts[] = {
+    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72, 24, 32, 48},
+    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56, 24, 32, 48},
+    /* 3.13's head lock is a PyMutex: threads without the GIL are not read. */
+    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56, -1, -1, -1},
+};
+
+/* Common to 3.11-3.13 (non-free-threaded builds). */
+#define OB_TYPE 8             /* PyObject.ob_type */
+#define VAR_SIZE 16           /* PyVarObject.ob_size, PyASCIIObject.length */
+#define BYTES_DATA 32         /* PyBytesObject.ob_sval */
+#define STR_HASH 24           /* PyASCIIObject.hash */
+#define STR_STATE 32          /* PyASCIIObject.state: interned:2 kind:3 compact:1 ascii:1 */
+#define OWNED_BY_GENERATOR 1
+#define OWNED_BY_CSTACK 3
+
+typedef void *(*get_ptr_fn)(void);
+typedef void (*incref_fn)(void *);
+typedef int (*lock_fn)(void *, int);
+typedef void (*unlock_fn)(void *);
+
+enum { PY_UNKNOWN = 0, PY_STARTING, PY_READY, PY_OFF };
+static _Atomic int py_state;
+static const py_layout *L;
+static get_ptr_fn py_current, py_gil_this, py_main_interp;
+static incref_fn py_incref;
+static const void *py_code_type;
+static const char *py_runtime;       /* &_PyRuntime (released-GIL reads only) */
+static lock_fn py_lock;              /* PyThread_acquire_lock */
+static unlock_fn py_unlock;          /* PyThread_release_lock */
+static uintptr_t eval_lo, eval_hi;   /* _PyEval_EvalFrameDefault's code */
+
+/* ---- the code table --------------------------------------------------------------- */
+
+#define CODE_MAX 65536u              /* code objects */
+#define CODE_SLOTS (2 * CODE_MAX)
+#define ARENA_BYTES (64u << 20)
+#define NAME_MAX_BYTES 1024u
+#define CODE_FULL UINT32_MAX
+
+typedef struct code_slot {
+    _Atomic uintptr_t key;           /* code object address, 0 = free */
+    _Atomic uint32_t id;             /* 0 = being filled, CODE_FULL = not stored */
+    uint32_t pad;
+} code_slot;
+
+typedef struct code_entry {
+    uint32_t qual, file, table;      /* arena offsets (names NUL-terminated) */
+    uint32_t table_len;
+    int first_line;
+    int referenced;                  /* 1: Py_IncRef taken (the GIL was held) */
+    int64_t qual_hash;               /* co_qualname's cached hash (-1: not computed) */
+    const void *co_qualname, *co_filename, *co_linetable;  /* fingerprint */
+} code_entry;
+
+static code_slot *slots;
+static code_entry *entries;          /* by id, 1..CODE_MAX */
+static char *arena;
+static _Atomic uint32_t next_id = 1;
+static _Atomic uint32_t arena_used = 1;   /* offset 0 is the empty string */
+
+#define RD(p, off, type) (*(type const *)((const char *)(p) + (off)))
+
+/* Arena space for n bytes; its offset, or 0 when full. */
+static uint32_t arena_take(uint32_t n)
+{
+    uint32_t off = atomic_fetch_add_explicit(&arena_used, n, memory_order_relaxed);
+    if ((uint64_t)off + n > ARENA_BYTES)
+        return 0;
+    return off;
+}
+
+/* Appends the UTF-8 form of code point c to dst (room for 4 bytes). */
+static uint32_t put_utf8(char *dst, uint32_t c)
+{
+    if (c < 0x80) { dst[0] = (char)c; return 1; }
+    if (c < 0x800) {
+        dst[0] = (char)(0xc0 | c >> 6);
+        dst[1] = (char)(0x80 | (c & 63));
+        return 2;
+    }
+    if (c < 0x10000) {
+        dst[0] = (char)(0xe0 | c >> 12);
+        dst[1] = (char)(0x80 | (c >> 6 & 63));
+        dst[2] = (char)(0x80 | (c & 63));
+        return 3;
+    }
+    dst[0] = (char)(0xf0 | c >> 18);
+    dst[1] = (char)(0x80 | (c >> 12 & 63));
+    dst[2] = (char)(0x80 | (c >> 6 & 63));
+    dst[3] = (char)(0x80 | (c & 63));
+    return 4;
+}
+
+/* Copies the str object s into the arena as UTF-8 (at most NAME_MAX_BYTES);
+ * its offset (0 = "" when s is not a compact str or the arena is full). */
+static uint32_t copy_str(const void *s)
+{
+    if (!s)
+        return 0;
+    uint32_t state = RD(s, STR_STATE, uint32_t);
+    unsigned kind = state >> 2 & 7, compact = state >> 5 & 1, ascii = state >> 6 & 1;
+    int64_t len = RD(s, VAR_SIZE, int64_t);
+    if (!compact || len < 0 || (kind != 1 && kind != 2 && kind != 4))
+        return 0;
+    char tmp[NAME_MAX_BYTES + 8];
+    uint32_t n = 0;
+    const uint8_t *data = (const uint8_t *)s + (ascii ? L->str_ascii_data : L->str_compact_data);
+    for (int64_t i = 0; i < len && n < NAME_MAX_BYTES; i++) {
+        uint32_t c = kind == 1 ? data[i]
+                   : kind == 2 ? ((const uint16_t *)data)[i] : ((const uint32_t *)data)[i];
+        n += put_utf8(tmp + n, c);
+    }
+    uint32_t off = arena_take(n + 1);
+    if (!off)
+        return 0;
+    memcpy(arena + off, tmp, n);
+    arena[off + n] = 0;
+    return off;
+}
+
+/* Fills entry id from code object co (alive: a frame of this thread holds
+ * it). */
+static void fill_entry(uint32_t id, const void *co)
+{
+    code_entry *e = &entries[id];
+    e->co_qualname = RD(co, L->co_qualname, const void *);
+    e->co_filename = RD(co, L->co_filename, const void *);
+    e->co_linetable = RD(co, L->co_linetable, const void *);
+    e->qual_hash = e->co_qualname ? RD(e->co_qualname, STR_HASH, int64_t) : -1;
+    e->first_line = RD(co, L->co_firstlineno, int);
+    e->qual = copy_str(RD(co, L->co_qualname, const void *));
+    e->file = copy_str(RD(co, L->co_filename, const void *));
+    const void *lt = RD(co, L->co_linetable, const void *);
+    if (lt && RD(lt, VAR_SIZE, int64_t) > 0 && RD(lt, VAR_SIZE, int64_t) < (1 << 24)) {
+        uint32_t n = (uint32_t)RD(lt, VAR_SIZE, int64_t);
+        uint32_t off = arena_take(n);
+        if (off) {
+            memcpy(arena + off, (const char *)lt + BYTES_DATA, n);
+            e->table = off;
+            e->table_len = n;
+        }
+    }
+}
+
+/* 1 when entry id still names the code object co now at its address.  A
+ * code object seen only on threads without the GIL holds no reference of
+ * ours, so it may have been freed and its address reused -- and so may its
+ * name, file and table objects (the allocator reuses freed blocks first).
+ * So besides those addresses the fingerprint holds what names a frame: the
+ * first line, the name's text (ASCII) or hash, the table's length and its
+ * first bytes.  A code object that matches all that is named the same. */
+static int same_code(uint32_t id, const void *co)
+{
+    const code_entry *e = &entries[id];
+    if (e->referenced)
+        return 1;
+    const void *q = RD(co, L->co_qualname, const void *);
+    const void *lt = RD(co, L->co_linetable, const void *);
+    if (e->co_qualname != q || e->co_filename != RD(co, L->co_filename, const void *) ||
+        e->co_linetable != lt || e->first_line != RD(co, L->co_firstlineno, int))
+        return 0;
+    if (!lt || (uint32_t)RD(lt, VAR_SIZE, int64_t) != e->table_len ||
+        memcmp((const char *)lt + BYTES_DATA, arena + e->table,
+               e->table_len < 16 ? e->table_len : 16) != 0)
+        return 0;
+    uint32_t state = RD(q, STR_STATE, uint32_t);
+    int64_t len = RD(q, VAR_SIZE, int64_t);
+    if ((state >> 6 & 1) && (state >> 5 & 1) && len < NAME_MAX_BYTES)
+        return memcmp((const char *)q + L->str_ascii_data, arena + e->qual, (size_t)len) == 0 &&
+               arena[e->qual + len] == 0;
+    return RD(q, STR_HASH, int64_t) == e->qual_hash;
+}
+
+/* The id of code object co, adding it on first sight (with one Py_IncRef
+ * when gil, i.e. this thread holds the GIL); 0 when the table is full or
+ * another thread is filling the slot right now. */
+static uint32_t code_id(const void *co, int gil)
+{
+    uintptr_t key = (uintptr_t)co;
+    uint64_t h = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
+    for (uint32_t probe = 0, i = (uint32_t)(h >> 40) & (CODE_SLOTS - 1); probe < 64;
+         probe++, i = (i + 1) & (CODE_SLOTS - 1)) {
+        code_slot *s = &slots[i];
+        uintptr_t cur = atomic_load_explicit(&s->key, memory_order_acquire);
+        if (cur == 0) {
+            uintptr_t zero = 0;
+            if (atomic_compare_exchange_strong(&s->key, &zero, key)) {
+                uint32_t id = atomic_fetch_add(&next_id, 1);
+                if (id > CODE_MAX) {
+                    atomic_store_explicit(&s->id, CODE_FULL, memory_order_release);
+                    return 0;
+                }
+                if (gil) {
+                    py_incref((void *)co);
+                    entries[id].referenced = 1;
+                }
+                fill_entry(id, co);
+                atomic_store_explicit(&s->id, id, memory_order_release);
+                return id;
+            }
+            cur = zero;
+        }
+        if (cur == key) {
+            uint32_t id = atomic_load_explicit(&s->id, memory_order_acquire);
+            if (id == 0 || id == CODE_FULL)
+                return 0;
+            if (same_code(id, co))
+                return id;
+            /* An older code object at this address: keep probing. */
+        }
+    }
+    return 0;
+}
+
+/* ---- start-up ------------------------------------------------------------------------ */
+
+static void *sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }
+
+static void notice(const char *msg)
+{
+    if (!g_cfg.quiet)
+        fprintf(stderr, "memsnap: %s; stacks hold native frames only\n", msg);
+}
+
+/* Looks the interpreter up once; PY_READY or PY_OFF. */
+static int py_start(void)
+{
+    const unsigned long *ver = sym("Py_Version");
+    if (!ver) {
+        if (sym("PyCode_Type") && sym("Py_GetVersion"))
+            notice("Python frames need CPython 3.11 or later");
+        return PY_OFF;
+    }
+    unsigned major = (unsigned)(*ver >> 24 & 0xff), minor = (unsigned)(*ver >> 16 & 0xff);
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (major == 3 && layouts[i].minor == (int)minor)
+            L = &layouts[i];
+    if (!L) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "Python %u.%u frames are not supported by this memsnap",
+                 major, minor);
+        notice(msg);
+        return PY_OFF;
+    }
+    py_current = (get_ptr_fn)sym(minor >= 13 ? "PyThreadState_GetUnchecked"
+                                             : "_PyThreadState_UncheckedGet");
+    py_gil_this = (get_ptr_fn)sym("PyGILState_GetThisThreadState");
+    py_main_interp = (get_ptr_fn)sym("PyInterpreterState_Main");
+    py_incref = (incref_fn)sym("Py_IncRef");
+    py_code_type = sym("PyCode_Type");
+    if (!py_current || !py_gil_this || !py_main_interp || !py_incref || !py_code_type) {
+        notice("this Python lacks an exported function memsnap reads frames with");
+        return PY_OFF;
+    }
+    /* Threads that released the GIL (3.11, 3.12): their frames are read
+     * under the runtime's head lock, which finalization takes before it
+     * frees other threads' states.  The layout is checked: the runtime's
+     * main-interpreter field must hold what PyInterpreterState_Main says. */
+    if (L->rt_head_lock >= 0) {
+        py_runtime = sym("_PyRuntime");
+        py_lock = (lock_fn)sym("PyThread_acquire_lock");
+        py_unlock = (unlock_fn)sym("PyThread_release_lock");
+        if (!py_runtime || !py_lock || !py_unlock ||
+            RD(py_runtime, L->rt_main, void *) != py_main_interp() ||
+            !RD(py_runtime, L->rt_head_lock, void *))
+            py_runtime = NULL;
+    }
+    void *eval = sym("_PyEval_EvalFrameDefault");
+    const ElfW(Sym) *es = NULL;
+    Dl_info info;
+    if (eval && dladdr1(eval, &info, (void **)&es, RTLD_DL_SYMENT) && es && es->st_size) {
+        eval_lo = (uintptr_t)eval;
+        eval_hi = eval_lo + es->st_size;
+    }
+    slots = rec_map_zeroed(CODE_SLOTS * sizeof *slots);
+    entries = rec_map_zeroed((CODE_MAX + 1) * sizeof *entries);
+    arena = rec_map_zeroed(ARENA_BYTES);
+    if (!slots || !entries || !arena)
+        return PY_OFF;
+    return PY_READY;
+}
+
+/* ---- the hot path ------------------------------------------------------------------ */
+
+#define WALK_MAX 4096   /* frames looked at, kept or not: bounds a corrupt chain */
+
+/* Reads the frames of thread state ts, innermost first, into py (at most
+ * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost).
+ * Returns how many, or -1 when a frame's code is not a code object (the
+ * layout is not what we think). */
+static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp)
+{
+    int np = 0, g = 0;
+    const void *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const void *) : ts;
+    fr = fr ? RD(fr, L->cf_current, const void *) : NULL;
+    for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
+        char owner = RD(fr, L->fr_owner, char);
+        if (owner == OWNED_BY_CSTACK && L->fr_is_entry < 0) {
+            g++;                    /* the shim an eval-loop call starts with */
+            fr = RD(fr, L->fr_previous, const void *);
+            continue;
+        }
+        const void *co = RD(fr, L->fr_code, const void *);
+        if (co && RD(co, OB_TYPE, const void *) == py_code_type) {
+            const char *code0 = (const char *)co + L->co_code;
+            const char *instr = RD(fr, L->fr_instr, const char *);
+            int first = RD(co, L->co_firsttraceable, int);
+            /* Incomplete frames (not yet at their first traceable
+             * instruction) are skipped, as CPython's tracebacks do. */
+            if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)first) {
+                uint32_t id = code_id(co, gil);
+                if (id) {
+                    uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
+                    py[np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | (off & 0x7fffffffu);
+                    grp[np++] = (uint16_t)g;
+                }
+            }
+        } else if (co && L->minor < 13) {
+            return -1;
+        }
+        if (L->fr_is_entry >= 0 && RD(fr, L->fr_is_entry, char))
+            g++;                    /* 3.11: the frame an eval-loop call was given */
+        fr = RD(fr, L->fr_previous, const void *);
+    }
+    return np;
+}
+
+int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
+{
+    if (!g_cfg.py_frames)
+        return -1;
+    int st = atomic_load_explicit(&py_state, memory_order_acquire);
+    if (st != PY_READY) {
+        if (st != PY_UNKNOWN)
+            return -1;
+        int expect = PY_UNKNOWN;
+        if (!atomic_compare_exchange_strong(&py_state, &expect, PY_STARTING))
+            return -1;
+        st = py_start();
+        atomic_store_explicit(&py_state, st, memory_order_release);
+        if (st != PY_READY)
+            return -1;
+    }
+    /* This thread's Python state (NULL: it has none, or the GIL state is
+     * gone), and whether it holds the GIL: the interpreter's current
+     * thread state is this one. */
+    void *ts = py_gil_this();
+    if (!ts)
+        return -1;
+    int gil = py_current() == ts;
+    void *head_lock = NULL;
+    if (!gil) {
+        /* Released the GIL (a ctypes call, PyTorch's ops): this thread
+         * alone changes its frames, and it is here, so they are still; only
+         * finalization could free them (daemon threads' states).  Read them
+         * under the head lock, taken without waiting, and not at all once
+         * finalization has begun. */
+        if (!py_runtime || g_cfg.py_frames != 1)
+            return -1;
+        head_lock = RD(py_runtime, L->rt_head_lock, void *);
+        int got = 0;
+        for (int tries = 0; tries < 4 && !(got = py_lock(head_lock, 0)); tries++)
+            ;
+        if (!got)
+            return -1;
+        if (atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
+                                 memory_order_acquire)) {
+            py_unlock(head_lock);
+            return -1;
+        }
+    }
+    int np = -1;
+    if (RD(ts, L->ts_interp, void *) == py_main_interp())
+        np = walk_frames(ts, gil, py, grp, g_cfg.py_depth < cap ? g_cfg.py_depth : cap);
+    if (head_lock)
+        py_unlock(head_lock);
+    return np > 0 ? np : -1;
+}
+
+int pyframes_merge(void *const *native, int n, const uint64_t *py, const uint16_t *grp,
+                   int np, uint64_t *out, int cap)
+{
+    /* Each eval-loop frame gives way to the Python frames it ran. */
+    int d = 0, i = 0, cur = 0;
+    for (int k = 0; k < n && d < cap; k++) {
+        uintptr_t ip = (uintptr_t)native[k];
+        if (ip >= eval_lo && ip < eval_hi && i < np) {
+            int put = 0;
+            while (i < np && grp[i] == cur && d < cap) {
+                out[d++] = py[i++];
+                put++;
+            }
+            cur++;
+            while (i < np && grp[i] < cur)  /* frames cut by cap */
+                i++;
+            if (put)
+                continue;
+        }
+        out[d++] = ip;
+    }
+    /* Python frames of eval-loop calls the native stack did not reach (it
+     * was cut at its depth, or the eval loop's range is unknown). */
+    while (i < np && d < cap)
+        out[d++] = py[i++];
+    return d;
+}
+
+/* ---- naming (writer thread) --------------------------------------------------------- */
+
+int pyframes_line_at(const uint8_t *t, uint32_t len, int first_line, uint32_t off)
+{
+    uint32_t target = off / 2, addr = 0, i = 0;
+    int line = first_line;
+    while (i < len) {
+        uint8_t b = t[i++];
+        if (!(b & 0x80))
+            return -1;
+        unsigned code = b >> 3 & 15, units = (b & 7) + 1;
+        int delta = 0, has_line = 1;
+        if (code == 15) {
+            has_line = 0;
+        } else if (code == 14 || code == 13) {
+            /* line delta: a signed varint of 6-bit chunks, 0x40 = more */
+            uint32_t v = 0, shift = 0;
+            uint8_t c;
+            do {
+                if (i >= len)
+                    return -1;
+                c = t[i++];
+                v |= (uint32_t)(c & 63) << shift;
+                shift += 6;
+            } while ((c & 64) && shift < 32);
+            delta = (v & 1) ? -(int)(v >> 1) : (int)(v >> 1);
+            if (code == 14)        /* end line, column, end column: skipped */
+                for (int k = 0; k < 3; k++)
+                    do {
+                        if (i >= len)
+                            return -1;
+                        c = t[i++];
+                    } while (c & 64);
+        } else if (code >= 10) {
+            delta = (int)code - 10;
+            i += 2;
+        } else {
+            i += 1;
+        }
+        line += delta;
+        if (target < addr + units)
+            return has_line ? line : -1;
+        addr += units;
+    }
+    return -1;
+}
+
+int pyframes_name(uint64_t ip, const char **fn, const char **file, int *line, uint64_t *off)
+{
+    static const char empty[] = "";
+    uint32_t id = (uint32_t)(ip >> 32) & 0x7fffffffu;
+    *fn = *file = empty;
+    *line = 0;
+    *off = ip & 0xffffffffu;
+    if (!entries || id == 0 || id > CODE_MAX || id >= atomic_load(&next_id))
+        return -1;
+    const code_entry *e = &entries[id];
+    *fn = arena + e->qual;
+    *file = arena + e->file;
+    int l = e->table_len ? pyframes_line_at((const uint8_t *)arena + e->table, e->table_len,
+                                            e->first_line, (uint32_t)*off)
+                         : e->first_line;
+    *line = l > 0 ? l : 0;
+    return 0;
+}
+
+uint32_t pyframes_code_count(void)
+{
+    uint32_t n = atomic_load(&next_id) - 1;
+    return n > CODE_MAX ? CODE_MAX : n;
+}
