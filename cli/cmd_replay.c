@@ -26,7 +26,7 @@ static const char usage_text[] =
     "usage: memsnap replay SNAP... --alloc-conf CONF [--alloc-conf CONF2 ...]\n"
     "       memsnap replay SNAP... --suggest [--alloc-conf BASE]\n"
     "                      [--device-mem SIZE] [--engine auto|memsnap|torch]\n"
-    "                      [-o PREFIX] [-j JOBS] [-q]\n"
+    "                      [-o PREFIX] [-j JOBS] [-q] [-b]\n"
     "\n"
     "Replays each snapshot's allocation sequence - allocator blocks (block_alloc/\n"
     "block_free) when it has them, else the driver allocations (alloc/free,\n"
@@ -55,6 +55,7 @@ static const char usage_text[] =
     "                         driver calls\n"
     "  -j, --jobs N           replays at once (default: the number of cores)\n"
     "  -q, --quiet            no progress line on stderr\n"
+    "  -b, --bytes            sizes as exact byte counts\n"
     "  -h, --help             this help\n"
     "\n"
     "Prints per config: peak allocated, peak reserved, fragmentation (free:\n"
@@ -67,9 +68,13 @@ static const char usage_text[] =
     "reserved and fragmentation.  Same input and config give the same output,\n"
     "byte for byte.  Exit status: 0 ok, 2 bad usage or input.\n";
 
+static int exact_bytes; /* --bytes: sizes as byte counts */
+
 static void human(uint64_t b, char *buf, size_t n)
 {
-    if (b >= (1ull << 30))
+    if (exact_bytes)
+        snprintf(buf, n, "%" PRIu64, b);
+    else if (b >= (1ull << 30))
         snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ull << 30));
     else if (b >= (1ull << 20))
         snprintf(buf, n, "%.2f MiB", (double)b / (double)(1ull << 20));
@@ -235,6 +240,7 @@ int cmd_replay(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"jobs", required_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},
+        {"bytes", no_argument, NULL, 'b'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -244,7 +250,7 @@ int cmd_replay(int argc, char **argv)
     uint64_t mem = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "c:sm:e:o:j:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:sm:e:o:j:qbh", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             if (nconf == MAX_CONFS) {
@@ -285,6 +291,7 @@ int cmd_replay(int argc, char **argv)
             break;
         }
         case 'q': quiet = 1; break;
+        case 'b': exact_bytes = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default:
             fprintf(stderr, "memsnap replay: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
