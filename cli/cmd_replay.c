@@ -343,12 +343,16 @@ int cmd_replay(int argc, char **argv)
     const char *base = nconf ? confs[0] : "";
     if (suggest) {
         const char *const *grid = torch ? grid_torch : grid_memsnap;
+        nconf = 0;
         for (int i = 0; i < GRID_N; i++) {
-            snprintf(gridbuf[i], sizeof gridbuf[i], "%s%s%s", base, base[0] && grid[i][0] ? "," : "",
-                     grid[i]);
-            confs[i] = gridbuf[i];
+            /* PyTorch collects garbage only under a memory fraction */
+            if (torch && strstr(grid[i], "garbage_collection") && !strstr(base, "memory_fraction"))
+                continue;
+            snprintf(gridbuf[nconf], sizeof gridbuf[nconf], "%s%s%s", base,
+                     base[0] && grid[i][0] ? "," : "", grid[i]);
+            confs[nconf] = gridbuf[nconf];
+            nconf++;
         }
-        nconf = GRID_N;
     }
     for (int i = 0; i < nconf; i++)
         if (msnap_replay_check_conf(confs[i], torch, err, sizeof err)) {

@@ -99,6 +99,39 @@ replay_oom) # fixed segments OOM under a 200 MiB cap; expandable ones do not
   grep -E '^1 .* [0-9.]+ s, 16.00 MiB' "$S/t.txt" >/dev/null || fail "fixed segments should OOM"
   grep -E '^2 .* none ' "$S/t.txt" >/dev/null || fail "expandable segments should not OOM"
   grep -q '"a":"oom"' "$S/frag-1.msnap" || fail "no oom event in the replay snapshot" ;;
+replay_torch_fidelity) # real PyTorch traces (data/torch_alloc): replayed peaks vs PyTorch's
+  T="$D/torch_alloc"
+  grep -v '^#' "$T/peaks.txt" | while read -r name conf real own_tol def_tol; do
+    [ "$conf" = - ] && conf=""
+    for pair in "$name $own_tol" "tr_default $def_tol"; do
+      set -- $pair
+      got=$("$M" replay "$T/$1.msnap" -q --bytes -m 150754820096 -c "$conf" | awk '$1 == "1" {print $4}')
+      [ -n "$got" ] || fail "$1 under \"$conf\": no result"
+      python3 -c 'import sys
+real, got, tol = map(int, sys.argv[1:4])
+err = abs(got - real) * 1000000 // real
+print("%-40s %-36s real %d replayed %d (%+.3f%%)" % (sys.argv[4], sys.argv[5] or "(defaults)", real, got, 100.0 * (got - real) / real))
+sys.exit(0 if err <= tol else 1)' "$real" "$got" "$2" "$1" "$conf" || fail "$1 under \"$conf\": beyond $2 ppm"
+    done
+  done || exit 1
+  # the engine is the emulation, and it says so
+  "$M" replay "$T/tr_default.msnap" -q -c "" | grep -q "torch engine" || fail "not the torch engine" ;;
+replay_torch_errors) # bad PyTorch configs: one line, exit 2
+  for bad in "max_split_size_mb:10" "expandable_segments:maybe" "roundup_power2_divisions:3" \
+             "garbage_collection_threshold:1.5" "bogus_key:1" "memory_fraction:0" "nocolon"; do
+    "$M" replay "$D/torch_alloc/tr_default.msnap" -q -c "$bad" >"$S/o" 2>"$S/e"; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$S/e")" = 1 ] || fail "$bad: exit $rc: $(cat "$S/e")"
+    grep -q "bad config" "$S/e" || fail "$bad: $(cat "$S/e")"
+  done
+  "$M" replay "$D/torch_alloc/tr_default.msnap" -q --engine nope -c "" 2>"$S/e"; [ $? = 2 ] || fail "--engine nope"
+  "$M" replay "$D/torch_alloc/tr_default.msnap" -q --jobs 0 -c "" 2>"$S/e"; [ $? = 2 ] || fail "--jobs 0" ;;
+replay_torch_suggest) # several rank files at once, best first
+  "$M" replay "$D/torch_alloc/tr_default.msnap" "$D/torch_alloc/tr_roundup_power2_divisions_4.msnap" \
+    -q --suggest -m 150754820096 >"$S/s.txt" || fail suggest
+  cat "$S/s.txt"
+  grep -q "for 2 snapshots (torch engine)" "$S/s.txt" || fail "not both snapshots"
+  grep -E "^ 1\. no OOM .*PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" "$S/s.txt" >/dev/null ||
+    fail "expandable segments should lower this peak most" ;;
 perfetto)
   "$M" export "$D/roundtrip.msnap" --format perfetto -o "$S/p.json" || fail export
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]
