@@ -1,5 +1,5 @@
-# Records PyTorch's own allocator history for one allocator config: a small
-# Llama (random weights): generate(), then 3 AdamW training steps.
+# Records PyTorch's own allocator history for one allocator config (used by
+# tests/interop/gpu_replay_torch.sh): a small Llama (random weights): generate(), then 3 AdamW training steps.
 import os, sys, json, gzip, pickle, time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
