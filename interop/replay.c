@@ -399,6 +399,7 @@ static CUresult w_stream_sync(CUstream s)
 typedef struct src_info {
     int blocks;             /* the snapshot has allocator block events */
     int torch;              /* they came from PyTorch's caching allocator */
+    int torch_api;          /* ... recorded live (api torch), not imported */
     uint64_t device_total;  /* device 0's memory in the header, 0 unknown */
 } src_info;
 
@@ -423,7 +424,7 @@ static int probe_input(const char *path, src_info *si, char *err, size_t errlen)
         if (rec.type == MSNAP_REC_EVENT && rec.u.event.action == MSNAP_A_BLOCK_ALLOC) {
             si->blocks = 1;
             if (rec.u.event.api == MSNAP_API_TORCH)
-                si->torch = 1;
+                si->torch = si->torch_api = 1;
             break;
         }
     if (rc < 0) {
@@ -759,14 +760,16 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
                 break;
             }
             if (g->torch && blocks) {
-                if (a == MSNAP_A_SEGMENT_FREE || a == MSNAP_A_SEGMENT_UNMAP ||
-                    (e->api != MSNAP_API_TORCH && (a == MSNAP_A_FREE || a == MSNAP_A_VMM_UNMAP))) {
-                    pending_release = 1;
-                    break;
-                }
-                if (a == MSNAP_A_SEGMENT_ALLOC || a == MSNAP_A_SEGMENT_MAP || a == MSNAP_A_ALLOC ||
-                    a == MSNAP_A_VMM_MAP || a == MSNAP_A_VMM_CREATE) {
-                    pending_release = 0;
+                /* PyTorch's segment records: its own (api torch) when recorded
+                 * live - the driver calls there include other libraries' -
+                 * else the imported ones, which are driver-level events */
+                int rel = si.torch_api ? a == MSNAP_A_SEGMENT_FREE || a == MSNAP_A_SEGMENT_UNMAP
+                                       : a == MSNAP_A_FREE || a == MSNAP_A_VMM_UNMAP;
+                int mk = si.torch_api ? a == MSNAP_A_SEGMENT_ALLOC || a == MSNAP_A_SEGMENT_MAP
+                                      : a == MSNAP_A_ALLOC || a == MSNAP_A_VMM_MAP ||
+                                            a == MSNAP_A_VMM_CREATE;
+                if (rel || mk) {
+                    pending_release = rel;
                     break;
                 }
             }
