@@ -65,7 +65,8 @@ struct tpool {
 struct ta_alloc {
     ta_config c;
     uint64_t total, allowed;     /* capacity; fraction * capacity (0 = unset) */
-    uint64_t next_addr;
+    uint64_t next_addr;          /* expandable reservations, upward */
+    uint64_t top_addr;           /* fixed segments, downward from here */
     uint32_t seed;
     tpool small, large;
     u64map live;                 /* ptr -> tb* of allocated blocks */
@@ -772,10 +773,14 @@ static tb *alloc_block(ta_alloc *a, tpool *p, uint64_t stream, uint64_t size, ui
         return alloc_expandable(a, p, stream, size);
     if (a->st.reserved + alloc_size > a->total)
         return NULL;
-    tb *b = block_new(p, a->next_addr, alloc_size, stream, NULL);
+    /* the CUDA driver hands out cudaMalloc ranges from the top of the
+     * address space down; best fit breaks ties between equal blocks by
+     * address, so the emulation places segments the same way round */
+    uint64_t at = a->top_addr - ((alloc_size + KROUNDLARGE - 1) / KROUNDLARGE * KROUNDLARGE + KROUNDLARGE);
+    tb *b = block_new(p, at, alloc_size, stream, NULL);
     if (!b)
         return NULL;
-    a->next_addr += (alloc_size + KROUNDLARGE - 1) / KROUNDLARGE * KROUNDLARGE + KROUNDLARGE;
+    a->top_addr = at;
     reserved_add(a, alloc_size);
     a->st.segment_allocs++;
     seg_note(a, TA_SEG_ALLOC, b->ptr, b->size, stream);
@@ -858,6 +863,7 @@ ta_alloc *ta_create(const ta_config *c, uint64_t device_total, uint64_t base, ta
     a->total = device_total;
     a->allowed = c->fraction > 0 ? (uint64_t)(c->fraction * (double)device_total) : 0;
     a->next_addr = base;
+    a->top_addr = base + (1ull << 43);
     a->seed = 0x9e3779b9u;
     a->small.small = 1;
     a->seg_fn = seg;

@@ -130,8 +130,17 @@ replay_torch_suggest) # several rank files at once, best first
     -q --suggest -m 150754820096 >"$S/s.txt" || fail suggest
   cat "$S/s.txt"
   grep -q "for 2 snapshots (torch engine)" "$S/s.txt" || fail "not both snapshots"
-  grep -E "^ 1\. no OOM .*PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" "$S/s.txt" >/dev/null ||
-    fail "expandable segments should lower this peak most" ;;
+  # best first: no OOM before OOM, then peak reserved (largest of the two files) ascending,
+  # each with the string to paste; the defaults are on the list
+  "$M" replay "$D/torch_alloc/tr_default.msnap" "$D/torch_alloc/tr_roundup_power2_divisions_4.msnap" \
+    -q --suggest --bytes -m 150754820096 >"$S/b.txt" || fail "suggest --bytes"
+  python3 -c 'import sys
+rows = [l.split() for l in open(sys.argv[1]) if l[:4].strip().rstrip(".").isdigit()]
+keys = [(0 if r[1:3] == ["no", "OOM"] else 1, int(r[r.index("reserved") + 1])) for r in rows]
+assert len(rows) == 10, rows
+assert keys == sorted(keys), keys
+assert all(any(t.startswith("PYTORCH_CUDA_ALLOC_CONF=") for t in r) for r in rows), rows
+assert any(" ".join(r).endswith("PYTORCH_CUDA_ALLOC_CONF=(the defaults)") for r in rows), rows' "$S/b.txt" || fail "suggest order" ;;
 perfetto)
   "$M" export "$D/roundtrip.msnap" --format perfetto -o "$S/p.json" || fail export
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]
