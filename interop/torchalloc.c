@@ -642,11 +642,13 @@ static void release_pool(ta_alloc *a, tpool *p)
         return;
     }
     for (size_t i = 0; i < n; i++)
-        if (!v[i]->es && !is_split(v[i]))
+        if (!v[i]->es && !is_split(v[i])) {
             release_block(a, v[i]);
+            v[i] = NULL;
+        }
     for (size_t i = 0; i < n; i++) {
         tb *b = v[i];
-        if (!b->es)
+        if (!b || !b->es)
             continue;
         unmap_block(a, b);
         /* b may have merged away a neighbour; it survives itself */
