@@ -4,8 +4,11 @@
  * public struct, the by-name lookup and the check's recount all come from it,
  * so adding a counter is one line there plus the code that moves it.  Most
  * counters are kept up to date as blocks change state; three are derived
- * here: cached (reserved - active), largest_free (the largest tree maximum)
- * and inactive_split (a walk of the FREE blocks).
+ * here: cached (reserved - active), largest_free (the largest tree maximum,
+ * one descent per stream and pool) and inactive_split (a walk of every FREE
+ * block).  The walk is the only part that grows with the number of blocks,
+ * so memsnap_alloc_counters_get leaves it out: a caller that asks after
+ * every malloc (replay) stays linear in the number of requests.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +25,15 @@ static uint64_t stuck_bytes(const memsnap_alloc *a, const ms_block *b)
     return hi > lo ? b->size - (hi - lo) : b->size;
 }
 
-void ms_stats_fill(memsnap_alloc *a, memsnap_alloc_stats *out)
+/* Every field but inactive_split (left 0): O(streams x tree depth). */
+static void counters_fill(memsnap_alloc *a, memsnap_alloc_stats *out)
 {
     memset(out, 0, sizeof *out);
 #define COPY(name, doc) out->name = a->st.name;
     MEMSNAP_ALLOC_STATS(COPY)
 #undef COPY
     out->cached = a->st.reserved - a->st.active;
-    uint64_t largest = 0, stuck = 0;
+    uint64_t largest = 0;
     for (int p = 0; p < MS_POOLS; p++) {
         ms_block *m = ms_tree_max(a->any_root[p]);
         if (m && m->size > largest)
@@ -40,16 +44,29 @@ void ms_stats_fill(memsnap_alloc *a, memsnap_alloc_stats *out)
                 largest = m->size;
         }
     }
-    for (ms_segment *s = a->seg_head; s; s = s->next_seg)
-        for (ms_block *b = s->first; b; b = b->next)
-            if (b->state == MEMSNAP_BLOCK_FREE)
-                stuck += stuck_bytes(a, b);
     out->largest_free = largest;
-    out->inactive_split = stuck;
     out->frag_free = out->cached ? 1.0 - (double)largest / (double)out->cached : 0.0;
     out->frag_peak = out->peak_reserved
                          ? 1.0 - (double)out->peak_allocated / (double)out->peak_reserved
                          : 0.0;
+}
+
+void ms_stats_fill(memsnap_alloc *a, memsnap_alloc_stats *out)
+{
+    counters_fill(a, out);
+    uint64_t stuck = 0;
+    for (ms_segment *s = a->seg_head; s; s = s->next_seg)
+        for (ms_block *b = s->first; b; b = b->next)
+            if (b->state == MEMSNAP_BLOCK_FREE)
+                stuck += stuck_bytes(a, b);
+    out->inactive_split = stuck;
+}
+
+MS_EXPORT void memsnap_alloc_counters_get(memsnap_alloc *a, memsnap_alloc_stats *out)
+{
+    pthread_mutex_lock(&a->lock);
+    counters_fill(a, out);
+    pthread_mutex_unlock(&a->lock);
 }
 
 MS_EXPORT void memsnap_alloc_stats_get(memsnap_alloc *a, memsnap_alloc_stats *out)

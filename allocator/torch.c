@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -114,6 +115,10 @@ MS_EXPORT uint64_t memsnap_torch_stat(int device, const char *name)
     if (!a || !name)
         return 0;
     memsnap_alloc_stats st;
-    memsnap_alloc_stats_get(a, &st);
+    /* only inactive_split needs the walk of every block */
+    if (!strcmp(name, "inactive_split"))
+        memsnap_alloc_stats_get(a, &st);
+    else
+        memsnap_alloc_counters_get(a, &st);
     return memsnap_alloc_stat_by_name(&st, name, NULL);
 }

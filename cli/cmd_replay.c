@@ -1,8 +1,11 @@
 /* memsnap replay: would another allocator config have avoided this OOM?
- * Feeds a snapshot's allocation sequence through libmemsnap_alloc on the
- * simulated device, once per --alloc-conf, writes PREFIX-N.msnap per config
- * and prints a table.  The work is in interop/replay.c (semantics and
- * determinism are documented there and in docs/interop.md).
+ * Feeds each snapshot's allocation sequence (its failed requests included)
+ * through each config, one child process per config, as many at once as
+ * there are cores; prints a table per snapshot and, when the snapshot has
+ * failed requests, what each config did at the first one.  --suggest tries
+ * a built-in grid of configs instead and prints them best first.  The work
+ * is in interop/replay.c (semantics and determinism are documented there
+ * and in docs/interop.md).
  * Exit status: 0 ok (OOMs in a replay are results), 2 bad usage or input.
  */
 #include <getopt.h>
@@ -11,39 +14,70 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "interop.h"
 #include "parts.h"
+#include "torchalloc.h"
+#include "progress.h"
 
 #define MAX_CONFS 16
+#define MAX_SNAPS 64
 
 static const char usage_text[] =
-    "usage: memsnap replay SNAP --alloc-conf CONF [--alloc-conf CONF2 ...]\n"
-    "                      [--device-mem 80G] [-o PREFIX]\n"
+    "usage: memsnap replay SNAP... --alloc-conf CONF [--alloc-conf CONF2 ...]\n"
+    "       memsnap replay SNAP... --suggest [--alloc-conf BASE]\n"
+    "                      [--device-mem SIZE] [--engine auto|memsnap|torch]\n"
+    "                      [-o PREFIX] [-j JOBS] [-q] [-b]\n"
     "\n"
-    "Replays the snapshot's allocation sequence - allocator blocks (block_alloc/\n"
+    "Replays each snapshot's allocation sequence - allocator blocks (block_alloc/\n"
     "block_free) when it has them, else the driver allocations (alloc/free,\n"
-    "async_alloc/async_free) - in order and per stream through the memsnap\n"
-    "caching allocator configured by CONF, on the simulated device (no GPU).\n"
-    "CONF uses MEMSNAP_ALLOC_CONF syntax, e.g. \"expandable_segments:true\",\n"
-    "\"max_split_size_mb:128\", \"\" for the defaults.\n"
+    "async_alloc/async_free) - in order and per stream, with the requests that\n"
+    "failed (its oom events) where they failed, through an allocator configured\n"
+    "by CONF.  Two engines: traces of PyTorch (memsnap import, or api torch\n"
+    "blocks) go through an emulation of PyTorch's caching allocator and CONF is a\n"
+    "PYTORCH_CUDA_ALLOC_CONF (\"expandable_segments:True\", \"max_split_size_mb:128\",\n"
+    "\"roundup_power2_divisions:4\", \"garbage_collection_threshold:0.6\", plus\n"
+    "\"memory_fraction:0.5\" for set_per_process_memory_fraction); other traces go\n"
+    "through the memsnap allocator on the simulated device and CONF uses\n"
+    "MEMSNAP_ALLOC_CONF syntax (\"expandable_segments:true\").  \"\" = defaults.\n"
     "\n"
-    "  -c, --alloc-conf CONF  a config to try (up to 16; at least one)\n"
-    "  -m, --device-mem SIZE  simulated device memory, e.g. 80G (default 80G)\n"
+    "  -c, --alloc-conf CONF  a config to try (up to 16); with --suggest, a base\n"
+    "                         added to every config of the grid\n"
+    "  -s, --suggest          try a built-in grid of configs (expandable segments,\n"
+    "                         max_split_size_mb, roundup_power2_divisions, garbage\n"
+    "                         collection) and print them best first: those that\n"
+    "                         avoid the OOM in every snapshot, then the lowest peak\n"
+    "                         reserved, with the string to paste\n"
+    "  -m, --device-mem SIZE  device memory, e.g. 80G (default: the snapshot's\n"
+    "                         device for PyTorch traces, else 80G)\n"
+    "  -e, --engine NAME      auto (default), memsnap or torch\n"
     "  -o, --output PREFIX    write PREFIX-1.msnap, PREFIX-2.msnap, ... (one per\n"
-    "                         config): the replayed blocks and driver calls\n"
+    "                         config; one snapshot only): the replayed blocks and\n"
+    "                         driver calls\n"
+    "  -j, --jobs N           replays at once (default: the number of cores)\n"
+    "  -q, --quiet            no progress line on stderr\n"
+    "  -b, --bytes            sizes as exact byte counts\n"
     "  -h, --help             this help\n"
     "\n"
     "Prints per config: peak allocated, peak reserved, fragmentation (free:\n"
     "1 - largest free block / cached bytes at the peak of reserved; peak:\n"
-    "1 - peak allocated / peak reserved), the first OOM (time, request) or\n"
-    "none, and driver calls.  Same input and config give the same output,\n"
+    "1 - peak allocated / peak reserved), the first OOM of the replay (time,\n"
+    "request) or none, and driver calls.  When the snapshot has failed\n"
+    "requests: for the first, whether each config served it, and its headroom\n"
+    "there (the largest request it could still serve: the larger of its\n"
+    "largest cached block and the device memory it has not reserved),\n"
+    "reserved and fragmentation.  Same input and config give the same output,\n"
     "byte for byte.  Exit status: 0 ok, 2 bad usage or input.\n";
+
+static int exact_bytes; /* --bytes: sizes as byte counts */
 
 static void human(uint64_t b, char *buf, size_t n)
 {
-    if (b >= (1ull << 30))
+    if (exact_bytes)
+        snprintf(buf, n, "%" PRIu64, b);
+    else if (b >= (1ull << 30))
         snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ull << 30));
     else if (b >= (1ull << 20))
         snprintf(buf, n, "%.2f MiB", (double)b / (double)(1ull << 20));
@@ -53,76 +87,45 @@ static void human(uint64_t b, char *buf, size_t n)
         snprintf(buf, n, "%" PRIu64 " B", b);
 }
 
-int cmd_replay(int argc, char **argv)
+/* The built-in grid: what each engine's config syntax calls them. */
+static const char *const grid_torch[] = {
+    "",
+    "expandable_segments:True",
+    "expandable_segments:True,roundup_power2_divisions:4",
+    "max_split_size_mb:64",
+    "max_split_size_mb:128",
+    "max_split_size_mb:256",
+    "max_split_size_mb:512",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:8",
+    "max_split_size_mb:128,roundup_power2_divisions:4",
+    "garbage_collection_threshold:0.6",
+    "garbage_collection_threshold:0.8",
+};
+static const char *const grid_memsnap[] = {
+    "",
+    "expandable_segments:true",
+    "expandable_segments:true,roundup_power2_divisions:4",
+    "max_split_size_mb:64",
+    "max_split_size_mb:128",
+    "max_split_size_mb:256",
+    "max_split_size_mb:512",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:8",
+    "max_split_size_mb:128,roundup_power2_divisions:4",
+    "garbage_collection_threshold:0.6",
+    "garbage_collection_threshold:0.8",
+};
+#define GRID_N ((int)(sizeof grid_torch / sizeof *grid_torch))
+
+static void print_table(const char *in, const char *const *confs, int nconf,
+                        const msnap_replay_result *res, const char *prefix)
 {
-    static const struct option opts[] = {
-        {"alloc-conf", required_argument, NULL, 'c'},
-        {"device-mem", required_argument, NULL, 'm'},
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *confs[MAX_CONFS], *prefix = NULL;
-    int nconf = 0, c;
-    uint64_t mem = 80ull << 30;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "c:m:o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            if (nconf == MAX_CONFS) {
-                fprintf(stderr, "memsnap replay: at most %d --alloc-conf; try memsnap --help\n", MAX_CONFS);
-                return 2;
-            }
-            confs[nconf++] = optarg;
-            break;
-        case 'm':
-            if (msnap_parse_size(optarg, &mem) || mem < (2u << 20)) {
-                fprintf(stderr, "memsnap replay: --device-mem \"%s\" is not a size such as 80G "
-                                "(at least 2M); try memsnap --help\n", optarg);
-                return 2;
-            }
-            break;
-        case 'o': prefix = optarg; break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default:
-            fprintf(stderr, "memsnap replay: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "memsnap replay: expected one snapshot; try memsnap --help\n");
-        return 2;
-    }
-    if (!nconf) {
-        fprintf(stderr, "memsnap replay: at least one --alloc-conf is needed; try memsnap --help\n");
-        return 2;
-    }
-    /* replay.c dlopens the simulated device and the allocator from these
-     * variables: point them at this memsnap's own parts (parts.h). */
-    char part[PATH_MAX + 64];
-    if (!getenv("MEMSNAP_SIMDEV_LIB") &&
-        memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, part, sizeof part - 16) == 0) {
-        strcat(part, "/libcuda.so.1");
-        setenv("MEMSNAP_SIMDEV_LIB", part, 1);
-    }
-    if (memsnap_part_find(MEMSNAP_PART_ALLOC, part, sizeof part) == 0)
-        setenv("MEMSNAP_ALLOC_LIB", part, 1);
-    const char *in = argv[optind];
-    msnap_replay_result res[MAX_CONFS];
-    for (int i = 0; i < nconf; i++) {
-        char out[4096], err[512];
-        if (prefix)
-            snprintf(out, sizeof out, "%s-%d.msnap", prefix, i + 1);
-        if (msnap_replay(in, confs[i], mem, prefix ? out : NULL, &res[i], err, sizeof err)) {
-            fprintf(stderr, "%s: %s\n", in, err);
-            return 2;
-        }
-    }
     char m[32];
-    human(mem, m, sizeof m);
-    printf("replay of %s on a simulated device of %s (%s level: %" PRIu64 " requests, %" PRIu64
-           " frees)\n\n", in, m, res[0].level, res[0].requests, res[0].frees);
+    human(res[0].device_mem, m, sizeof m);
+    printf("replay of %s on a simulated device of %s (%s level, %s engine: %" PRIu64
+           " requests, %" PRIu64 " frees)\n\n", in, m, res[0].level, res[0].engine,
+           res[0].requests, res[0].frees);
     printf("%-3s %-32s %12s %12s %9s %9s %-30s %8s\n", "#", "config", "peak alloc", "peak reserv",
            "frag free", "frag peak", "OOM", "driver");
     for (int i = 0; i < nconf; i++) {
@@ -140,11 +143,274 @@ int cmd_replay(int argc, char **argv)
                confs[i][0] ? confs[i] : "(defaults)", pa, pr, res[i].frag_free_at_peak,
                res[i].frag_peak, oom, res[i].driver_calls);
     }
+    if (res[0].rec_ooms) {
+        char rq[32];
+        human(res[0].rec_oom_size, rq, sizeof rq);
+        printf("\nthe recording's first failed request: %s on stream %" PRIu64 " at %.3f s "
+               "(request %" PRIu64 " of %" PRIu64 "; %" PRIu64 " failed in all)\n",
+               rq, res[0].rec_oom_stream, (double)res[0].rec_oom_t_ns / 1e9, res[0].rec_oom_index,
+               res[0].requests, res[0].rec_ooms);
+        printf("%-3s %-32s %-18s %12s %12s %12s %9s\n", "#", "config", "there", "headroom",
+               "reserved", "peak reserv", "frag free");
+        for (int i = 0; i < nconf; i++) {
+            char hr[32], rs[32], pk[32];
+            human(res[i].headroom, hr, sizeof hr);
+            human(res[i].reserved_at, rs, sizeof rs);
+            human(res[i].peak_reserved_at, pk, sizeof pk);
+            printf("%-3d %-32s %-18s %12s %12s %12s %9.4f\n", i + 1,
+                   confs[i][0] ? confs[i] : "(defaults)",
+                   res[i].rec_oom_served ? "served: avoided" : "OOM again", hr, rs, pk,
+                   res[i].frag_at);
+        }
+    }
+    if (res[0].empty_cache_calls)
+        printf("\n%" PRIu64 " empty_cache calls read from the trace (segments released with no "
+               "new segment after) were replayed\n", res[0].empty_cache_calls);
     uint64_t skipped = res[0].skipped_frees;
     if (skipped)
         printf("\n%" PRIu64 " frees of addresses the replay never allocated were skipped "
                "(allocated before the recording started, or their request failed)\n", skipped);
     if (prefix)
         printf("\nwrote %s-1.msnap .. %s-%d.msnap\n", prefix, prefix, nconf);
+}
+
+/* --suggest: one line per grid config, best first. */
+static void print_suggest(int nin, const char *const *confs, int nconf,
+                          const msnap_replay_result *res, int torch)
+{
+    int order[GRID_N];
+    int fails[GRID_N];
+    uint64_t peak[GRID_N];
+    for (int c = 0; c < nconf; c++) {
+        order[c] = c;
+        fails[c] = 0;
+        peak[c] = 0;
+        for (int f = 0; f < nin; f++) {
+            const msnap_replay_result *r = &res[f * nconf + c];
+            fails[c] += r->oom != 0;
+            if (r->peak_reserved > peak[c])
+                peak[c] = r->peak_reserved;
+        }
+    }
+    /* stable insertion sort: fewer snapshots with an OOM, then lower peak */
+    for (int i = 1; i < nconf; i++)
+        for (int j = i; j > 0; j--) {
+            int a = order[j - 1], b = order[j];
+            if (fails[b] < fails[a] || (fails[b] == fails[a] && peak[b] < peak[a])) {
+                order[j - 1] = b;
+                order[j] = a;
+            } else {
+                break;
+            }
+        }
+    printf("suggested allocator configs for %d snapshot%s (%s engine), best first:\n\n", nin,
+           nin == 1 ? "" : "s", res[0].engine);
+    uint64_t base = peak[0];
+    for (int i = 0; i < nconf; i++) {
+        int c = order[i];
+        char pk[32], shown[512];
+        human(peak[c], pk, sizeof pk);
+        if (torch) {
+            ta_config tc;
+            char e[256];
+            ta_config_default(&tc);
+            if (ta_config_parse(&tc, confs[c], e, sizeof e))
+                snprintf(shown, sizeof shown, "%s", confs[c]);
+            else
+                ta_config_string(&tc, shown, sizeof shown);
+        } else {
+            snprintf(shown, sizeof shown, "%s", confs[c]);
+        }
+        char what[64];
+        if (fails[c])
+            snprintf(what, sizeof what, "OOM in %d of %d", fails[c], nin);
+        else
+            snprintf(what, sizeof what, "no OOM");
+        printf("%2d. %-16s peak reserved %10s (%+6.1f%%)  %s=%s%s\n", i + 1, what, pk,
+               base ? 100.0 * ((double)peak[c] - (double)base) / (double)base : 0.0,
+               torch ? "PYTORCH_CUDA_ALLOC_CONF" : "MEMSNAP_ALLOC_CONF", shown,
+               shown[0] ? "" : "(the defaults)");
+    }
+}
+
+int cmd_replay(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"alloc-conf", required_argument, NULL, 'c'},
+        {"suggest", no_argument, NULL, 's'},
+        {"device-mem", required_argument, NULL, 'm'},
+        {"engine", required_argument, NULL, 'e'},
+        {"output", required_argument, NULL, 'o'},
+        {"jobs", required_argument, NULL, 'j'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"bytes", no_argument, NULL, 'b'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *confs[MAX_CONFS], *prefix = NULL;
+    int nconf = 0, c, suggest = 0, quiet = 0, engine = MSNAP_ENGINE_AUTO;
+    long jobs = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t mem = 0;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "c:sm:e:o:j:qbh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            if (nconf == MAX_CONFS) {
+                fprintf(stderr, "memsnap replay: at most %d --alloc-conf; try memsnap --help\n", MAX_CONFS);
+                return 2;
+            }
+            confs[nconf++] = optarg;
+            break;
+        case 's': suggest = 1; break;
+        case 'm':
+            if (msnap_parse_size(optarg, &mem) || mem < (2u << 20)) {
+                fprintf(stderr, "memsnap replay: --device-mem \"%s\" is not a size such as 80G "
+                                "(at least 2M); try memsnap --help\n", optarg);
+                return 2;
+            }
+            break;
+        case 'e':
+            if (!strcmp(optarg, "auto"))
+                engine = MSNAP_ENGINE_AUTO;
+            else if (!strcmp(optarg, "memsnap"))
+                engine = MSNAP_ENGINE_MEMSNAP;
+            else if (!strcmp(optarg, "torch"))
+                engine = MSNAP_ENGINE_TORCH;
+            else {
+                fprintf(stderr, "memsnap replay: --engine \"%s\": expected auto, memsnap or torch\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'o': prefix = optarg; break;
+        case 'j': {
+            char *end;
+            jobs = strtol(optarg, &end, 10);
+            if (*end || end == optarg || jobs < 1 || jobs > 256) {
+                fprintf(stderr, "memsnap replay: --jobs \"%s\" is not a number from 1 to 256\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'q': quiet = 1; break;
+        case 'b': exact_bytes = 1; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default:
+            fprintf(stderr, "memsnap replay: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    int nin = argc - optind;
+    if (nin < 1) {
+        fprintf(stderr, "memsnap replay: expected a snapshot; try memsnap --help\n");
+        return 2;
+    }
+    if (nin > MAX_SNAPS) {
+        fprintf(stderr, "memsnap replay: at most %d snapshots at once\n", MAX_SNAPS);
+        return 2;
+    }
+    if (!suggest && !nconf) {
+        fprintf(stderr, "memsnap replay: at least one --alloc-conf (or --suggest) is needed; "
+                        "try memsnap --help\n");
+        return 2;
+    }
+    if (suggest && nconf > 1) {
+        fprintf(stderr, "memsnap replay: --suggest takes at most one --alloc-conf (a base)\n");
+        return 2;
+    }
+    if (prefix && (nin > 1 || suggest)) {
+        fprintf(stderr, "memsnap replay: -o needs one snapshot and no --suggest\n");
+        return 2;
+    }
+    if (jobs < 1)
+        jobs = 1;
+    char **ins = argv + optind;
+    int torch = 0;
+    char err[512];
+    for (int f = 0; f < nin; f++) {
+        int eng = engine;
+        if (eng == MSNAP_ENGINE_AUTO && (eng = msnap_replay_engine_of(ins[f], err, sizeof err)) < 0) {
+            fprintf(stderr, "%s: %s\n", ins[f], err);
+            return 2;
+        }
+        if (f && (eng == MSNAP_ENGINE_TORCH) != torch) {
+            fprintf(stderr, "memsnap replay: %s and %s need different engines; replay them apart "
+                            "or give --engine\n", ins[0], ins[f]);
+            return 2;
+        }
+        torch = eng == MSNAP_ENGINE_TORCH;
+    }
+    /* the configs: given, or the grid (each after the base) */
+    static char gridbuf[GRID_N][600];
+    const char *base = nconf ? confs[0] : "";
+    if (suggest) {
+        const char *const *grid = torch ? grid_torch : grid_memsnap;
+        nconf = 0;
+        for (int i = 0; i < GRID_N; i++) {
+            /* PyTorch collects garbage only under a memory fraction */
+            if (torch && strstr(grid[i], "garbage_collection") && !strstr(base, "memory_fraction"))
+                continue;
+            snprintf(gridbuf[nconf], sizeof gridbuf[nconf], "%s%s%s", base,
+                     base[0] && grid[i][0] ? "," : "", grid[i]);
+            confs[nconf] = gridbuf[nconf];
+            nconf++;
+        }
+    }
+    for (int i = 0; i < nconf; i++)
+        if (msnap_replay_check_conf(confs[i], torch, err, sizeof err)) {
+            fprintf(stderr, "memsnap replay: bad config \"%s\": %s\n", confs[i], err);
+            return 2;
+        }
+    /* replay.c dlopens the simulated device and the allocator from these
+     * variables: point them at this memsnap's own parts (parts.h). */
+    char part[PATH_MAX + 64];
+    if (!getenv("MEMSNAP_SIMDEV_LIB") &&
+        memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, part, sizeof part - 16) == 0) {
+        strcat(part, "/libcuda.so.1");
+        setenv("MEMSNAP_SIMDEV_LIB", part, 1);
+    }
+    if (!getenv("MEMSNAP_ALLOC_LIB") && memsnap_part_find(MEMSNAP_PART_ALLOC, part, sizeof part) == 0)
+        setenv("MEMSNAP_ALLOC_LIB", part, 1);
+    int total = nin * nconf;
+    msnap_replay_opts *o = calloc((size_t)total, sizeof *o);
+    msnap_replay_result *res = calloc((size_t)total, sizeof *res);
+    static char outs[MAX_CONFS][4096];
+    if (!o || !res) {
+        fprintf(stderr, "memsnap replay: out of memory\n");
+        free(o);
+        free(res);
+        return 2;
+    }
+    int rc = 0;
+    for (int f = 0; f < nin && !rc; f++) {
+        for (int i = 0; i < nconf; i++) {
+            msnap_replay_opts *x = &o[f * nconf + i];
+            x->conf = confs[i];
+            x->device_mem = mem;
+            x->engine = torch ? MSNAP_ENGINE_TORCH : MSNAP_ENGINE_MEMSNAP;
+            if (prefix) {
+                snprintf(outs[i], sizeof outs[i], "%s-%d.msnap", prefix, i + 1);
+                x->out_path = outs[i];
+            }
+        }
+        if (msnap_replay_many(ins[f], &o[f * nconf], nconf, (int)jobs, !quiet && progress_enabled(),
+                              &res[f * nconf], err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", ins[f], err);
+            rc = 2;
+            break;
+        }
+        if (!suggest) {
+            if (f)
+                printf("\n");
+            print_table(ins[f], confs, nconf, &res[f * nconf], prefix);
+        }
+    }
+    if (!rc && suggest)
+        print_suggest(nin, confs, nconf, res, torch);
+    free(o);
+    free(res);
+    if (rc)
+        return rc;
     return fflush(stdout) ? 2 : 0;
 }

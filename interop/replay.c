@@ -1,25 +1,45 @@
-/* replay: a recorded allocation sequence through libmemsnap_alloc on the
- * simulated device, to answer "would expandable segments, or another
- * max_split_size, have avoided this OOM?" without a GPU.
+/* replay: a recorded allocation sequence through another allocator config,
+ * to answer "would expandable segments, or another max_split_size, have
+ * avoided this OOM?" without a GPU.
  *
  * What is fed: the allocated-level events (block_alloc / block_free) when
  * the snapshot has any, else the reserved-level allocation sequence
- * (alloc / free / async_alloc / async_free of device memory) — the
- * requests a process made to the driver, now served by the caching
- * allocator.  In file order, each on its recorded stream and device (one
- * allocator per device).  A free of an address the replay did not allocate
- * (allocated before the recording, or its request failed in the replay) is
- * skipped and counted.  A request that fails is an OOM of the replay: it is
- * written as an `oom` event and the replay goes on.
+ * (alloc / free / async_alloc / async_free of device memory) - the
+ * requests a process made to the driver, now served by a caching
+ * allocator.  The requests that failed are part of the sequence: an `oom`
+ * event of the allocator (blocks level) or of a driver allocation call
+ * (reserved level) is replayed where it happened, with the size and stream
+ * it asked for.  When the replay serves it, the block is measured (the
+ * headroom left: the largest request that could still be served, reserved,
+ * fragmentation) and freed again at once, since the program never had it.
+ * In file order, each on its recorded stream and device (one allocator per
+ * device).  A free of an address the replay did not allocate (allocated
+ * before the recording, or its request failed in the replay) is skipped
+ * and counted.  A request that fails is an OOM of the replay: it is written
+ * as an `oom` event and the replay goes on.
  *
- * How the device is simulated: in-process.  The simulated libcuda.so.1 is
- * dlopen'ed (RTLD_GLOBAL) and then libmemsnap_alloc.so, whose DT_NEEDED
- * libcuda.so.1 is satisfied by the already loaded simulation (the loader
- * matches the SONAME), so the CLI itself never links to a driver.  Paths:
- * $MEMSNAP_SIMDEV_LIB and $MEMSNAP_ALLOC_LIB, else ../simdev/libcuda.so.1
- * and ../lib/libmemsnap_alloc.so next to the memsnap binary (the build
- * tree layout).  The device memory is set through MEMSNAP_SIM_DEVICE_MEM
- * before the first cuInit, so it is one value per process.
+ * Two engines:
+ *   memsnap  libmemsnap_alloc on the simulated device (below), for traces of
+ *            memsnap's own allocator and of plain driver calls: exact.
+ *   torch    torchalloc.c, an emulation of PyTorch's caching allocator, for
+ *            traces that came from PyTorch (memsnap import, or block events
+ *            with api torch); the config is a PYTORCH_CUDA_ALLOC_CONF.  The
+ *            trace does not say when the program called empty_cache, so a
+ *            run of segment releases that no segment creation follows (an
+ *            OOM retry or garbage collection allocates right after) is
+ *            taken as an empty_cache call, made before the next request.
+ *
+ * How the device is simulated for the memsnap engine: in-process.  The
+ * simulated libcuda.so.1 is dlopen'ed (RTLD_GLOBAL) and then
+ * libmemsnap_alloc.so, whose DT_NEEDED libcuda.so.1 is satisfied by the
+ * already loaded simulation (the loader matches the SONAME), so the CLI
+ * itself never links to a driver.  Paths: $MEMSNAP_SIMDEV_LIB and
+ * $MEMSNAP_ALLOC_LIB, else ../simdev/libcuda.so.1 and
+ * ../lib/libmemsnap_alloc.so next to the memsnap binary (the build tree
+ * layout).  The device memory is set through MEMSNAP_SIM_DEVICE_MEM before
+ * the first cuInit, so it is one value per process: msnap_replay_many runs
+ * each config in a child process of its own, as many at once as there are
+ * cores.
  *
  * The allocator gets the default driver table with the memory functions
  * wrapped: each call becomes a reserved-level event of the new snapshot,
@@ -31,6 +51,10 @@
  * stream (its streams are always idle).  Output times are the input's.
  * Nothing in the output depends on the clock, the pid or ASLR, so the same
  * input and config give the same bytes.
+ *
+ * Cost: one pass over the input, O(1) amortized work per event besides the
+ * allocator's own (its counters are read without walking its blocks), and
+ * memory for the live blocks only.
  */
 #include "interop.h"
 #include "common.h"
@@ -44,7 +68,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
 #include "memsnap/alloc.h"
+#include "torchalloc.h"
 
 #define VIRT_BASE 0x100000000000ULL
 #define VIRT_GAP (2ull << 20)
@@ -60,7 +91,7 @@ typedef struct alloc_api {
     void (*destroy)(memsnap_alloc *);
     int (*malloc_)(memsnap_alloc *, size_t, CUstream, CUdeviceptr *);
     int (*free_)(memsnap_alloc *, CUdeviceptr);
-    void (*stats_get)(memsnap_alloc *, memsnap_alloc_stats *);
+    void (*counters_get)(memsnap_alloc *, memsnap_alloc_stats *);
     const char *(*error)(void);
 } alloc_api;
 
@@ -128,7 +159,7 @@ static int load(uint64_t device_mem, char *err, size_t errlen)
     SYM(destroy, "memsnap_alloc_destroy");
     SYM(malloc_, "memsnap_alloc_malloc");
     SYM(free_, "memsnap_alloc_free");
-    SYM(stats_get, "memsnap_alloc_stats_get");
+    SYM(counters_get, "memsnap_alloc_counters_get");
     SYM(error, "memsnap_alloc_error");
 #undef SYM
     loaded = 1;
@@ -156,6 +187,8 @@ typedef struct rp {
     uint64_t nev;
     uint64_t reserve_changes;
     msnap_replay_result *res;
+    int torch;                          /* engine: torchalloc, else libmemsnap_alloc */
+    u64map pages;                       /* torch engine: mapped page -> handle */
 } rp;
 
 static rp *cur;
@@ -361,20 +394,37 @@ static CUresult w_stream_sync(CUstream s)
     return cur->real.cuStreamSynchronize(NULL);
 }
 
-/* 1 when the file has allocator block events (first pass). */
-static int has_blocks(const char *path, char *err, size_t errlen)
+/* ---- what the input is (first pass, up to the first block event) ------- */
+
+typedef struct src_info {
+    int blocks;             /* the snapshot has allocator block events */
+    int torch;              /* they came from PyTorch's caching allocator */
+    int torch_api;          /* ... recorded live (api torch), not imported */
+    uint64_t device_total;  /* device 0's memory in the header, 0 unknown */
+} src_info;
+
+static int probe_input(const char *path, src_info *si, char *err, size_t errlen)
 {
     char rerr[256];
+    memset(si, 0, sizeof *si);
     msnap_reader *r = msnap_reader_open(path, rerr, sizeof rerr);
     if (!r) {
         snprintf(err, errlen, "%s", rerr);
         return -1;
     }
+    const msnap_header *h = msnap_reader_header(r);
+    /* memsnap import names its source in argv[0]: the blocks are PyTorch's */
+    if (h->argc > 0 && h->argv[0] && !strncmp(h->argv[0], "imported from", 13))
+        si->torch = 1;
+    if (h->ndevices > 0)
+        si->device_total = h->devices[0].total;
     msnap_record rec;
-    int rc, found = 0;
+    int rc;
     while ((rc = msnap_reader_next(r, &rec)) == 1)
         if (rec.type == MSNAP_REC_EVENT && rec.u.event.action == MSNAP_A_BLOCK_ALLOC) {
-            found = 1;
+            si->blocks = 1;
+            if (rec.u.event.api == MSNAP_API_TORCH)
+                si->torch = si->torch_api = 1;
             break;
         }
     if (rc < 0) {
@@ -383,117 +433,310 @@ static int has_blocks(const char *path, char *err, size_t errlen)
         return -1;
     }
     msnap_reader_close(r);
-    return found;
+    return 0;
 }
 
-static void take_stats(rp *r, memsnap_alloc *a)
+/* ---- the torch engine's driver-level events --------------------------------- */
+
+/* torchalloc's segment and page changes as reserved-level events: fixed
+ * segments as cuMemAlloc/cuMemFree, expandable ones as a reservation with
+ * one cuMemCreate + cuMemMap per page (PyTorch maps page by page). */
+static void ta_seg_event(void *ctx, int kind, uint64_t addr, uint64_t size, uint64_t stream)
 {
-    memsnap_alloc_stats s;
-    A.stats_get(a, &s);
-    if (s.peak_reserved > r->res->peak_reserved) {
-        r->res->peak_reserved = s.peak_reserved;
-        r->res->frag_free_at_peak = s.frag_free;
+    rp *r = ctx;
+    (void)stream;
+    r->res->driver_calls++;
+    msnap_event e = drv_ev(MSNAP_A_ALLOC, MSNAP_API_cuMemAlloc_v2);
+    e.addr = addr;
+    e.size = size;
+    switch (kind) {
+    case TA_SEG_ALLOC: break;
+    case TA_SEG_FREE: e.action = MSNAP_A_FREE; e.api = MSNAP_API_cuMemFree_v2; break;
+    case TA_SEG_RESERVE: e.action = MSNAP_A_VMM_RESERVE; e.api = MSNAP_API_cuMemAddressReserve; break;
+    case TA_SEG_ADDR_FREE: e.action = MSNAP_A_VMM_ADDR_FREE; e.api = MSNAP_API_cuMemAddressFree; break;
+    case TA_PAGE_MAP: {
+        msnap_event c = drv_ev(MSNAP_A_VMM_CREATE, MSNAP_API_cuMemCreate);
+        c.size = size;
+        c.aux = ++r->next_handle;
+        emit(r, &c);
+        u64map_put(&r->pages, (uint32_t)r->device, addr, c.aux);
+        e.action = MSNAP_A_VMM_MAP;
+        e.api = MSNAP_API_cuMemMap;
+        e.aux = c.aux;
+        break;
     }
-    if (s.peak_allocated > r->res->peak_allocated)
-        r->res->peak_allocated = s.peak_allocated;
+    case TA_PAGE_UNMAP: {
+        uint64_t h = 0;
+        u64map_del(&r->pages, (uint32_t)r->device, addr, &h);
+        e.action = MSNAP_A_VMM_UNMAP;
+        e.api = MSNAP_API_cuMemUnmap;
+        emit(r, &e);
+        e = drv_ev(MSNAP_A_VMM_RELEASE, MSNAP_API_cuMemRelease);
+        e.aux = h;
+        break;
+    }
+    }
+    emit(r, &e);
 }
 
-int msnap_replay(const char *in_path, const char *conf, uint64_t device_mem, const char *out_path,
-                 msnap_replay_result *res, char *err, size_t errlen)
+/* ---- the two engines behind one set of calls ------------------------------ */
+
+typedef struct engine {
+    int torch;
+    memsnap_alloc *al[NDEV];
+    ta_alloc *ta[NDEV];
+    memsnap_alloc_config cfg;
+    ta_config tcfg;
+    memsnap_alloc_driver drv;
+    uint64_t device_mem;
+} engine;
+
+typedef struct probe_t {
+    uint64_t allocated, reserved, peak_allocated, peak_reserved, largest_free, device_free;
+} probe_t;
+
+/* Device d's allocator, created on first use.  0, or -1 with err. */
+static int eng_get(engine *g, rp *r, int d, char *err, size_t errlen)
+{
+    if (g->torch) {
+        if (!g->ta[d] && !(g->ta[d] = ta_create(&g->tcfg, g->device_mem,
+                                                VIRT_BASE + (uint64_t)d * (1ull << 44),
+                                                ta_seg_event, r))) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    if (!g->al[d] && A.create(&g->cfg, d, &g->drv, &g->al[d])) {
+        snprintf(err, errlen, "cannot create the allocator: %s", A.error());
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 served (*p), 1 out of memory, -1 error (err). */
+static int eng_malloc(engine *g, int d, uint64_t size, uint64_t stream, uint64_t *p, char *err,
+                      size_t errlen)
+{
+    if (g->torch) {
+        int rc = ta_malloc(g->ta[d], size, stream, p);
+        if (rc == TA_NOMEM)
+            snprintf(err, errlen, "out of memory");
+        return rc == TA_OK ? 0 : rc == TA_OOM ? 1 : -1;
+    }
+    CUdeviceptr dp = 0;
+    int rc = A.malloc_(g->al[d], size, (CUstream)(uintptr_t)stream, &dp);
+    *p = dp;
+    if (rc == MEMSNAP_ALLOC_OK)
+        return 0;
+    if (rc == MEMSNAP_ALLOC_ERR_OOM)
+        return 1;
+    snprintf(err, errlen, "the allocator failed: %s", A.error());
+    return -1;
+}
+
+static int eng_free(engine *g, int d, uint64_t p, char *err, size_t errlen)
+{
+    if (g->torch ? ta_free(g->ta[d], p) : A.free_(g->al[d], (CUdeviceptr)p)) {
+        snprintf(err, errlen, "the allocator refused a free%s%s", g->torch ? "" : ": ",
+                 g->torch ? "" : A.error());
+        return -1;
+    }
+    return 0;
+}
+
+/* The allocator's counters; with walk, also largest_free and device_free. */
+static void eng_probe(engine *g, rp *r, int d, int walk, probe_t *o)
+{
+    memset(o, 0, sizeof *o);
+    if (g->torch) {
+        ta_stats s;
+        if (walk) {
+            ta_stats_get(g->ta[d], &s);
+        } else {
+            /* the counters alone: no walk of the free blocks */
+            ta_stats_get_counters(g->ta[d], &s);
+        }
+        *o = (probe_t){s.allocated, s.reserved, s.peak_allocated, s.peak_reserved,
+                       s.largest_free, s.device_free};
+        return;
+    }
+    memsnap_alloc_stats s;
+    A.counters_get(g->al[d], &s);
+    *o = (probe_t){s.allocated, s.reserved, s.peak_allocated, s.peak_reserved, s.largest_free, 0};
+    if (walk) {
+        size_t fr = 0, tot = 0;
+        r->real.cuMemGetInfo_v2(&fr, &tot);
+        o->device_free = fr;
+    }
+}
+
+static double frag_of(const probe_t *p)
+{
+    uint64_t cached = p->reserved > p->allocated ? p->reserved - p->allocated : 0;
+    return cached ? 1.0 - (double)p->largest_free / (double)cached : 0.0;
+}
+
+/* ---- the replay ------------------------------------------------------------------ */
+
+static int is_driver_alloc_api(int api)
+{
+    return api == MSNAP_API_cuMemAlloc_v2 || api == MSNAP_API_cuMemAllocPitch_v2 ||
+           api == MSNAP_API_cuMemAllocAsync || api == MSNAP_API_cuMemAllocAsync_ptsz ||
+           api == MSNAP_API_cuMemAllocFromPoolAsync || api == MSNAP_API_cuMemAllocFromPoolAsync_ptsz;
+}
+
+static void write_header(rp *r, const char *conf, const char *engine_name, uint64_t device_mem)
+{
+    msnap_header *h = calloc(1, sizeof *h);
+    if (!h) {
+        r->wfail = 1;
+        return;
+    }
+    const char *argv[] = {"memsnap", "replay", "--alloc-conf", conf};
+    h->major = MSNAP_FORMAT_MAJOR;
+    h->minor = MSNAP_FORMAT_MINOR;
+    snprintf(h->host, sizeof h->host, "replay");
+    h->argv = argv;
+    h->argc = 4;
+    snprintf(h->clock, sizeof h->clock, "CLOCK_MONOTONIC");
+    snprintf(h->mode, sizeof h->mode, "replay");
+    char settings[700];
+    snprintf(settings, sizeof settings,
+             "{\"alloc_conf\":\"%s\",\"engine\":\"%s\",\"device_mem\":%" PRIu64 ",\"level\":\"%s\"}",
+             strchr(conf, '"') || strchr(conf, '\\') ? "" : conf, engine_name, device_mem,
+             r->res->level);
+    h->settings_json = settings;
+    for (int d = 0; d < NDEV; d++) {
+        h->devices[d].index = d;
+        snprintf(h->devices[d].name, sizeof h->devices[d].name, "memsnap simulated device");
+        h->devices[d].total = device_mem;
+    }
+    h->ndevices = 1;
+    char *hb = malloc(1 << 16);
+    size_t hn = hb ? msnap_fmt_header(hb, 1 << 16, h) : 0;
+    if (r->out && (!hn || msnap_out_write(r->out, hb, hn)))
+        r->wfail = 1;
+    free(hb);
+    free(h);
+}
+
+/* A new peak of reserved on device d: remember the fragmentation there. */
+static void note_peak(engine *g, rp *r, int d)
+{
+    probe_t p;
+    eng_probe(g, r, d, 0, &p);
+    if (p.reserved > r->res->peak_reserved) {
+        eng_probe(g, r, d, 1, &p);
+        r->res->peak_reserved = p.reserved;
+        r->res->frag_free_at_peak = frag_of(&p);
+    }
+}
+
+int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay_result *res,
+                 char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
+    const char *conf = opt->conf ? opt->conf : "";
     if (!strcmp(in_path, "-")) {
         snprintf(err, errlen, "replay reads its input twice; give a file, not stdin");
         return -1;
     }
-    int blocks = has_blocks(in_path, err, errlen);
-    if (blocks < 0)
+    src_info si;
+    if (probe_input(in_path, &si, err, errlen))
         return -1;
-    snprintf(res->level, sizeof res->level, "%s", blocks ? "blocks" : "reserved");
-    if (load(device_mem, err, errlen))
-        return -1;
-    memsnap_alloc_config cfg;
-    A.config_default(&cfg);
-    char perr[256];
-    if (A.config_parse(&cfg, conf, perr, sizeof perr)) {
-        snprintf(err, errlen, "%s", perr);
-        return -1;
-    }
-    cfg.trace = 0;
+    int blocks = si.blocks;
+    engine *g = calloc(1, sizeof *g);
     rp *r = calloc(1, sizeof *r);
-    if (!r) {
+    if (!g || !r) {
+        free(g);
+        free(r);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    g->torch = opt->engine == MSNAP_ENGINE_TORCH || (opt->engine == MSNAP_ENGINE_AUTO && si.torch);
+    g->device_mem = opt->device_mem ? opt->device_mem
+                    : g->torch && si.device_total ? si.device_total : 80ull << 30;
+    res->device_mem = g->device_mem;
+    snprintf(res->level, sizeof res->level, "%s", blocks ? "blocks" : "reserved");
+    snprintf(res->engine, sizeof res->engine, "%s", g->torch ? "torch" : "memsnap");
     r->res = res;
+    r->torch = g->torch;
     r->next_virt = VIRT_BASE;
-    r->real = *A.driver_default();
-    memsnap_alloc_driver drv = r->real;
-    drv.cuMemAlloc_v2 = w_alloc;
-    drv.cuMemFree_v2 = w_free;
-    drv.cuMemAddressReserve = w_reserve;
-    drv.cuMemAddressFree = w_addr_free;
-    drv.cuMemCreate = w_create;
-    drv.cuMemRelease = w_release;
-    drv.cuMemMap = w_map;
-    drv.cuMemUnmap = w_unmap;
-    drv.cuMemSetAccess = w_set_access;
-    drv.cuEventRecord = w_event_record;
-    drv.cuStreamSynchronize = w_stream_sync;
+    int rc = -1, more, fd = -1;
+    msnap_reader *in = NULL;
+    char perr[256];
+    if (g->torch) {
+        ta_config_default(&g->tcfg);
+        if (ta_config_parse(&g->tcfg, conf, perr, sizeof perr)) {
+            snprintf(err, errlen, "bad config \"%s\": %s", conf, perr);
+            res->bad_config = 1;
+            goto done;
+        }
+    } else {
+        if (load(g->device_mem, err, errlen))
+            goto done;
+        A.config_default(&g->cfg);
+        if (A.config_parse(&g->cfg, conf, perr, sizeof perr)) {
+            snprintf(err, errlen, "bad config \"%s\": %s", conf, perr);
+            res->bad_config = 1;
+            goto done;
+        }
+        g->cfg.trace = 0;
+        r->real = *A.driver_default();
+        g->drv = r->real;
+        g->drv.cuMemAlloc_v2 = w_alloc;
+        g->drv.cuMemFree_v2 = w_free;
+        g->drv.cuMemAddressReserve = w_reserve;
+        g->drv.cuMemAddressFree = w_addr_free;
+        g->drv.cuMemCreate = w_create;
+        g->drv.cuMemRelease = w_release;
+        g->drv.cuMemMap = w_map;
+        g->drv.cuMemUnmap = w_unmap;
+        g->drv.cuMemSetAccess = w_set_access;
+        g->drv.cuEventRecord = w_event_record;
+        g->drv.cuStreamSynchronize = w_stream_sync;
+    }
     cur = r;
-    memsnap_alloc *al[NDEV] = {0};
-    int rc = -1, more;
     char rerr[256];
-    msnap_reader *in = msnap_reader_open(in_path, rerr, sizeof rerr);
+    fd = open(in_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        goto done;
+    }
+    struct stat sb;
+    if (opt->progress && !fstat(fd, &sb))
+        opt->progress->bytes_total = (uint64_t)sb.st_size;
+    int rfd = fd;
+    in = msnap_reader_fdopen(fd, rerr, sizeof rerr);
+    fd = -1; /* the reader owns it now */
     if (!in) {
         snprintf(err, errlen, "%s", rerr);
         goto done;
     }
-    if (out_path) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0 || !(r->out = msnap_out_fdopen(fd, 0))) {
-            snprintf(err, errlen, "%s: cannot write: %s", out_path, strerror(errno));
-            if (fd >= 0)
-                close(fd);
+    if (opt->out_path) {
+        int ofd = open(opt->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 0))) {
+            snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
+            if (ofd >= 0)
+                close(ofd);
             goto done;
         }
     }
     msnap_record rec;
-    uint64_t last_t = 0;
+    uint64_t last_t = 0, nrec = 0;
+    int pending_release = 0; /* torch: segments released, no creation yet */
     while ((more = msnap_reader_next(in, &rec)) == 1) {
         size_t n = 0;
-        switch (rec.type) {
-        case MSNAP_REC_HEADER: {
-            msnap_header *h = calloc(1, sizeof *h);
-            if (!h)
-                break;
-            const char *argv[] = {"memsnap", "replay", "--alloc-conf", conf};
-            h->major = MSNAP_FORMAT_MAJOR;
-            h->minor = MSNAP_FORMAT_MINOR;
-            snprintf(h->host, sizeof h->host, "replay");
-            h->argv = argv;
-            h->argc = 4;
-            snprintf(h->clock, sizeof h->clock, "CLOCK_MONOTONIC");
-            snprintf(h->mode, sizeof h->mode, "replay");
-            char settings[600];
-            snprintf(settings, sizeof settings,
-                     "{\"alloc_conf\":\"%s\",\"device_mem\":%" PRIu64 ",\"level\":\"%s\"}",
-                     strchr(conf, '"') || strchr(conf, '\\') ? "" : conf, device_mem, res->level);
-            h->settings_json = settings;
-            for (int d = 0; d < NDEV; d++) {
-                h->devices[d].index = d;
-                snprintf(h->devices[d].name, sizeof h->devices[d].name, "memsnap simulated device");
-                h->devices[d].total = device_mem;
-            }
-            h->ndevices = 1;
-            char *hb = malloc(1 << 16);
-            size_t hn = hb ? msnap_fmt_header(hb, 1 << 16, h) : 0;
-            if (r->out && (!hn || msnap_out_write(r->out, hb, hn)))
-                r->wfail = 1;
-            free(hb);
-            free(h);
-            break;
+        if (opt->progress && !(++nrec & 0xffff)) {
+            off_t pos = lseek(rfd, 0, SEEK_CUR);
+            opt->progress->bytes_done = pos > 0 ? (uint64_t)pos : 0;
+            opt->progress->records = nrec;
         }
+        switch (rec.type) {
+        case MSNAP_REC_HEADER:
+            write_header(r, conf, res->engine, g->device_mem);
+            break;
         case MSNAP_REC_STACK:
             n = msnap_fmt_stack(r->buf, sizeof r->buf, &rec.u.stack);
             break;
@@ -509,8 +752,6 @@ int msnap_replay(const char *in_path, const char *conf, uint64_t device_mem, con
         case MSNAP_REC_EVENT: {
             const msnap_event *e = &rec.u.event;
             int a = e->action;
-            int is_alloc = blocks ? a == MSNAP_A_BLOCK_ALLOC : (a == MSNAP_A_ALLOC || a == MSNAP_A_ASYNC_ALLOC);
-            int is_free = blocks ? a == MSNAP_A_BLOCK_FREE : (a == MSNAP_A_FREE || a == MSNAP_A_ASYNC_FREE);
             if (a == MSNAP_A_NVTX_PUSH || a == MSNAP_A_NVTX_POP || a == MSNAP_A_NVTX_MARK) {
                 if (r->out) {
                     n = msnap_fmt_event(r->buf, sizeof r->buf, e);
@@ -518,6 +759,26 @@ int msnap_replay(const char *in_path, const char *conf, uint64_t device_mem, con
                 }
                 break;
             }
+            if (g->torch && blocks) {
+                /* PyTorch's segment records: its own (api torch) when recorded
+                 * live - the driver calls there include other libraries' -
+                 * else the imported ones, which are driver-level events */
+                int rel = si.torch_api ? a == MSNAP_A_SEGMENT_FREE || a == MSNAP_A_SEGMENT_UNMAP
+                                       : a == MSNAP_A_FREE || a == MSNAP_A_VMM_UNMAP;
+                int mk = si.torch_api ? a == MSNAP_A_SEGMENT_ALLOC || a == MSNAP_A_SEGMENT_MAP
+                                      : a == MSNAP_A_ALLOC || a == MSNAP_A_VMM_MAP ||
+                                            a == MSNAP_A_VMM_CREATE;
+                if (rel || mk) {
+                    pending_release = rel;
+                    break;
+                }
+            }
+            int failed = a == MSNAP_A_OOM &&
+                         (blocks ? e->api == MSNAP_API_ALLOCATOR || e->api == MSNAP_API_TORCH
+                                 : is_driver_alloc_api(e->api));
+            int is_alloc = failed || (blocks ? a == MSNAP_A_BLOCK_ALLOC
+                                             : (a == MSNAP_A_ALLOC || a == MSNAP_A_ASYNC_ALLOC));
+            int is_free = blocks ? a == MSNAP_A_BLOCK_FREE : (a == MSNAP_A_FREE || a == MSNAP_A_ASYNC_FREE);
             if (!is_alloc && !is_free)
                 break;
             int d = e->device >= 0 && e->device < NDEV ? e->device : 0;
@@ -526,51 +787,88 @@ int msnap_replay(const char *in_path, const char *conf, uint64_t device_mem, con
             r->device = d;
             if (e->t_ns > last_t)
                 last_t = e->t_ns;
-            if (!al[d]) {
-                if (A.create(&cfg, d, &drv, &al[d])) {
-                    snprintf(err, errlen, "cannot create the allocator: %s", A.error());
-                    goto done;
-                }
+            if (eng_get(g, r, d, err, errlen))
+                goto done;
+            if (pending_release) {
+                /* segments went back with no new one after: empty_cache() */
+                ta_empty_cache(g->ta[d]);
+                res->empty_cache_calls++;
+                pending_release = 0;
             }
             if (is_alloc) {
+                /* PyTorch's own record: the size the program asked for */
+                uint64_t size = g->torch && e->api == MSNAP_API_TORCH && e->aux2 && !failed ? e->aux2
+                                                                                            : e->size;
+                if (!size)
+                    break;
                 res->requests++;
-                CUdeviceptr p = 0;
-                uint64_t before = r->reserve_changes;
-                int arc = A.malloc_(al[d], e->size, (CUstream)(uintptr_t)e->stream, &p);
-                if (arc == MEMSNAP_ALLOC_OK) {
-                    u64map_put(&r->ptrs, (uint32_t)d, e->addr, p);
+                uint64_t p = 0, before = r->reserve_changes;
+                probe_t pb;
+                eng_probe(g, r, d, 0, &pb);
+                int arc = eng_malloc(g, d, size, e->stream, &p, err, errlen);
+                if (arc < 0)
+                    goto done;
+                if (failed && !res->rec_ooms++) {
+                    res->rec_oom_size = size;
+                    res->rec_oom_stream = e->stream;
+                    res->rec_oom_t_ns = e->t_ns;
+                    res->rec_oom_index = res->requests;
+                }
+                if (arc == 0) {
                     msnap_event o = *e;
                     o.action = MSNAP_A_BLOCK_ALLOC;
                     o.api = MSNAP_API_ALLOCATOR;
-                    o.addr = virt_of(r, p);
+                    o.addr = g->torch ? p : virt_of(r, p);
+                    o.size = size;
                     o.device = (int16_t)d;
                     o.aux = o.aux2 = 0;
+                    o.result = 0;
                     emit(r, &o);
-                    if (r->reserve_changes != before || res->requests == 1)
-                        take_stats(r, al[d]);
-                    else {
-                        memsnap_alloc_stats s;
-                        A.stats_get(al[d], &s);
-                        if (s.peak_allocated > res->peak_allocated)
-                            res->peak_allocated = s.peak_allocated;
+                    probe_t pa;
+                    eng_probe(g, r, d, 0, &pa);
+                    if (pa.reserved != pb.reserved || r->reserve_changes != before || res->requests == 1)
+                        note_peak(g, r, d);
+                    if (failed) {
+                        if (res->rec_ooms == 1) {
+                            probe_t w;
+                            eng_probe(g, r, d, 1, &w);
+                            res->rec_oom_served = 1;
+                            res->headroom = w.largest_free > w.device_free ? w.largest_free : w.device_free;
+                            res->reserved_at = w.reserved;
+                            res->peak_reserved_at = res->peak_reserved;
+                            res->frag_at = frag_of(&w);
+                        }
+                        res->rec_ooms_served++;
+                        /* the program never had it: give it back at once */
+                        if (eng_free(g, d, p, err, errlen))
+                            goto done;
+                        o.action = MSNAP_A_BLOCK_FREE;
+                        o.size = 0;
+                        emit(r, &o);
+                    } else if (u64map_put(&r->ptrs, (uint32_t)d, e->addr, p)) {
+                        snprintf(err, errlen, "out of memory");
+                        goto done;
                     }
-                } else if (arc == MEMSNAP_ALLOC_ERR_OOM) {
-                    take_stats(r, al[d]);
+                } else {
                     if (!res->ooms++) {
                         res->oom = 1;
                         res->oom_t_ns = e->t_ns;
-                        res->oom_size = e->size;
+                        res->oom_size = size;
                         res->oom_index = res->requests;
                     }
-                    size_t fr = 0, tot = 0;
-                    r->real.cuMemGetInfo_v2(&fr, &tot);
-                    msnap_event o = {.t_ns = e->t_ns, .size = e->size, .aux = fr, .aux2 = tot,
-                                     .stack = e->stack, .tid = e->tid, .action = MSNAP_A_OOM,
+                    probe_t w;
+                    eng_probe(g, r, d, 1, &w);
+                    if (failed && res->rec_ooms == 1) {
+                        res->headroom = w.largest_free > w.device_free ? w.largest_free : w.device_free;
+                        res->reserved_at = w.reserved;
+                        res->peak_reserved_at = res->peak_reserved;
+                        res->frag_at = frag_of(&w);
+                    }
+                    msnap_event o = {.t_ns = e->t_ns, .size = size, .aux = w.device_free,
+                                     .aux2 = g->device_mem, .stack = e->stack, .tid = e->tid,
+                                     .stream = e->stream, .action = MSNAP_A_OOM,
                                      .api = MSNAP_API_ALLOCATOR, .device = (int16_t)d, .result = 2};
                     emit(r, &o);
-                } else {
-                    snprintf(err, errlen, "the allocator failed: %s", A.error());
-                    goto done;
                 }
             } else {
                 uint64_t p;
@@ -581,13 +879,11 @@ int msnap_replay(const char *in_path, const char *conf, uint64_t device_mem, con
                 msnap_event o = *e;
                 o.action = MSNAP_A_BLOCK_FREE;
                 o.api = MSNAP_API_ALLOCATOR;
-                o.addr = virt_of(r, p);
+                o.addr = g->torch ? p : virt_of(r, p);
                 o.size = 0;
                 o.device = (int16_t)d;
-                if (A.free_(al[d], (CUdeviceptr)p)) {
-                    snprintf(err, errlen, "the allocator refused a free: %s", A.error());
+                if (eng_free(g, d, p, err, errlen))
                     goto done;
-                }
                 emit(r, &o);
                 res->frees++;
             }
@@ -603,16 +899,32 @@ int msnap_replay(const char *in_path, const char *conf, uint64_t device_mem, con
         snprintf(err, errlen, "%s", msnap_reader_error(in));
         goto done;
     }
+    if (opt->progress)
+        opt->progress->bytes_done = opt->progress->bytes_total;
     for (int d = 0; d < NDEV; d++) {
-        if (!al[d])
+        if (!g->al[d] && !g->ta[d])
             continue;
-        memsnap_alloc_stats s;
-        A.stats_get(al[d], &s);
-        take_stats(r, al[d]);
-        res->driver_allocs += s.driver_allocs;
-        res->driver_frees += s.driver_frees;
-        res->driver_maps += s.driver_maps;
-        res->driver_unmaps += s.driver_unmaps;
+        probe_t p;
+        eng_probe(g, r, d, 0, &p);
+        if (p.peak_allocated > res->peak_allocated)
+            res->peak_allocated = p.peak_allocated;
+        if (p.peak_reserved > res->peak_reserved) {
+            /* reached inside a request that then failed */
+            res->peak_reserved = p.peak_reserved;
+        }
+        if (g->al[d]) {
+            memsnap_alloc_stats s;
+            A.counters_get(g->al[d], &s);
+            res->driver_allocs += s.driver_allocs;
+            res->driver_frees += s.driver_frees;
+            res->driver_maps += s.driver_maps;
+            res->driver_unmaps += s.driver_unmaps;
+        } else {
+            ta_stats s;
+            ta_stats_get_counters(g->ta[d], &s);
+            res->driver_allocs += s.segment_allocs;
+            res->driver_frees += s.segment_frees;
+        }
     }
     res->frag_peak = res->peak_reserved ? 1.0 - (double)res->peak_allocated / (double)res->peak_reserved : 0;
     if (r->out) {
@@ -628,23 +940,217 @@ done:
         msnap_out *o = r->out;
         r->out = NULL;
         if (msnap_out_close(o) && !rc) {
-            snprintf(err, errlen, "%s: cannot write: %s", out_path, strerror(errno));
+            snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
             rc = -1;
         }
     }
     if (r->wfail && !rc) {
-        snprintf(err, errlen, "%s: cannot write", out_path);
+        snprintf(err, errlen, "%s: cannot write", opt->out_path);
         rc = -1;
     }
-    for (int d = 0; d < NDEV; d++)
-        if (al[d])
-            A.destroy(al[d]);
+    for (int d = 0; d < NDEV; d++) {
+        if (g->al[d])
+            A.destroy(g->al[d]);
+        ta_destroy(g->ta[d]);
+    }
     if (in)
         msnap_reader_close(in);
+    if (fd >= 0)
+        close(fd);
     u64map_free(&r->handles);
     u64map_free(&r->ptrs);
+    u64map_free(&r->pages);
     free(r->reg);
     free(r);
+    free(g);
     cur = NULL;
     return rc;
+}
+
+/* ---- several configs, one child process each --------------------------------- */
+
+typedef struct child_msg {
+    msnap_replay_result res;
+    int rc;
+    char err[512];
+} child_msg;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One line of progress on stderr: percent of the work, rate, ETA. */
+static void show_progress(const msnap_replay_progress *pr, int n, double t0, int final)
+{
+    double done = 0, recs = 0;
+    for (int i = 0; i < n; i++) {
+        if (pr[i].bytes_total)
+            done += (double)pr[i].bytes_done / (double)pr[i].bytes_total;
+        recs += (double)pr[i].records;
+    }
+    double el = now_s() - t0, frac = done / n;
+    double eta = frac > 0.001 ? el * (1.0 - frac) / frac : 0;
+    fprintf(stderr, "\rreplay: %5.1f%% of %d config%s, %.1fM records/s, ETA %.0f s   %s",
+            100.0 * frac, n, n == 1 ? "" : "s", el > 0 ? recs / el / 1e6 : 0.0, eta,
+            final ? "\n" : "");
+}
+
+int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n, int jobs,
+                      int show, msnap_replay_result *res, char *err, size_t errlen)
+{
+    if (n <= 0)
+        return 0;
+    if (jobs < 1)
+        jobs = 1;
+    msnap_replay_progress *pr = mmap(NULL, (size_t)n * sizeof *pr, PROT_READ | PROT_WRITE,
+                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (pr == MAP_FAILED) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memset(pr, 0, (size_t)n * sizeof *pr);
+    pid_t *pid = calloc((size_t)n, sizeof *pid);
+    int *pfd = calloc((size_t)n, sizeof *pfd);
+    int *got = calloc((size_t)n, sizeof *got);
+    int rc = 0, next = 0, running = 0, finished = 0, shown = 0;
+    double t0 = now_s();
+    if (!pid || !pfd || !got) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+        goto out;
+    }
+    fflush(NULL);
+    while (finished < n) {
+        while (running < jobs && next < n && !rc) {
+            int p[2];
+            if (pipe(p)) {
+                snprintf(err, errlen, "pipe: %s", strerror(errno));
+                rc = -1;
+                break;
+            }
+            pid_t c = fork();
+            if (c < 0) {
+                snprintf(err, errlen, "fork: %s", strerror(errno));
+                close(p[0]);
+                close(p[1]);
+                rc = -1;
+                break;
+            }
+            if (!c) {
+                close(p[0]);
+                child_msg m;
+                memset(&m, 0, sizeof m);
+                msnap_replay_opts o = opts[next];
+                o.progress = &pr[next];
+                m.rc = msnap_replay(in_path, &o, &m.res, m.err, sizeof m.err);
+                const char *b = (const char *)&m;
+                size_t left = sizeof m;
+                while (left) {
+                    ssize_t k = write(p[1], b, left);
+                    if (k <= 0)
+                        _exit(3);
+                    b += k;
+                    left -= (size_t)k;
+                }
+                _exit(0);
+            }
+            close(p[1]);
+            pid[next] = c;
+            pfd[next] = p[0];
+            next++;
+            running++;
+        }
+        if (!running)
+            break;
+        /* reap whoever is done; show progress while they work */
+        int status;
+        pid_t w = waitpid(-1, &status, WNOHANG);
+        if (w == 0) {
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            if (show && now_s() - t0 > 1.0) {
+                show_progress(pr, n, t0, 0);
+                shown = 1;
+            }
+            continue;
+        }
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < next; i++) {
+            if (pid[i] != w)
+                continue;
+            child_msg m;
+            char *b = (char *)&m;
+            size_t left = sizeof m;
+            while (left) {
+                ssize_t k = read(pfd[i], b, left);
+                if (k <= 0)
+                    break;
+                b += k;
+                left -= (size_t)k;
+            }
+            close(pfd[i]);
+            pid[i] = 0;
+            running--;
+            finished++;
+            if (left || !WIFEXITED(status) || WEXITSTATUS(status)) {
+                if (!rc)
+                    snprintf(err, errlen, "the replay of config %d died (%s %d)", i + 1,
+                             WIFSIGNALED(status) ? "signal" : "status",
+                             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                rc = -1;
+            } else if (m.rc) {
+                if (!rc)
+                    snprintf(err, errlen, "%s", m.err);
+                res[i] = m.res;
+                rc = -1;
+            } else {
+                res[i] = m.res;
+                got[i] = 1;
+            }
+        }
+        if (rc) {
+            /* stop the others: the answer is an error */
+            for (int i = 0; i < next; i++)
+                if (pid[i] > 0)
+                    kill(pid[i], SIGTERM);
+        }
+    }
+    if (shown)
+        show_progress(pr, n, t0, 1);
+out:
+    if (pid)
+        for (int i = 0; i < next; i++)
+            if (pid[i] > 0) {
+                waitpid(pid[i], NULL, 0);
+                close(pfd[i]);
+            }
+    free(pid);
+    free(pfd);
+    free(got);
+    munmap(pr, (size_t)n * sizeof *pr);
+    return rc;
+}
+
+int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errlen)
+{
+    if (!torch)
+        return 0; /* the allocator's parser runs in the replay itself */
+    ta_config c;
+    ta_config_default(&c);
+    return ta_config_parse(&c, conf, err, errlen);
+}
+
+int msnap_replay_engine_of(const char *in_path, char *err, size_t errlen)
+{
+    src_info si;
+    if (probe_input(in_path, &si, err, errlen))
+        return -1;
+    return si.torch ? MSNAP_ENGINE_TORCH : MSNAP_ENGINE_MEMSNAP;
 }

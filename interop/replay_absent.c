@@ -5,13 +5,40 @@
 
 #include "interop.h"
 
+static const char absent[] =
+    "this memsnap is a reader-only build (no CUDA toolkit): replay needs "
+    "the simulated device and libmemsnap_alloc, which it does not have";
+
 /* Always -1, with a message in err naming what is missing. */
-int msnap_replay(const char *in_path, const char *conf, uint64_t device_mem,
-                 const char *out_path, msnap_replay_result *res, char *err,
-                 size_t errlen)
+int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay_result *res,
+                 char *err, size_t errlen)
 {
-    (void)in_path, (void)conf, (void)device_mem, (void)out_path, (void)res;
-    snprintf(err, errlen, "this memsnap is a reader-only build (no CUDA toolkit): replay needs "
-                          "the simulated device and libmemsnap_alloc, which it does not have");
+    (void)in_path, (void)opt, (void)res;
+    snprintf(err, errlen, "%s", absent);
+    return -1;
+}
+
+/* Always -1, as msnap_replay. */
+int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n, int jobs,
+                      int show, msnap_replay_result *res, char *err, size_t errlen)
+{
+    (void)in_path, (void)opts, (void)n, (void)jobs, (void)show, (void)res;
+    snprintf(err, errlen, "%s", absent);
+    return -1;
+}
+
+/* Always -1, as msnap_replay: the check is part of the replay. */
+int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errlen)
+{
+    (void)conf, (void)torch;
+    snprintf(err, errlen, "%s", absent);
+    return -1;
+}
+
+/* Always -1, as msnap_replay. */
+int msnap_replay_engine_of(const char *in_path, char *err, size_t errlen)
+{
+    (void)in_path;
+    snprintf(err, errlen, "%s", absent);
     return -1;
 }

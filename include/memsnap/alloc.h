@@ -274,6 +274,11 @@ typedef struct memsnap_alloc_stats {
 
 void memsnap_alloc_stats_get(memsnap_alloc *a, memsnap_alloc_stats *out);
 
+/* As memsnap_alloc_stats_get without inactive_split (0 here), the one
+ * counter that needs a walk of every block: cheap enough to call after
+ * every malloc (its cost grows with streams, not blocks). */
+void memsnap_alloc_counters_get(memsnap_alloc *a, memsnap_alloc_stats *out);
+
 /* The value of the counter called `name` (as in MEMSNAP_ALLOC_STATS), and 0
  * with *found = 0 for an unknown name (found may be NULL). */
 uint64_t memsnap_alloc_stat_by_name(const memsnap_alloc_stats *s, const char *name, int *found);

@@ -130,6 +130,55 @@ replay_oom) # fixed segments OOM under a 200 MiB cap; expandable ones do not
   grep -E '^1 .* [0-9.]+ s, 16.00 MiB' "$S/t.txt" >/dev/null || fail "fixed segments should OOM"
   grep -E '^2 .* none ' "$S/t.txt" >/dev/null || fail "expandable segments should not OOM"
   grep -q '"a":"oom"' "$S/frag-1.msnap" || fail "no oom event in the replay snapshot" ;;
+replay_torch_fidelity) # real PyTorch traces (data/torch_alloc): replayed peaks vs PyTorch's
+  T="$D/torch_alloc"
+  grep -v '^#' "$T/peaks.txt" | while read -r name conf real own_tol def_tol; do
+    [ "$conf" = - ] && conf=""
+    for pair in "$name $own_tol" "tr_default $def_tol"; do
+      set -- $pair
+      got=$("$M" replay "$T/$1.msnap" -q --bytes -m 150754820096 -c "$conf" | awk '$1 == "1" {print $4}')
+      [ -n "$got" ] || fail "$1 under \"$conf\": no result"
+      python3 -c 'import sys
+real, got, tol = map(int, sys.argv[1:4])
+err = abs(got - real) * 1000000 // real
+print("%-40s %-36s real %d replayed %d (%+.3f%%)" % (sys.argv[4], sys.argv[5] or "(defaults)", real, got, 100.0 * (got - real) / real))
+sys.exit(0 if err <= tol else 1)' "$real" "$got" "$2" "$1" "$conf" || fail "$1 under \"$conf\": beyond $2 ppm"
+    done
+  done || exit 1
+  # the engine is the emulation, and it says so; its output is the same bytes every time
+  for i in 1 2; do
+    "$M" replay "$T/tr_default.msnap" -q -m 150754820096 -c "" -c expandable_segments:True \
+      -o "$S/td$i" >"$S/tt$i.txt" || fail "replay $i"
+  done
+  grep -q "torch engine" "$S/tt1.txt" || fail "not the torch engine"
+  cmp "$S/td1-1.msnap" "$S/td2-1.msnap" && cmp "$S/td1-2.msnap" "$S/td2-2.msnap" || fail "not deterministic"
+  grep -q '"a":"vmm_map"' "$S/td1-2.msnap" || fail "no page mappings in the expandable replay"
+  "$M" summary "$S/td1-2.msnap" >/dev/null; [ $? -le 1 ] || fail "summary of a torch replay" ;;
+replay_torch_errors) # bad PyTorch configs: one line, exit 2
+  for bad in "max_split_size_mb:10" "expandable_segments:maybe" "roundup_power2_divisions:3" \
+             "garbage_collection_threshold:1.5" "bogus_key:1" "memory_fraction:0" "nocolon"; do
+    "$M" replay "$D/torch_alloc/tr_default.msnap" -q -c "$bad" >"$S/o" 2>"$S/e"; rc=$?
+    [ $rc = 2 ] && [ "$(wc -l <"$S/e")" = 1 ] || fail "$bad: exit $rc: $(cat "$S/e")"
+    grep -q "bad config" "$S/e" || fail "$bad: $(cat "$S/e")"
+  done
+  "$M" replay "$D/torch_alloc/tr_default.msnap" -q --engine nope -c "" 2>"$S/e"; [ $? = 2 ] || fail "--engine nope"
+  "$M" replay "$D/torch_alloc/tr_default.msnap" -q --jobs 0 -c "" 2>"$S/e"; [ $? = 2 ] || fail "--jobs 0" ;;
+replay_torch_suggest) # several rank files at once, best first
+  "$M" replay "$D/torch_alloc/tr_default.msnap" "$D/torch_alloc/tr_roundup_power2_divisions_4.msnap" \
+    -q --suggest -m 150754820096 >"$S/s.txt" || fail suggest
+  cat "$S/s.txt"
+  grep -q "for 2 snapshots (torch engine)" "$S/s.txt" || fail "not both snapshots"
+  # best first: no OOM before OOM, then peak reserved (largest of the two files) ascending,
+  # each with the string to paste; the defaults are on the list
+  "$M" replay "$D/torch_alloc/tr_default.msnap" "$D/torch_alloc/tr_roundup_power2_divisions_4.msnap" \
+    -q --suggest --bytes -m 150754820096 >"$S/b.txt" || fail "suggest --bytes"
+  python3 -c 'import sys
+rows = [l.split() for l in open(sys.argv[1]) if l[:4].strip().rstrip(".").isdigit()]
+keys = [(0 if r[1:3] == ["no", "OOM"] else 1, int(r[r.index("reserved") + 1])) for r in rows]
+assert len(rows) == 10, rows
+assert keys == sorted(keys), keys
+assert all(any(t.startswith("PYTORCH_CUDA_ALLOC_CONF=") for t in r) for r in rows), rows
+assert any(" ".join(r).endswith("PYTORCH_CUDA_ALLOC_CONF=(the defaults)") for r in rows), rows' "$S/b.txt" || fail "suggest order" ;;
 perfetto)
   "$M" export "$D/roundtrip.msnap" --format perfetto -o "$S/p.json" || fail export
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]

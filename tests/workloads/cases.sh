@@ -154,6 +154,38 @@ frag-views)  # the demo's runs, recorded: fragmentation and the views agree
         i=$((i + 1))
     done
     ;;
+frag-replay)      # replay answers "would another config have avoided this OOM?"
+    "$MEMSNAP" run --sim-device 80G -q -o "$T/s.msnap" -- "$DECODE" -q "${F[@]}" --alloc fixed > "$T/out"
+    [ $? = 3 ] || fail "the recording did not end in the workload's OOM"
+    want=$(zstdcat -f "$T/s.msnap" | grep '"a":"oom"' | grep '"f":"allocator"' | head -1 |
+           sed 's/.*"n":\([0-9]*\).*/\1/')
+    [ -n "$want" ] || fail "no allocator oom event in the recording"
+    for i in 1 2; do
+        "$MEMSNAP" replay "$T/s.msnap" -q --bytes -c "" -c expandable_segments:true \
+            -c max_split_size_mb:128 -o "$T/r$i" > "$T/t$i.txt" || fail "replay $i"
+    done
+    cat "$T/t1.txt"
+    sed "s/r[12]-/rN-/g" "$T/t1.txt" > "$T/n1"; sed "s/r[12]-/rN-/g" "$T/t2.txt" > "$T/n2"
+    cmp "$T/n1" "$T/n2" || fail "the tables differ between two runs"
+    for k in 1 2 3; do cmp "$T/r1-$k.msnap" "$T/r2-$k.msnap" || fail "replay $k not byte-identical"; done
+    # the recorded config fails the same request; the other two get past it
+    grep -q "^the recording's first failed request: $want on stream 0" "$T/t1.txt" ||
+        fail "the failed request of $want bytes is not the one replayed"
+    grep -E "^1 +\(defaults\) .* $want \(x1\)" "$T/t1.txt" >/dev/null ||
+        fail "the recorded config does not OOM at the recorded request ($want bytes)"
+    grep -E "^1 +\(defaults\) +OOM again" "$T/t1.txt" >/dev/null || fail "defaults: not OOM again"
+    grep -E "^2 +expandable_segments:true +served: avoided" "$T/t1.txt" >/dev/null ||
+        fail "expandable segments should get past the OOM"
+    grep -E "^3 +max_split_size_mb:128 +served: avoided" "$T/t1.txt" >/dev/null ||
+        fail "max_split_size_mb:128 should get past the OOM"
+    grep -q '"a":"oom"' "$T/r1-1.msnap" || fail "no oom event in the replay of the recorded config"
+    # --suggest: a config that avoids the OOM comes first
+    "$MEMSNAP" replay "$T/s.msnap" -q --suggest > "$T/sug.txt" || fail "--suggest"
+    cat "$T/sug.txt"
+    grep -E "^ 1\. no OOM .*MEMSNAP_ALLOC_CONF=" "$T/sug.txt" >/dev/null || fail "--suggest: first is not OOM-free"
+    grep -E "OOM in 1 of 1 .*MEMSNAP_ALLOC_CONF=\(the defaults\)" "$T/sug.txt" >/dev/null ||
+        fail "--suggest: the defaults should be listed with their OOM"
+    ;;
 *) fail "unknown case $case_name" ;;
 esac
 echo "PASS $case_name"
