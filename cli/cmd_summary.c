@@ -20,27 +20,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "breakdown.h"
 #include "cli.h"
 #include "model.h"
+#include "ranks.h"
 #include "summary.h"
 
 #define TOP_FRAMES 4 /* frames shown per allocation site / OOM */
 
 static const char usage_text[] =
     "usage: memsnap summary SNAP [SNAP...] [--json] [--top N] [--marks]\n"
+    "                       [--category-rules FILE]\n"
     "\n"
     "Reads a snapshot (plain or zstd; \"-\" = stdin) in one streaming pass and\n"
     "prints: the header, event counts per action and API, per-device peaks\n"
     "(reserved, async, managed, allocated, VMM), pinned host memory, OOM\n"
     "events, failed frees, what was still live at the end, the top\n"
     "allocation sites by peak live bytes (each named by its first frame\n"
-    "outside the CUDA / allocator libraries), findings, and NVTX marks.\n"
+    "outside the CUDA / allocator libraries), findings, NVTX marks, and per\n"
+    "device: the driver's used memory (NVML, when recorded) against what was\n"
+    "recorded, by library, and memory by category (parameters, gradients,\n"
+    "optimizer state, activations, KV cache, workspaces, communication).\n"
     "Several SNAPs (one per rank): a section per file, then a table of peak\n"
     "reserved and OOMs per file and the file with the highest peak.\n"
     "\n"
     "  --json       one JSON object with the same content (exact byte counts)\n"
     "  --top N      allocation sites to list (default 10, 0 = none)\n"
     "  --marks      reserved/async/allocated per device at every nvtx_mark\n"
+    "  --category-rules FILE  category rules tried before the defaults\n"
+    "               (default: $MEMSNAP_CATEGORY_RULES; format in docs/cli.md)\n"
     "  -h, --help   this help\n"
     "\n"
     "Exit status: 0 ok, 1 a snapshot contains an OOM event, 2 bad usage or\n"
@@ -767,13 +775,32 @@ static cJSON *build_json(summary *s, vm_model *m, const char *path, int top)
 typedef struct rank_row {
     uint64_t peak_reserved, peak_allocated, ooms;
     int blocks;
+    rank_file sites;   /* for which rank peaked highest and where (ranks.h) */
 } rank_row;
+
+/* Fills r with the file's peak and its top sites by label. */
+static void rank_sites(summary *s, const vm_model *m, const char *path,
+                       uint64_t peak, rank_file *r)
+{
+    size_t n;
+    const sm_site *sites = summary_sites_by_peak(s, &n);
+    r->path = path;
+    r->peak = peak;
+    r->nsites = n < RANK_SITES ? n : RANK_SITES;
+    char (*labs)[VM_LABEL_MAX] = r->nsites ? site_labels(m, sites, r->nsites) : NULL;
+    for (size_t i = 0; i < r->nsites; i++) {
+        snprintf(r->sites[i].label, sizeof r->sites[i].label, "%s",
+                 labs ? labs[i] : "?");
+        r->sites[i].peak = sites[i].peak;
+    }
+    free(labs);
+}
 
 /* Summarizes one file: prints the text (json == 0) or builds the JSON
  * object into *root.  Fills *row.  Returns 0, 1 (an OOM) or 2 (unreadable,
  * message printed). */
 static int summarize(const char *path, int json, int marks, int top,
-                     cJSON **root, rank_row *row)
+                     const cat_rules *rules, cJSON **root, rank_row *row)
 {
     summary s;
     char err[1024];
@@ -803,26 +830,53 @@ static int summarize(const char *path, int json, int marks, int top,
         vm_free(m);
         return 2;
     }
+    /* Reconciliation and categories (breakdown.h): a pass of their own,
+     * once the tables (stacks, modules, syms) are complete. */
+    breakdown *bd = strcmp(path, "-") != 0 ? bd_new(rules) : NULL;
+    if (bd && bd_read(bd, path, vm_symtab_of(m), err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        bd_free(bd);
+        summary_free(&s);
+        vm_free(m);
+        return 2;
+    }
     int rc = s.n_oom ? 1 : 0;
     vm_peak_totals(m, &row->peak_allocated, &row->peak_reserved);
     row->blocks = vm_blocks_seen(m);
     row->ooms = s.n_oom;
+    rank_sites(&s, m, path, row->peak_reserved, &row->sites);
     if (json) {
         *root = build_json(&s, m, path, top);
+        if (*root && bd)
+            bd_add_json(bd, *root);
         if (!*root) {
             fprintf(stderr, "memsnap summary: out of memory\n");
             rc = 2;
         }
     } else {
         print_text(&s, m, path, top);
+        if (bd)
+            bd_print_text(bd);
     }
+    bd_free(bd);
     summary_free(&s);
     vm_free(m);
     return rc;
 }
 
+/* The rows' rank_file parts as one array (ranks.h); NULL when out of
+ * memory.  free() it. */
+static rank_file *rank_files(const rank_row *rows, int n)
+{
+    rank_file *rf = malloc((size_t)n * sizeof *rf);
+    for (int i = 0; rf && i < n; i++)
+        rf[i] = rows[i].sites;
+    return rf;
+}
+
 /* Several files: a section per file, then the cross-rank table. */
-static int summarize_several(char **paths, int n, int json, int marks, int top)
+static int summarize_several(char **paths, int n, int json, int marks, int top,
+                             const cat_rules *rules)
 {
     rank_row *rows = calloc((size_t)n, sizeof *rows);
     cJSON *all = json ? cJSON_CreateObject() : NULL;
@@ -838,7 +892,8 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
         if (!json)
             printf("%s==== %s (%d of %d) ====\n", i ? "\n" : "", paths[i], i + 1, n);
         cJSON *root = NULL;
-        int r = summarize(paths[i], json, marks, top, json ? &root : NULL, &rows[i]);
+        int r = summarize(paths[i], json, marks, top, rules, json ? &root : NULL,
+                          &rows[i]);
         if (r == 2) {
             free(rows);
             cJSON_Delete(all);
@@ -868,6 +923,12 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
             cJSON_AddItemToArray(ra, o);
         }
         cJSON_AddStringToObject(all, "highest_peak_reserved", paths[hi]);
+        {
+            rank_file *rf = rank_files(rows, n);
+            if (rf)
+                ranks_add_json(rf, n, all);
+            free(rf);
+        }
         char *text = cJSON_PrintUnformatted(all);
         cJSON_Delete(all);
         if (!text) {
@@ -893,6 +954,10 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
                    rows[i].ooms, i == hi ? "   <- highest peak" : "");
         printf("highest peak reserved: %s (%s)\n", paths[hi],
                summary_fmt_size(rows[hi].peak_reserved, a, sizeof a));
+        rank_file *rf = rank_files(rows, n);
+        if (rf)
+            ranks_print_text(rf, n);
+        free(rf);
     }
     free(rows);
     if (fflush(stdout) != 0) {
@@ -902,6 +967,9 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
     return rc;
 }
 
+static int summarize_files(char **paths, int nfiles, int json, int marks,
+                           int top, const cat_rules *rules);
+
 /* memsnap summary: see usage_text.  Returns the process exit status. */
 int cmd_summary(int argc, char **argv)
 {
@@ -909,15 +977,18 @@ int cmd_summary(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"top", required_argument, NULL, 't'},
         {"marks", no_argument, NULL, 'm'},
+        {"category-rules", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int json = 0, marks = 0, top = 10, c;
+    const char *rules_path = getenv("MEMSNAP_CATEGORY_RULES");
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
         case 'm': marks = 1; break;
+        case 'c': rules_path = optarg; break;
         case 't': {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -942,11 +1013,33 @@ int cmd_summary(int argc, char **argv)
                         "got 0; try memsnap --help\n");
         return 2;
     }
+    cat_rules *rules = cat_rules_new();
+    char err[1024];
+    if (!rules) {
+        fprintf(stderr, "memsnap summary: out of memory\n");
+        return 2;
+    }
+    if (rules_path && *rules_path &&
+        cat_rules_load(rules, rules_path, err, sizeof err) != 0) {
+        fprintf(stderr, "memsnap summary: %s\n", err);
+        cat_rules_free(rules);
+        return 2;
+    }
     vm_demangle_allow_loading(1);
+    int rc = summarize_files(argv + optind, nfiles, json, marks, top, rules);
+    cat_rules_free(rules);
+    return rc;
+}
+
+/* One file or several (see usage_text); returns the exit status. */
+static int summarize_files(char **paths, int nfiles, int json, int marks,
+                           int top, const cat_rules *rules)
+{
     if (nfiles == 1) {
         cJSON *root = NULL;
         rank_row row;
-        int rc = summarize(argv[optind], json, marks, top, json ? &root : NULL, &row);
+        int rc = summarize(paths[0], json, marks, top, rules,
+                           json ? &root : NULL, &row);
         if (rc == 2)
             return 2;
         if (json) {
@@ -965,5 +1058,5 @@ int cmd_summary(int argc, char **argv)
         }
         return rc;
     }
-    return summarize_several(argv + optind, nfiles, json, marks, top);
+    return summarize_several(paths, nfiles, json, marks, top, rules);
 }
