@@ -451,7 +451,7 @@ void bd_print_text(const breakdown *b)
             printf("  PyTorch allocated             %s\n",
                    summary_fmt_size(m->torch_allocated, a, sizeof a));
         else
-            printf("  PyTorch allocated             not seen (no torch block "
+            printf("  PyTorch allocated             n/a (no torch block "
                    "events)\n");
         if (m->used_recorded) {
             int neg = m->recorded > m->device_used;
