@@ -53,7 +53,8 @@ struct breakdown {
     int nlibs;
     bd_device dev[BD_NDEV];
     u64map live;
-    uint64_t last_t;
+    uint64_t last_t;           /* largest event time read */
+    uint64_t nevents;          /* events read */
     /* the last removed entry, so that a free_error can put it back */
     uint32_t undo_tag;
     uint64_t undo_key, undo_val;
@@ -218,6 +219,7 @@ static void del(breakdown *b, uint32_t tag, uint64_t key, uint64_t t)
 /* One event.  -1 when out of memory. */
 static int on_event(breakdown *b, const msnap_event *e)
 {
+    b->nevents++;
     if (e->t_ns > b->last_t)
         b->last_t = e->t_ns;
     uint64_t t = e->t_ns;
@@ -301,14 +303,27 @@ static int on_live(breakdown *b, const msnap_live *l)
     }
     if (u64map_get(&b->live, tag, key))
         return 0;
-    return add(b, tag, key, l->device, l->size, l->stack, 0, l->t_ns);
+    if (add(b, tag, key, l->device, l->size, l->stack, 0, l->t_ns) != 0)
+        return -1;
+    /* It was live at the device-used moment too when that moment is this
+     * dump's (a ring dump writes its last counters line, then the state). */
+    bd_device *v = &b->dev[dev_slot(l->device)];
+    if (tag != TAG_BLOCK && v->at_used.valid && v->at_used.t >= b->last_t &&
+        v->at_used.t >= l->t_ns) {
+        entry e = unpack(*u64map_get(&b->live, tag, key));
+        v->at_used.recorded += e.size;
+        v->at_used.by_lib[e.lib] += e.size;
+    }
+    return 0;
 }
 
-/* A counters record: the moment of the highest device_used so far. */
+/* A counters record: the moment of the highest device_used so far.  Only
+ * records after the events they describe count: in a ring dump the series
+ * comes before the events, and only the last line follows them. */
 static void on_counters(breakdown *b, const msnap_counters *c)
 {
     if (c->device < 0 || c->device >= MSNAP_MAX_DEVICES || !c->device_used ||
-        c->t_ns < b->last_t)
+        !b->nevents || c->t_ns < b->last_t)
         return;
     bd_device *v = &b->dev[c->device];
     v->seen = 1;
