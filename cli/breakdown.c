@@ -32,6 +32,8 @@ typedef struct entry {
     int dev, lib, cat, torch, bview;
 } entry;
 
+/* An entry as one map value (sizes above 16 TiB are cut, the same way on
+ * add and remove, so the totals stay consistent). */
 static uint64_t pack(const entry *e)
 {
     return (e->size & SIZE_MASK) | ((uint64_t)e->dev << 44) |
@@ -39,6 +41,7 @@ static uint64_t pack(const entry *e)
            ((uint64_t)(e->torch != 0) << 61) | ((uint64_t)(e->bview != 0) << 62);
 }
 
+/* The entry a map value holds. */
 static entry unpack(uint64_t v)
 {
     entry e = {v & SIZE_MASK, (int)((v >> 44) & 0x7f), (int)((v >> 51) & 0x1f),

@@ -114,6 +114,7 @@ static int cat_index(cat_rules *r, const char *name)
     return r->ncat++;
 }
 
+/* Frees a rule's globs (the rule itself belongs to its array). */
 static void rule_free(cat_rule *x)
 {
     free(x->a);

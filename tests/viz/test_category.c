@@ -19,6 +19,7 @@ static const char *cat_of(const cat_rules *r, const cat_frame *f, int n)
     return cat_name(r, cat_classify(r, f, n));
 }
 
+/* Writes text to path (replacing it). */
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
