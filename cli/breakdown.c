@@ -192,8 +192,11 @@ static int add(breakdown *b, uint32_t tag, uint64_t key, int device,
     if (classify(b, stack, &e.lib, &e.cat) != 0)
         return -1;
     const char *ln = b->libs[e.lib];
+    /* Driver memory of an unknown library is left out of the blocks view
+     * too: without frames it cannot be told from an allocator's segment. */
     e.bview = tag == TAG_BLOCK ||
-              (strcmp(ln, CAT_LIB_TORCH) != 0 && strcmp(ln, CAT_LIB_MEMSNAP) != 0);
+              (strcmp(ln, CAT_LIB_TORCH) != 0 && strcmp(ln, CAT_LIB_MEMSNAP) != 0 &&
+               strcmp(ln, CAT_LIB_UNKNOWN) != 0);
     uint64_t *old = u64map_get(&b->live, tag, key);
     if (old) {               /* the same key twice: the first is gone */
         entry o = unpack(*old);

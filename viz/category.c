@@ -360,28 +360,50 @@ static const struct { const char *prefix, *name; } known_libs[] = {
     {"libmemsnap_alloc", CAT_LIB_MEMSNAP},
 };
 
+/* Allocator entry points by function name, for allocators linked into the
+ * program (no module of their own): name prefix or substring -> library. */
+static const struct { const char *pat, *name; } allocator_fns[] = {
+    {"memsnap_alloc_*", CAT_LIB_MEMSNAP},
+    {"*CUDACachingAllocator*", CAT_LIB_TORCH},
+};
+
 const char *cat_library(const cat_frame *frames, int n, char *buf, size_t cap)
 {
+    /* A known library's module or an allocator's entry point, innermost
+     * first: an allocator linked into the program is named by its
+     * functions, before the program's module would name it. */
+    for (int i = 0; i < n; i++) {
+        const cat_frame *f = &frames[i];
+        if (f->python)
+            continue;
+        const char *b = vm_base_name(f->module);
+        for (size_t k = 0; b[0] && k < sizeof known_libs / sizeof known_libs[0]; k++)
+            if (strncmp(b, known_libs[k].prefix, strlen(known_libs[k].prefix)) == 0) {
+                snprintf(buf, cap, "%s", known_libs[k].name);
+                return buf;
+            }
+        for (size_t k = 0; f->fn[0] && k < sizeof allocator_fns / sizeof allocator_fns[0]; k++)
+            if (fnmatch(allocator_fns[k].pat, f->fn, 0) == 0) {
+                snprintf(buf, cap, "%s", allocator_fns[k].name);
+                return buf;
+            }
+    }
+    /* Else the first module outside the driver, cudart and the recorder. */
     for (int i = 0; i < n; i++) {
         const cat_frame *f = &frames[i];
         if (f->python || !f->module[0])
             continue;
         const char *b = vm_base_name(f->module);
         int skip = 0;
-        for (size_t k = 0; k < sizeof known_libs / sizeof known_libs[0]; k++)
-            if (strncmp(b, known_libs[k].prefix, strlen(known_libs[k].prefix)) == 0) {
-                snprintf(buf, cap, "%s", known_libs[k].name);
-                return buf;
-            }
         for (size_t k = 0; k < sizeof runtime_mods / sizeof runtime_mods[0]; k++)
             if (strncmp(b, runtime_mods[k], strlen(runtime_mods[k])) == 0)
                 skip = 1;
-        if (skip)
-            continue;
-        snprintf(buf, cap, "%s", b);
-        return buf;
+        if (!skip) {
+            snprintf(buf, cap, "%s", b);
+            return buf;
+        }
     }
-    snprintf(buf, cap, "unknown");
+    snprintf(buf, cap, "%s", CAT_LIB_UNKNOWN);
     return buf;
 }
 

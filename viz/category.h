@@ -22,11 +22,14 @@
  * user's rules (a file, docs/cli.md) come before the defaults, so a user
  * rule overrides a default one for every stack it matches.
  *
- * Libraries: the module of the innermost native frame outside the CUDA
- * driver and runtime and memsnap's recorder names the library that made a
- * driver-level allocation: "PyTorch allocator" (libc10_cuda), "cuBLAS"
- * (libcublas, libcublasLt), "cuDNN", "NCCL", "memsnap allocator", else the
- * module's base name; "unknown" when the file has no module for any frame.
+ * Libraries: the library that made a driver-level allocation is the
+ * innermost native frame's known library by module ("PyTorch allocator"
+ * for libc10_cuda, "cuBLAS" for libcublas and libcublasLt, "cuDNN", "NCCL",
+ * "memsnap allocator" for libmemsnap_alloc) or allocator by function name
+ * (memsnap_alloc_*, *CUDACachingAllocator*: an allocator linked into the
+ * program); else the module of the innermost native frame outside the CUDA
+ * driver and runtime and memsnap's recorder, by base name; "unknown" when
+ * the file has no module for any frame.
  *
  * Rules are matched on a plain frame view (cat_frame) so tests can hand-make
  * stacks; cat_classify_stack reads one from a snapshot's tables.
@@ -87,5 +90,6 @@ const char *cat_library_stack(const vm_symtab *t, uint32_t stack, char *buf,
  * the allocated layer). */
 #define CAT_LIB_TORCH "PyTorch allocator"
 #define CAT_LIB_MEMSNAP "memsnap allocator"
+#define CAT_LIB_UNKNOWN "unknown"   /* no module for any frame */
 
 #endif

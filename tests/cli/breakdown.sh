@@ -66,6 +66,12 @@ categories)  # default rules on Python + native frames; the split at the peak an
     check "([$C.items[].at_total_peak] | add) == $C.total_peak" "$T/s.json" "$C"
     check "$C.oom_t_ns == 2200" "$T/s.json" "$C"
     ;;
+blocks-once)  # with allocator blocks, segments without frames are not counted
+              # beside their blocks: the categories add up to allocated
+    "$MEMSNAP" summary --json "$DATA/blocks.msnap" > "$T/s.json" || fail "exit $?"
+    check '.categories[0].layer == "blocks"' "$T/s.json" '.categories'
+    check '.categories[0].total_peak == .devices[0].allocated.peak' "$T/s.json" '.categories'
+    ;;
 user-rules)  # a user rule goes before the defaults; a new category; also from the environment
     printf '# forward of our model is its own category\nmy_forward  python  */work/model.py  Net.forward\n' > "$T/rules"
     "$MEMSNAP" summary --json --category-rules "$T/rules" "$DATA/reconcile.msnap" > "$T/s.json"

@@ -94,6 +94,13 @@ int main(int argc, char **argv)
                              NAT("/opt/app/bin/app", "main")};
     CHECK(strcmp(cat_library(other_lib, 4, lib, sizeof lib), "libfoo.so.2") == 0);
     CHECK(strcmp(cat_library(kv, 3, lib, sizeof lib), "unknown") == 0);
+    /* memsnap's allocator linked into the program: named by its functions */
+    cat_frame static_alloc[] = {NAT("/usr/lib/libcuda.so.1", "cuMemAlloc_v2"),
+                                NAT("/opt/app/bin/decode", "ms_fixed_grow"),
+                                NAT("/opt/app/bin/decode", "memsnap_alloc_malloc"),
+                                NAT("/opt/app/bin/decode", "main")};
+    CHECK(strcmp(cat_library(static_alloc, 4, lib, sizeof lib), CAT_LIB_MEMSNAP) == 0);
+    CHECK(strcmp(cat_library(static_alloc + 3, 1, lib, sizeof lib), "decode") == 0);
 
     /* a user rules file: before the defaults, may add a category */
     char path[1024], err[512];
