@@ -11,6 +11,7 @@ case_name=${1:?case}
 T=${SCRATCH:?}/breakdown-$case_name
 rm -rf "$T"; mkdir -p "$T"
 fail() { echo "FAIL: $*"; exit 1; }
+command -v jq > /dev/null || fail "jq is missing (scripts/setup.sh installs it)"
 # check JQ-EXPR FILE: the jq expression must be true on the JSON in FILE
 check() { jq -e "$1" "$2" > /dev/null || fail "not true: $1 (got: $(jq -c "${3:-.}" "$2"))"; }
 MiB=1048576

@@ -17,6 +17,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 T=${CASE_DIR:?}/ddp2
 rm -rf "$T"; mkdir -p "$T"; cd "$T" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
+command -v jq > /dev/null || fail "jq is missing (scripts/setup.sh installs it)"
 check() { jq -e "$1" "$2" > /dev/null || fail "$2: not true: $1 (got: $(jq -c "${3:-.}" "$2"))"; }
 
 "$MEMSNAP" run -o 'snap-%q{RANK}.msnap' -- \
