@@ -20,15 +20,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "breakdown.h"
 #include "cli.h"
 #include "findings.h"
 #include "model.h"
+#include "ranks.h"
 #include "summary.h"
 
 #define TOP_FRAMES 4 /* frames shown per allocation site / OOM */
 
 static const char usage_text[] =
     "usage: memsnap summary SNAP [SNAP...] [--json] [--top N] [--marks]\n"
+    "                       [--category-rules FILE]\n"
     "\n"
     "Reads a snapshot (plain or zstd; \"-\" = stdin) in one streaming pass and\n"
     "prints: the header, event counts per action and API, per-device peaks\n"
@@ -42,6 +45,8 @@ static const char usage_text[] =
     "  --json       one JSON object with the same content (exact byte counts)\n"
     "  --top N      allocation sites to list (default 10, 0 = none)\n"
     "  --marks      reserved/async/allocated per device at every nvtx_mark\n"
+    "  --category-rules FILE  category rules tried before the defaults\n"
+    "               (default: $MEMSNAP_CATEGORY_RULES; format in docs/cli.md)\n"
     "  -h, --help   this help\n"
     "\n"
     "Exit status: 0 ok, 1 a snapshot contains an OOM event, 2 bad usage or\n"
@@ -801,7 +806,8 @@ static void print_text(const cJSON *r, int top)
 /* Summarizes one file into *root (the one result that both the text and
  * the JSON come from).  Returns 0, 1 (an OOM) or 2 (unreadable, message
  * printed). */
-static int summarize(const char *path, int marks, int top, cJSON **root)
+static int summarize(const char *path, int marks, int top, const cat_rules *rules,
+                     cJSON **root, breakdown **bdp)
 {
     summary s;
     char err[1024];
@@ -829,17 +835,53 @@ static int summarize(const char *path, int marks, int top, cJSON **root)
         rc = 2;
     } else {
         rc = s.n_oom ? 1 : 0;
+        /* Reconciliation and categories (breakdown.h): a pass of their own,
+         * once the tables (stacks, modules, syms) are complete; stdin can be
+         * read only once, so it gets neither. */
+        breakdown *bd = strcmp(path, "-") != 0 ? bd_new(rules) : NULL;
+        if (strcmp(path, "-") != 0 &&
+            (!bd || bd_read(bd, path, sm_symtab_of(m), err, sizeof err))) {
+            fprintf(stderr, "%s\n", bd ? err : "memsnap summary: out of memory");
+            bd_free(bd);
+            cJSON_Delete(*root);
+            *root = NULL;
+            rc = 2;
+        } else if (bd) {
+            bd_add_json(bd, *root);
+            *bdp = bd;
+        }
     }
     summary_free(&s);
     sm_free(m);
     return rc;
 }
 
+/* The file's peak (reserved, all devices) and its top reserved sites by
+ * label, from its result, for the cross-rank comparison (ranks.h). */
+static void rank_of(const cJSON *root, const char *path, rank_file *r)
+{
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    r->peak = ju(jo(jo(root, "process"), "reserved"), "peak");
+    const cJSON *site;
+    cJSON_ArrayForEach(site, jo(jo(root, "top_sites"), "reserved")) {
+        if (r->nsites == RANK_SITES)
+            break;
+        const cJSON *lab = jo(site, "label");
+        snprintf(r->sites[r->nsites].label, sizeof r->sites[r->nsites].label, "%s",
+                 cJSON_IsString(lab) ? lab->valuestring : "?");
+        r->sites[r->nsites].peak = ju(site, "peak");
+        r->nsites++;
+    }
+}
+
 /* Prints a result: JSON text or the summary's text. */
-static void print_result(const cJSON *root, int json, int top)
+static void print_result(const cJSON *root, const breakdown *bd, int json, int top)
 {
     if (!json) {
         print_text(root, top);
+        if (bd)
+            bd_print_text(bd);
         return;
     }
     char *text = cJSON_PrintUnformatted(root);
@@ -853,7 +895,8 @@ static void print_result(const cJSON *root, int json, int top)
 /* Several files: a section per file, then the cross-rank table, read from
  * each file's result (its "process" peaks, the figures its own lines
  * print). */
-static int summarize_several(char **paths, int n, int json, int marks, int top)
+static int summarize_several(char **paths, int n, int json, int marks, int top,
+                             const cat_rules *rules)
 {
     cJSON *all = cJSON_CreateObject();
     cJSON *files = all ? cJSON_AddArrayToObject(all, "files") : NULL;
@@ -863,19 +906,29 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
         cJSON_Delete(all);
         return 2;
     }
+    rank_file *rf = calloc((size_t)n, sizeof *rf);
+    if (!rf) {
+        fprintf(stderr, "memsnap summary: out of memory\n");
+        cJSON_Delete(all);
+        return 2;
+    }
     int rc = 0, hi = 0;
     uint64_t hi_res = 0;
     for (int i = 0; i < n; i++) {
         cJSON *root = NULL;
-        int r = summarize(paths[i], marks, top, &root);
+        breakdown *bd = NULL;
+        int r = summarize(paths[i], marks, top, rules, &root, &bd);
         if (r == 2) {
+            free(rf);
             cJSON_Delete(all);
             return 2;
         }
         if (!json) {
             printf("%s==== %s (%d of %d) ====\n", i ? "\n" : "", paths[i], i + 1, n);
-            print_text(root, top);
+            print_result(root, bd, 0, top);
         }
+        bd_free(bd);
+        rank_of(root, paths[i], &rf[i]);
         cJSON_AddItemToArray(files, root);
         if (r > rc)
             rc = r;
@@ -896,7 +949,8 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
     }
     cJSON_AddStringToObject(all, "highest_peak_reserved", paths[hi]);
     if (json) {
-        print_result(all, 1, top);
+        ranks_add_json(rf, n, all);
+        print_result(all, NULL, 1, top);
     } else {
         char a[32], b[32];
         int w = 4;
@@ -917,7 +971,9 @@ static int summarize_several(char **paths, int n, int json, int marks, int top)
             i++;
         }
         printf("highest peak reserved: %s (%s)\n", paths[hi], msnap_size_text(hi_res, a, sizeof a));
+        ranks_print_text(rf, n);
     }
+    free(rf);
     cJSON_Delete(all);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "memsnap summary: cannot write the output\n");
@@ -933,15 +989,18 @@ int cmd_summary(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"top", required_argument, NULL, 't'},
         {"marks", no_argument, NULL, 'm'},
+        {"category-rules", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int json = 0, marks = 0, top = 10, c;
+    const char *rules_path = getenv("MEMSNAP_CATEGORY_RULES");
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
         case 'm': marks = 1; break;
+        case 'c': rules_path = optarg; break;
         case 't': {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -966,19 +1025,36 @@ int cmd_summary(int argc, char **argv)
                         "got 0; try memsnap --help\n");
         return 2;
     }
+    cat_rules *rules = cat_rules_new();
+    char err[1024];
+    if (!rules) {
+        fprintf(stderr, "memsnap summary: out of memory\n");
+        return 2;
+    }
+    if (rules_path && *rules_path &&
+        cat_rules_load(rules, rules_path, err, sizeof err) != 0) {
+        fprintf(stderr, "memsnap summary: %s\n", err);
+        cat_rules_free(rules);
+        return 2;
+    }
     sm_demangle_allow_loading(1);
+    int rc;
     if (nfiles == 1) {
         cJSON *root = NULL;
-        int rc = summarize(argv[optind], marks, top, &root);
-        if (rc == 2)
-            return 2;
-        print_result(root, json, top);
-        cJSON_Delete(root);
-        if (fflush(stdout) != 0) {
-            fprintf(stderr, "memsnap summary: cannot write the output\n");
-            return 2;
+        breakdown *bd = NULL;
+        rc = summarize(argv[optind], marks, top, rules, &root, &bd);
+        if (rc != 2) {
+            print_result(root, bd, json, top);
+            if (fflush(stdout) != 0) {
+                fprintf(stderr, "memsnap summary: cannot write the output\n");
+                rc = 2;
+            }
         }
-        return rc;
+        bd_free(bd);
+        cJSON_Delete(root);
+    } else {
+        rc = summarize_several(argv + optind, nfiles, json, marks, top, rules);
     }
-    return summarize_several(argv + optind, nfiles, json, marks, top);
+    cat_rules_free(rules);
+    return rc;
 }

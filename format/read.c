@@ -601,6 +601,7 @@ static int counters_from_json(msnap_reader *r, const cJSON *o, msnap_counters *c
     U64("managed", UINT64_MAX, c->managed);
     U64("host", UINT64_MAX, c->host);
     U64("vmm_mapped", UINT64_MAX, c->vmm_mapped);
+    U64("device_used", UINT64_MAX, c->device_used); /* absent: 0 */
     return 1;
 }
 

@@ -456,7 +456,8 @@ size_t msnap_fmt_str(char *buf, size_t cap, const msnap_str *s)
     return wb_finish(&w, buf);
 }
 
-/* {"type":"counters","t":..,"d":0,"reserved":..,...}: every key written. */
+/* {"type":"counters","t":..,"d":0,"reserved":..,...}: every key written,
+ * except device_used, which only a recorder that could read it writes. */
 size_t msnap_fmt_counters(char *buf, size_t cap, const msnap_counters *c)
 {
     wb w = WB_INIT(buf, cap);
@@ -476,6 +477,10 @@ size_t msnap_fmt_counters(char *buf, size_t cap, const msnap_counters *c)
     wb_u64(&w, c->host);
     wb_lit(&w, ",\"vmm_mapped\":");
     wb_u64(&w, c->vmm_mapped);
+    if (c->device_used) {   /* left out when not read (format 1.1) */
+        wb_lit(&w, ",\"device_used\":");
+        wb_u64(&w, c->device_used);
+    }
     return wb_finish(&w, buf);
 }
 

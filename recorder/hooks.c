@@ -313,6 +313,7 @@ typedef CUresult (*ctx_get_device_fn)(CUdevice *);
 typedef CUresult (*mem_get_info_fn)(size_t *, size_t *);
 typedef CUresult (*dev_name_fn)(char *, int, CUdevice);
 typedef CUresult (*dev_total_fn)(size_t *, CUdevice);
+typedef CUresult (*dev_pci_fn)(char *, int, CUdevice);
 
 static ctx_get_device_fn p_ctx_get_device;
 static mem_get_info_fn p_mem_get_info;
@@ -355,6 +356,12 @@ void hooks_note_device(int dev)
     size_t t = 0;
     if (total && total(&t, dev) == CUDA_SUCCESS)
         cd->info.total = t;
+    /* The bus id names the device to NVML whatever CUDA_VISIBLE_DEVICES
+     * did to the ordinals; the program has initialised CUDA by now (it
+     * used this device), so the query changes nothing for it. */
+    dev_pci_fn pci = (dev_pci_fn)resolve_driver("cuDeviceGetPCIBusId");
+    if (!pci || pci(cd->pci_bus_id, (int)sizeof cd->pci_bus_id, dev) != CUDA_SUCCESS)
+        cd->pci_bus_id[0] = '\0';
     atomic_store_explicit(&cd->ready, 1, memory_order_release);
 }
 

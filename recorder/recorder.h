@@ -147,6 +147,8 @@ int core_is_own_code(const void *p);
 typedef struct core_device {
     _Atomic int ready;        /* 0 = unknown, 1 = filled */
     msnap_device_info info;
+    char pci_bus_id[32];      /* cuDeviceGetPCIBusId, "" when unknown: how
+                                 the writer finds the device in NVML */
 } core_device;
 extern core_device g_devices[MSNAP_MAX_DEVICES];
 
@@ -162,6 +164,16 @@ int writer_totals(int device, uint64_t out[6]);
 void writer_after_fork_child(void);
 /* Signal handler side: async-signal-safe request for a dump. */
 void writer_request_signal_dump(void);
+
+/* ---- NVML (nvml.c) --------------------------------------------------------- */
+/* What the driver says is in use on the device with this PCI bus id (NVML
+ * total - free), read without touching the process's CUDA state.  Loads
+ * libnvidia-ml.so.1 on the first call (writer thread only); when it is
+ * absent or fails, every call returns -1 from then on.  0 on success. */
+int nvml_device_used(const char *pci_bus_id, uint64_t *used);
+/* In a forked child: forget the parent's NVML session (the next
+ * nvml_device_used initialises NVML again). */
+void nvml_after_fork_child(void);
 
 /* ---- Hooks (hooks.c) ------------------------------------------------------ */
 /* Calls the real driver's cuMemGetInfo_v2 (0 on success). */

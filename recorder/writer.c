@@ -511,7 +511,9 @@ static void write_event(msnap_out *o, const msnap_event *e)
     events_written++;
 }
 
-/* The counters of device d (-1: host) at time t. */
+/* The counters of device d (-1: host) at time t, with what the driver
+ * says is used on a device the program has used (nvml.c; 0 when it cannot
+ * be read). */
 static msnap_counters counters_of(int d, uint64_t t)
 {
     counters_dev *c = cdev(d);
@@ -521,6 +523,10 @@ static msnap_counters counters_of(int d, uint64_t t)
         .async = atomic_load(&c->async), .managed = atomic_load(&c->managed),
         .host = atomic_load(&c->host), .vmm_mapped = atomic_load(&c->vmm_mapped),
     };
+    if (d >= 0 && d < MSNAP_MAX_DEVICES &&
+        atomic_load_explicit(&g_devices[d].ready, memory_order_acquire) &&
+        nvml_device_used(g_devices[d].pci_bus_id, &k.device_used) != 0)
+        k.device_used = 0;
     return k;
 }
 
@@ -984,6 +990,7 @@ int writer_totals(int device, uint64_t o[6])
 void writer_after_fork_child(void)
 {
     out = NULL;
+    nvml_after_fork_child();
     memset(&live, 0, sizeof live);
     live_count = 0;
     memset(stash, 0, sizeof stash);

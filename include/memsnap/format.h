@@ -226,6 +226,10 @@ typedef struct msnap_counters {
     uint64_t managed;     /* managed allocations live */
     uint64_t host;        /* pinned host live (device -1) */
     uint64_t vmm_mapped;  /* bytes mapped with cuMemMap */
+    uint64_t device_used; /* what the driver says is in use on the device
+                             (NVML total - free, every process and the
+                             contexts included); 0 = not recorded (no NVML,
+                             host line, files before format 1.1) */
 } msnap_counters;
 
 /* Final-state entry: one live allocation or segment at dump time. */

@@ -10,6 +10,7 @@
  * strings survive escaping (quotes, backslash, control characters) and
  * invalid UTF-8 becomes U+FFFD; the fast event parser and the cJSON path
  * agree. */
+#define _GNU_SOURCE /* memmem */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -185,7 +186,11 @@ static size_t write_all_types(char *text)
         n += msnap_fmt_event(text + n, MSNAP_FMT_EVENT_MAX, &ev_in[i]);
     msnap_counters c = {.t_ns = 77, .device = -1, .reserved = 1, .allocated = 2, .async = 3,
                         .managed = 4, .host = BIG, .vmm_mapped = UINT64_MAX};
+    size_t c_at = n;
     n += msnap_fmt_counters(text + n, 4096, &c);
+    CHECK(!memmem(text + c_at, n - c_at, "device_used", 11)); /* 0: left out */
+    msnap_counters c2 = {.t_ns = 78, .device = 1, .reserved = 5, .device_used = BIG};
+    n += msnap_fmt_counters(text + n, 4096, &c2);
     n += msnap_fmt_state_begin(text + n, 4096, 88, 2);
     msnap_live l1 = {.kind = MSNAP_A_ASYNC_ALLOC, .device = -1, .addr = 0x1000, .size = BIG,
                      .stream = 0x55d0c8a3b2f0, .aux = 5, .stack = 3, .t_ns = 9};
@@ -264,6 +269,10 @@ static void check_all_types(const char *path)
     CHECK(rec.u.counters.reserved == 1 && rec.u.counters.allocated == 2);
     CHECK(rec.u.counters.async == 3 && rec.u.counters.managed == 4);
     CHECK(rec.u.counters.host == BIG && rec.u.counters.vmm_mapped == UINT64_MAX);
+    CHECK(rec.u.counters.device_used == 0);
+    CHECK(msnap_reader_next(r, &rec) == 1 && rec.type == MSNAP_REC_COUNTERS);
+    CHECK(rec.u.counters.t_ns == 78 && rec.u.counters.device == 1);
+    CHECK(rec.u.counters.reserved == 5 && rec.u.counters.device_used == BIG);
     CHECK(msnap_reader_next(r, &rec) == 1 && rec.type == MSNAP_REC_STATE_BEGIN);
     CHECK(rec.u.state_begin.t_ns == 88 && rec.u.state_begin.nlive == 2);
     CHECK(msnap_reader_next(r, &rec) == 1 && rec.type == MSNAP_REC_LIVE);
@@ -410,7 +419,7 @@ static void test_truncated_plain(void)
     }
     write_raw(tpath("cut.msnap"), text, n);
     full = count_records(tpath("cut.msnap"), err, &trunc, NULL);
-    CHECK(full == 1 + 6 + NEV + 5);
+    CHECK(full == 1 + 6 + NEV + 6);
 }
 
 static void test_truncated_zstd(void)

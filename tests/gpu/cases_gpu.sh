@@ -33,6 +33,12 @@ torch-default|torch-expandable)
         || fail "the recorder saw less than torch.cuda.memory_reserved()"
     "$SNAPCHECK" "$T/s.msnap" --stacks --trailer --min-events 10 --owner-marks libc10_cuda \
         || fail "reserved bytes from PyTorch's allocator differ from torch.cuda.memory_reserved()"
+    # the driver's used figure (NVML) was recorded and exceeds what was
+    # recorded (the context); the table by library is printed for the log
+    "$MEMSNAP" summary "$T/s.msnap" | sed -n '/against the driver/,/not explained/p'
+    "$MEMSNAP" summary --json "$T/s.msnap" > "$T/reconcile.json"
+    jq -e '[.reconcile[] | select(.device_used != null and .unexplained > 0)] | length >= 1' \
+        "$T/reconcile.json" > /dev/null || fail "no device used (NVML) in the counters, or none unexplained"
     if [ $case_name = torch-expandable ]; then
         printf 'expect oom 0\n' > "$T/expect"
         "$MEMSNAP" summary --json "$T/s.msnap" > "$T/summary.json" || true

@@ -1,0 +1,102 @@
+/* Where a device's memory went, two ways: reconciled with what the driver
+ * says is used (nvidia-smi's figure), by library; and by category
+ * (parameters, gradients, activations, ...).  `memsnap summary` prints
+ * both (text and JSON); the renderer can use the category rules directly
+ * (viz/category.h).
+ *
+ * Reconciliation, per device, at one moment: the "counters" record with
+ * the highest device_used whose time is not behind the last event read
+ * (so the replayed state is that of the moment; in a ring dump that is the
+ * last one), else the peak of recorded memory with "device used: not
+ * recorded".  At that moment:
+ *
+ *   device used      = recorded + unexplained
+ *   recorded         = sum over libraries of their live driver memory
+ *                      (cuMemAlloc/Pitch, cuMemCreate on the device,
+ *                      stream-ordered allocations), the library named by
+ *                      the allocating stack (cat_library)
+ *   PyTorch reserved = torch segment events live when the file has them,
+ *                      else the "PyTorch allocator" library's bytes
+ *   PyTorch allocated= torch blocks live (block_alloc/block_free, api torch)
+ *   unexplained      = device used - recorded: the CUDA context, module
+ *                      images, other processes (signed: NVML and the
+ *                      recorder read at slightly different instants)
+ *
+ * Categories, per device: each live allocation counts once, in the layer
+ * the user thinks in.  When the device has allocator blocks (PyTorch's or
+ * memsnap's), the blocks, plus driver memory of every other library (a
+ * cuBLAS workspace, NCCL buffers); the allocators' own driver memory is
+ * then the cache around the blocks and is left out.  Without blocks, every
+ * driver allocation.  Per category: its own peak, its bytes at the moment
+ * the categories together peaked, and at the first OOM of the device.
+ *
+ * It reads the file itself (one pass, after the caller's pass that filled
+ * the tables: stacks, modules and, at the end of the file, the sym lines
+ * that name Python and native frames).
+ */
+#ifndef MEMSNAP_CLI_BREAKDOWN_H
+#define MEMSNAP_CLI_BREAKDOWN_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "category.h"
+#include "memsnap/format.h"
+#include "symtab.h"
+
+#define BD_NDEV (MSNAP_MAX_DEVICES + 1) /* last slot: unknown device */
+#define BD_MAX_LIBS 32                  /* more are summed in the last */
+
+/* Memory of one device at the reconciliation moment. */
+typedef struct bd_moment {
+    int valid;
+    int used_recorded;         /* device_used known at this moment */
+    uint64_t t;
+    uint64_t device_used;
+    uint64_t recorded;
+    uint64_t torch_reserved, torch_allocated;
+    uint64_t by_lib[BD_MAX_LIBS];
+} bd_moment;
+
+/* Categories of one device. */
+typedef struct bd_cats {
+    uint64_t cur[CAT_MAX], peak[CAT_MAX];
+    uint64_t at_peak[CAT_MAX], at_oom[CAT_MAX];
+    uint64_t total, total_peak, total_peak_t, oom_t;
+    int oom_seen;
+} bd_cats;
+
+typedef struct bd_device {
+    int seen;
+    int torch_segments_seen, torch_blocks_seen, blocks_seen;
+    uint64_t recorded, torch_seg, torch_blk;   /* running */
+    uint64_t by_lib[BD_MAX_LIBS];              /* running */
+    bd_moment at_used, at_peak;
+    bd_cats blocks_view, driver_view;          /* see the file comment */
+} bd_device;
+
+typedef struct breakdown breakdown;
+
+/* A breakdown over the given rules (borrowed; they must outlive it).
+ * NULL when out of memory. */
+breakdown *bd_new(const cat_rules *rules);
+void bd_free(breakdown *b);
+
+/* Reads the snapshot at path, with stacks named from t (the tables of a
+ * pass over the same file).  0 ok; 2 with "PATH: why" in err. */
+int bd_read(breakdown *b, const char *path, const sm_symtab *t, char *err,
+            size_t errlen);
+
+/* Per-device results (NULL when dev is out of range). */
+const bd_device *bd_device_of(const breakdown *b, int dev);
+/* Name of a library slot ("" when unused). */
+const char *bd_lib_name(const breakdown *b, int lib);
+
+/* The reconciliation and category tables as text on stdout. */
+void bd_print_text(const breakdown *b);
+
+/* {"reconcile":[...],"categories":[...]} members added to root. */
+void bd_add_json(const breakdown *b, cJSON *root);
+
+#endif

@@ -1,0 +1,97 @@
+/* The simulated device's NVML: a stand-in for libnvidia-ml.so.1 that
+ * answers the few NVML calls the recorder makes, from the simulated
+ * device's own bookkeeping.
+ *
+ * Build output: ${MEMSNAP_SIMDEV_DIR}/libnvidia-ml.so.1, next to the
+ * simulated libcuda.so.1, so `memsnap run --sim-device` (which puts that
+ * folder first in LD_LIBRARY_PATH) gives the recorder an NVML to read.
+ *
+ * What it reports for a device: used = the simulated device's bytes in
+ * use (memsnap_sim_used: every allocation and physical handle) plus a
+ * fixed SIM_NVML_CONTEXT standing for what a real driver holds outside any
+ * allocation (the CUDA context, module images); total = the capacity plus
+ * that amount; free = total - used.  So on the simulated device the
+ * reconciliation in `memsnap summary` finds exactly SIM_NVML_CONTEXT bytes
+ * that no allocation explains, which its tests check.
+ *
+ * Devices are found by PCI bus id in the simulated driver's form
+ * "0000:NN:00.0" (NN = ordinal + 1, hex), case-insensitively, with or
+ * without the domain.  Calls before nvmlInit_v2 fail as in NVML.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "memsnap/simdev.h"
+
+#define SIM_NVML_CONTEXT (500ull << 20) /* keep in sync with docs/simdev.md */
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_FOUND 6
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef struct nvml_memory {          /* nvmlMemory_t (version 1) */
+    unsigned long long total, free, used;
+} nvml_memory;
+
+static int inits;                     /* nvmlInit_v2 minus nvmlShutdown */
+
+/* Handles are ordinal + 1 cast to a pointer (never NULL). */
+static int handle_dev(void *h)
+{
+    return (int)(intptr_t)h - 1;
+}
+
+/* nvmlInit_v2: always succeeds (reference counted, as in NVML). */
+EXPORT int nvmlInit_v2(void)
+{
+    inits++;
+    return NVML_SUCCESS;
+}
+
+/* nvmlShutdown: undoes one nvmlInit_v2. */
+EXPORT int nvmlShutdown(void)
+{
+    if (inits <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    inits--;
+    return NVML_SUCCESS;
+}
+
+/* nvmlDeviceGetHandleByPciBusId_v2: the simulated device whose
+ * cuDeviceGetPCIBusId is pci; NOT_FOUND for any other. */
+EXPORT int nvmlDeviceGetHandleByPciBusId_v2(const char *pci, void **h)
+{
+    if (inits <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!pci || !h)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (int d = 0; d < 64 && memsnap_sim_capacity(d); d++) {
+        char full[32], shortid[32];
+        snprintf(full, sizeof full, "0000:%02x:00.0", d + 1);
+        snprintf(shortid, sizeof shortid, "%02x:00.0", d + 1);
+        if (strcasecmp(pci, full) == 0 || strcasecmp(pci, shortid) == 0) {
+            *h = (void *)(intptr_t)(d + 1);
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+/* nvmlDeviceGetMemoryInfo: see the file comment. */
+EXPORT int nvmlDeviceGetMemoryInfo(void *h, nvml_memory *m)
+{
+    if (inits <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    int d = handle_dev(h);
+    if (!m || d < 0 || !memsnap_sim_capacity(d))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    m->total = memsnap_sim_capacity(d) + SIM_NVML_CONTEXT;
+    m->used = memsnap_sim_used(d) + SIM_NVML_CONTEXT;
+    m->free = m->total - m->used;
+    return NVML_SUCCESS;
+}
