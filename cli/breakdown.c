@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memsnap/human.h"
 #include "memsnap/u64map.h"
 #include "summary.h"
 
@@ -453,24 +454,24 @@ void bd_print_text(const breakdown *b)
                fmt_t(m->t, t, sizeof t));
         if (m->used_recorded)
             printf("  device used (NVML, nvidia-smi) %s\n",
-                   summary_fmt_size(m->device_used, a, sizeof a));
+                   msnap_size_text(m->device_used, a, sizeof a));
         else
             printf("  device used: not recorded (no NVML in the recording, or a "
                    "file from before format 1.1)\n");
         printf("  recorded, all libraries       %s\n",
-               summary_fmt_size(m->recorded, a, sizeof a));
+               msnap_size_text(m->recorded, a, sizeof a));
         int order[BD_MAX_LIBS];
         int n = libs_sorted(b, m, order);
         for (int i = 0; i < n; i++)
             printf("    %-27s %s\n", b->libs[order[i]],
-                   summary_fmt_size(m->by_lib[order[i]], a, sizeof a));
+                   msnap_size_text(m->by_lib[order[i]], a, sizeof a));
         printf("  PyTorch reserved              %s%s\n",
-               summary_fmt_size(torch_reserved(b, v, m), a, sizeof a),
+               msnap_size_text(torch_reserved(b, v, m), a, sizeof a),
                v->torch_segments_seen ? " (its segment events)"
                                       : " (driver memory from libc10_cuda)");
         if (v->torch_blocks_seen)
             printf("  PyTorch allocated             %s\n",
-                   summary_fmt_size(m->torch_allocated, a, sizeof a));
+                   msnap_size_text(m->torch_allocated, a, sizeof a));
         else
             printf("  PyTorch allocated             n/a (no torch block "
                    "events)\n");
@@ -480,7 +481,7 @@ void bd_print_text(const breakdown *b)
                                 : m->device_used - m->recorded;
             printf("  not explained by allocations  %s%s (device used - "
                    "recorded: CUDA context, module images, other processes)\n",
-                   neg ? "-" : "", summary_fmt_size(diff, a, sizeof a));
+                   neg ? "-" : "", msnap_size_text(diff, a, sizeof a));
         }
     }
     for (int dv = 0; dv < BD_NDEV; dv++) {
@@ -502,16 +503,16 @@ void bd_print_text(const breakdown *b)
                 continue;
             if (k->oom_seen)
                 printf("  %-18s %-12s %-14s %s\n", cat_name(b->rules, i),
-                       summary_fmt_size(k->peak[i], a, sizeof a),
-                       summary_fmt_size(k->at_peak[i], c, sizeof c),
-                       summary_fmt_size(k->at_oom[i], d, sizeof d));
+                       msnap_size_text(k->peak[i], a, sizeof a),
+                       msnap_size_text(k->at_peak[i], c, sizeof c),
+                       msnap_size_text(k->at_oom[i], d, sizeof d));
             else
                 printf("  %-18s %-12s %s\n", cat_name(b->rules, i),
-                       summary_fmt_size(k->peak[i], a, sizeof a),
-                       summary_fmt_size(k->at_peak[i], c, sizeof c));
+                       msnap_size_text(k->peak[i], a, sizeof a),
+                       msnap_size_text(k->at_peak[i], c, sizeof c));
         }
         printf("  %-18s %-12s at %s\n", "total",
-               summary_fmt_size(k->total_peak, a, sizeof a),
+               msnap_size_text(k->total_peak, a, sizeof a),
                fmt_t(k->total_peak_t, t, sizeof t));
     }
 }

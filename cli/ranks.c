@@ -3,6 +3,8 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+
+#include "memsnap/human.h"
 #include <string.h>
 
 #include "summary.h"
@@ -74,11 +76,11 @@ void ranks_print_text(const rank_file *f, int n)
         return;
     uint64_t d = f[hi].peak - f[nx].peak;
     (void)a;
-    printf("  by %s", summary_fmt_size(d, b, sizeof b));
+    printf("  by %s", msnap_size_text(d, b, sizeof b));
     if (f[nx].peak)
         printf(" (%.1f%%)", pct(f[hi].peak, f[nx].peak));
     printf(" above the next highest, %s (%s)\n", f[nx].path,
-           summary_fmt_size(f[nx].peak, c, sizeof c));
+           msnap_size_text(f[nx].peak, c, sizeof c));
     size_t idx[RANK_SHOWN];
     int k = d ? diff_sites(&f[hi], &f[nx], idx) : 0;
     if (k)
@@ -87,9 +89,9 @@ void ranks_print_text(const rank_file *f, int n)
         const rank_site *s = &f[hi].sites[idx[i]];
         uint64_t o = site_peak(&f[nx], s->label);
         printf("  +%-11s %s (peak %s vs %s)\n",
-               summary_fmt_size(s->peak - o, a, sizeof a), s->label,
-               summary_fmt_size(s->peak, b, sizeof b),
-               summary_fmt_size(o, c, sizeof c));
+               msnap_size_text(s->peak - o, a, sizeof a), s->label,
+               msnap_size_text(s->peak, b, sizeof b),
+               msnap_size_text(o, c, sizeof c));
     }
 }
 
