@@ -16,6 +16,12 @@ if [ "${1:-}" = --sanitize ]; then
     # recorder keep their state until exit on purpose.
     export ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    # A program that forks while another of its threads (the recorder's
+    # writer) is inside ASan's allocator gives the child a locked allocator:
+    # GCC 12's ASan runtime does not take its allocator lock around fork the
+    # way glibc's malloc does, so the child hangs about once in ten runs.
+    # The fork cases run in the normal pass; here they are left out.
+    set -- -E '^recorder\.(fork|fork-stop|python-fork)$' "$@"
 else
     build=${BUILD_DIR:-$root/build}
     BUILD_DIR=$build "$root/scripts/build.sh"
