@@ -8,8 +8,14 @@ steps (torch.cuda.synchronize() around each), and the median step time.
 The configurations run in ABAB order, ROUNDS rounds, in one invocation:
 
   plain           no recording
-  memsnap         memsnap run: driver level + PyTorch's allocated layer
-                  through the plugin, 32-frame native stacks (the default)
+  memsnap         memsnap run with its defaults: driver level + PyTorch's
+                  allocated layer through the plugin; PyTorch's block
+                  allocations with 4 native frames + the Python frames,
+                  its frees without a stack
+  memsnap-full    the same with MEMSNAP_TORCH_FREE_STACKS=1 and
+                  MEMSNAP_TORCH_NATIVE_DEPTH=32: every PyTorch event with
+                  a stack, allocations unwound 32 native frames deep (what
+                  the defaults save: memsnap-full - memsnap)
   memsnap-nostack the same with --stack-depth 0
   memsnap-driver  memsnap run with MEMSNAP_TORCH=off: driver level only
   hist-python     torch.cuda.memory._record_memory_history(stacks='python')
@@ -33,7 +39,7 @@ import sys
 import tempfile
 import time
 
-MODES = ["plain", "memsnap", "memsnap-nostack", "memsnap-driver", "hist-python", "hist-all"]
+MODES = ["plain", "memsnap", "memsnap-full", "memsnap-nostack", "memsnap-driver", "hist-python", "hist-all"]
 
 
 def worker(mode, steps, warmup):
@@ -117,6 +123,9 @@ def main():
                 pre = [a.memsnap, "run", "-q", "-o", out]
                 if m == "memsnap-nostack":
                     pre += ["--stack-depth", "0"]
+                if m == "memsnap-full":
+                    env["MEMSNAP_TORCH_FREE_STACKS"] = "1"
+                    env["MEMSNAP_TORCH_NATIVE_DEPTH"] = "32"
                 if m == "memsnap-driver":
                     env["MEMSNAP_TORCH"] = "off"
                 cmd = pre + ["--"] + cmd

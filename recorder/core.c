@@ -131,28 +131,18 @@ int core_stack_get(uint32_t id, const uint64_t **ips)
 
 uint64_t core_stacks_dropped(void) { return g_stacks_ready ? stacktab_dropped(&g_stacks) : 0; }
 
-__attribute__((noinline)) uint32_t core_capture_stack(void)
+/* Captures up to keep native frames (own_frames of ours above them are
+ * unwound and dropped) merged with the Python frames py[0..np). */
+static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_frames, const uint64_t *py, const uint16_t *grp,
+                        int np)
 {
-    if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
-        return 0;
-    /* A thread running Python: its Python frames first (pyframes.c).  They
-     * say more than the native frames above the innermost eval loop, so
-     * fewer native frames are unwound then (python_native_depth). */
-    uint64_t py[MSNAP_MAX_FRAMES];
-    uint16_t grp[MSNAP_MAX_FRAMES];
-    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES);
-    int keep = g_cfg.stack_depth;
-    if (np > 0 && g_cfg.py_native_depth < keep)
-        keep = g_cfg.py_native_depth;
-    /* Our own frames on top (this function, the recording helper, the hook,
-     * the wrapper) are skipped below: ask for only a few more than kept,
-     * since unwinding costs per frame. */
     void *raw[MSNAP_MAX_FRAMES + OWN_FRAMES_MAX];
-    int want = keep + OWN_FRAMES_MAX;
-    int n = unw_backtrace(raw, want);
-    int skip = 0;
-    while (skip < n && core_is_own_code(raw[skip]))
-        skip++;
+    int n = 0, skip = 0;
+    if (keep > 0) {
+        n = unw_backtrace(raw, keep + own_frames);
+        while (skip < n && core_is_own_code(raw[skip]))
+            skip++;
+    }
     int depth = n - skip;
     if (depth > keep)
         depth = keep;
@@ -168,6 +158,40 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
     for (int i = 0; i < depth; i++)
         ips[i] = (uint64_t)(uintptr_t)raw[skip + i];
     return stacktab_intern(&g_stacks, ips, depth);
+}
+
+__attribute__((noinline)) uint32_t core_capture_stack(void)
+{
+    if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
+        return 0;
+    /* A thread running Python: its Python frames first (pyframes.c).  They
+     * say more than the native frames above the innermost eval loop, so
+     * fewer native frames are unwound then (python_native_depth). */
+    uint64_t py[MSNAP_MAX_FRAMES];
+    uint16_t grp[MSNAP_MAX_FRAMES];
+    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES);
+    int keep = g_cfg.stack_depth;
+    if (np > 0 && g_cfg.py_native_depth < keep)
+        keep = g_cfg.py_native_depth;
+    /* Our own frames on top (this function, the recording helper, the hook,
+     * the wrapper) are skipped in capture(): ask for only a few more than
+     * kept, since unwinding costs per frame. */
+    return capture(keep, OWN_FRAMES_MAX, py, grp, np);
+}
+
+__attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own_frames)
+{
+    if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
+        return 0;
+    uint64_t py[MSNAP_MAX_FRAMES];
+    uint16_t grp[MSNAP_MAX_FRAMES];
+    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES);
+    int keep = native_keep < g_cfg.stack_depth ? native_keep : g_cfg.stack_depth;
+    if (keep < 0)
+        keep = 0;
+    if (own_frames < 0 || own_frames > OWN_FRAMES_MAX)
+        own_frames = OWN_FRAMES_MAX;
+    return capture(keep, own_frames, py, grp, np);
 }
 
 /* ---- string table ---------------------------------------------------------------

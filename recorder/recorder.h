@@ -59,6 +59,8 @@ typedef struct rec_config {
                                  2 only on threads that hold the GIL */
     int py_depth;             /* Python frames kept per stack */
     int py_native_depth;      /* native frames per stack when it has Python frames */
+    int torch_native_depth;   /* native frames of a PyTorch block/segment allocation */
+    int torch_free_stacks;    /* 1: PyTorch's frees carry a stack too */
 } rec_config;
 
 extern rec_config g_cfg;
@@ -107,6 +109,12 @@ static inline int core_recording(void)
 
 /* Captures the caller's native stack and returns its id (0 = none). */
 uint32_t core_capture_stack(void);
+
+/* The same with at most native_keep native frames (also when the stack has
+ * Python frames, which then follow the native ones) and own_frames frames
+ * of the recorder above the caller's, so that only what is kept is unwound.
+ * native_keep 0 with Python frames: no unwinding at all. */
+uint32_t core_capture_stack_n(int native_keep, int own_frames);
 
 /* Interns a string (NVTX message, dump reason); 0 when the table is full. */
 uint32_t core_intern(const char *s);

@@ -271,6 +271,10 @@ void torch_on_driver_alloc_slow(void)
 
 /* ---- the entry point ----------------------------------------------------- */
 
+/* Frames of ours above the plugin's callback: core_capture_stack_n and
+ * memsnap_trace_torch (torch_stack is inlined), one spare. */
+#define TORCH_OWN_FRAMES 3
+
 static const uint16_t torch_action[9] = {
     [MEMSNAP_TORCH_ALLOC] = MSNAP_A_BLOCK_ALLOC,
     [MEMSNAP_TORCH_FREE_REQUESTED] = MSNAP_A_BLOCK_FREE_REQUESTED,
@@ -281,6 +285,30 @@ static const uint16_t torch_action[9] = {
     [MEMSNAP_TORCH_SEGMENT_UNMAP] = MSNAP_A_SEGMENT_UNMAP,
     [MEMSNAP_TORCH_OOM] = MSNAP_A_OOM,
 };
+
+/* The stack an event of PyTorch's gets (0 = none).  Frees name no site of
+ * their own: readers attribute a free to the live block's allocation, whose
+ * stack they show, so frees record none unless MEMSNAP_TORCH_FREE_STACKS=1.
+ * Allocations keep the Python frames in full and only
+ * MEMSNAP_TORCH_NATIVE_DEPTH native frames (the plugin's callback and c10's
+ * allocator): unwinding through libtorch to the eval loop was most of an
+ * event's cost.  An OOM gets the usual full capture. */
+static uint32_t torch_stack(int action)
+{
+    switch (action) {
+    case MEMSNAP_TORCH_FREE_REQUESTED:
+    case MEMSNAP_TORCH_FREE_COMPLETED:
+    case MEMSNAP_TORCH_SEGMENT_FREE:
+    case MEMSNAP_TORCH_SEGMENT_UNMAP:
+        if (!g_cfg.torch_free_stacks)
+            return 0;
+        return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES);
+    case MEMSNAP_TORCH_OOM:
+        return core_capture_stack();
+    default:
+        return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES);
+    }
+}
 
 MSNAP_EXPORT void memsnap_trace_torch(int action, int device, uint64_t addr, uint64_t size,
                                       uint64_t stream, uint64_t pool, uint64_t requested)
@@ -311,7 +339,7 @@ MSNAP_EXPORT void memsnap_trace_torch(int action, int device, uint64_t addr, uin
             e.aux2 = requested;
         }
     }
-    e.stack = core_capture_stack();
+    e.stack = torch_stack(action);
     core_emit(&e, action == MEMSNAP_TORCH_OOM);
     t_in_hook--;
 }

@@ -10,7 +10,13 @@
 #                 that allocation's own block is recorded;
 #   bad-settings  MEMSNAP_TORCH=bogus: one line, recording off, program
 #                 unchanged; memsnap run refuses it (exit 2);
-#   off           MEMSNAP_TORCH=off: no look for PyTorch, no line.
+#   off           MEMSNAP_TORCH=off: no look for PyTorch, no line;
+#   pystacks      entries made from Python (pystacks.py): by default the
+#                 alloc has <= 4 native frames then the Python frames, the
+#                 frees no stack; MEMSNAP_TORCH_FREE_STACKS=1 and
+#                 MEMSNAP_TORCH_NATIVE_DEPTH turn each back on; bad values
+#                 of both are refused (memsnap run: exit 2; by hand: one
+#                 line, recording off, the program unchanged).
 # Files are written uncompressed and read with python3 (tests/torch/check.py).
 set -u
 case_name=${1:?case}
@@ -78,6 +84,36 @@ off)
         "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 2 0 > "$T/out" 2> "$T/err" || fail "torch_test: $(cat "$T/err")"
     grep -q "PyTorch" "$T/err" && fail "looked for PyTorch with MEMSNAP_TORCH=off: $(cat "$T/err")"
     check refused "$T/s.msnap" "$T/out"
+    ;;
+pystacks)
+    python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null ||
+        { echo "SKIP: Python frames need python3 3.11 or later"; exit 77; }
+    P=(python3 "$here/pystacks.py" "$DEEP_LIB" 12)
+    run -o "$T/d.msnap" -- "${P[@]}" > "$T/out" 2> "$T/err" || fail "default: $(cat "$T/err")"
+    grep -qx "pystacks done" "$T/out" || fail "output changed"
+    check pystacks "$T/d.msnap" 0 4
+    MEMSNAP_TORCH_FREE_STACKS=1 run -o "$T/f.msnap" -- "${P[@]}" > /dev/null 2> "$T/err" || fail "free stacks"
+    check pystacks "$T/f.msnap" 1 4
+    MEMSNAP_TORCH_NATIVE_DEPTH=32 run -o "$T/n.msnap" -- "${P[@]}" > /dev/null 2> "$T/err" || fail "native 32"
+    check pystacks "$T/n.msnap" 0 32
+    MEMSNAP_TORCH_NATIVE_DEPTH=0 run -o "$T/z.msnap" -- "${P[@]}" > /dev/null 2> "$T/err" || fail "native 0"
+    check pystacks "$T/z.msnap" 0 0
+    for bad in "MEMSNAP_TORCH_FREE_STACKS=yes|expected 0 or 1" \
+               "MEMSNAP_TORCH_NATIVE_DEPTH=129|expected an integer from 0 to 128" \
+               "MEMSNAP_TORCH_NATIVE_DEPTH=-1|expected an integer from 0 to 128"; do
+        kv=${bad%%|*}; want=${bad#*|}
+        env "$kv" "$MEMSNAP" run -o "$T/bad.msnap" -- true 2> "$T/err"; rc=$?
+        [ $rc = 2 ] || fail "memsnap run with $kv: exit $rc, expected 2"
+        env "$kv" LD_PRELOAD="$MEMSNAP_LIB" LD_LIBRARY_PATH="$MEMSNAP_SIMDEV_DIR" \
+            MEMSNAP_OUTPUT="$T/bad.msnap" "$TORCH_TEST" c10 "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 2 4 \
+            > /dev/null 2> "$T/err"; rc=$?
+        [ $rc = 4 ] || fail "$kv changed the program's exit code to $rc"
+        [ "$(wc -l < "$T/err")" = 1 ] || fail "$kv: expected one line, got: $(cat "$T/err")"
+        grep -q "${kv%%=*}=\"${kv#*=}\" is not valid ($want); recording off" "$T/err" \
+            || fail "$kv: unclear message: $(cat "$T/err")"
+        [ ! -e "$T/bad.msnap" ] || fail "$kv: a file was written with recording off"
+    done
+    echo "pystacks: all passed"
     ;;
 *) fail "unknown case $case_name" ;;
 esac

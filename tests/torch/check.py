@@ -4,6 +4,9 @@ torch_test printed ("key value" lines).
 
   check.py api|api-ring|refused|loaded SNAP OUT   exit 0 when the snapshot is right,
                                          else 1 with the reason
+  check.py pystacks SNAP FREE NATIVE     the stacks of pystacks.py's events, with
+                                         MEMSNAP_TORCH_FREE_STACKS=FREE and
+                                         MEMSNAP_TORCH_NATIVE_DEPTH=NATIVE
   check.py buildid ELF                   prints the GNU build-id (hex)
 Prints "N passed, 0 failed" on success, as the other case scripts do.
 """
@@ -50,6 +53,57 @@ def load(path):
     return events, states, strs
 
 
+def load_stacks(path):
+    """{stack id: [ip, ...]} of a plain snapshot."""
+    stacks = {}
+    for line in open(path):
+        if '"type":"stack"' in line and line.endswith("\n"):
+            o = json.loads(line)
+            stacks[o["id"]] = [int(x, 16) for x in o["ips"]]
+    return stacks
+
+
+def load_syms(path):
+    """{ip: function name} of the sym lines of a plain snapshot."""
+    syms = {}
+    for line in open(path):
+        if '"type":"sym"' in line and line.endswith("\n"):
+            o = json.loads(line)
+            syms[int(o["ip"], 16)] = o.get("fn", "")
+    return syms
+
+
+def pystacks(c, snap, free_stacks, native):
+    """Checks the stacks of pystacks.py's events: the block_alloc has native
+    frames (at most `native`; exactly none when 0) and py_level3, py_level2,
+    py_level1 in that order (after every native frame when native <= 4); the frees
+    have a stack only when free_stacks."""
+    events, _, _ = load(snap)
+    torch = [e for e in events if e.get("f") == "torch"]
+    stacks, syms = load_stacks(snap), load_syms(snap)
+    c.eq("actions", [e["a"] for e in torch], ["block_alloc", "block_free_requested", "block_free"])
+    ips = stacks.get(torch[0].get("k", 0), [])
+    py = [i for i, ip in enumerate(ips) if ip >> 63]
+    nat = [i for i, ip in enumerate(ips) if not ip >> 63]
+    names = [syms.get(ips[i], "") for i in py]
+    c.eq("Python frames of the alloc", names[:3], ["py_level3", "py_level2", "py_level1"])
+    # Cut native frames end before the eval loop: the Python frames follow
+    # them all.  Deep ones reach it and the Python frames stand in its place.
+    if native <= 4:
+        c.eq("native frames come first", not nat or max(nat) < min(py), True)
+    else:
+        c.eq("the innermost frame is native", bool(nat) and nat[0] == 0, True)
+    if native == 0:
+        c.eq("native frames with MEMSNAP_TORCH_NATIVE_DEPTH=0", len(nat), 0)
+    elif native <= 4:
+        c.eq("native frames at most %d" % native, 1 <= len(nat) <= native, True)
+    else:
+        c.eq("more than 4 native frames with MEMSNAP_TORCH_NATIVE_DEPTH=%d" % native,
+             4 < len(nat) <= native, True)
+    for e in torch[1:]:
+        c.eq("%s has a stack" % e["a"], e.get("k", 0) > 0, bool(free_stacks))
+
+
 class Checker:
     def __init__(self):
         self.n = 0
@@ -64,6 +118,11 @@ class Checker:
 def main():
     if sys.argv[1] == "buildid":
         print(build_id(sys.argv[2]))
+        return 0
+    if sys.argv[1] == "pystacks":   # pystacks SNAP FREE_STACKS NATIVE_DEPTH
+        c = Checker()
+        pystacks(c, sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        print("%d passed, 0 failed" % c.n)
         return 0
     mode, snap, outp = sys.argv[1:4]
     out = dict(l.split() for l in open(outp) if l.strip())
@@ -84,7 +143,14 @@ def main():
         c.eq("segment_map", (torch[5]["p"], torch[5]["n"]), (seg + (2 << 20), 2 << 20))
         oom = torch[7]
         c.eq("oom", (oom["n"], oom.get("x"), oom.get("p"), oom.get("r")), (1 << 40, 12345, None, 2))
-        c.eq("every torch event has a stack", all(e.get("k", 0) > 0 for e in torch), True)
+        frees = ("block_free_requested", "block_free", "segment_free", "segment_unmap")
+        c.eq("allocations, maps and the oom have a stack",
+             all(e.get("k", 0) > 0 for e in torch if e["a"] not in frees), True)
+        c.eq("frees have no stack (MEMSNAP_TORCH_FREE_STACKS=0)",
+             [e["a"] for e in torch if e["a"] in frees and e.get("k", 0)], [])
+        stacks = load_stacks(snap)
+        c.eq("at most 4 native frames on a block_alloc (MEMSNAP_TORCH_NATIVE_DEPTH=4)",
+             [len(stacks[e["k"]]) <= 4 for e in torch if e["a"] == "block_alloc"], [True, True])
         i = events.index(oom)
         dumps = [e for e in events[i:] if e["a"] == "dump"]
         c.eq("a dump after the torch oom", bool(dumps) and strs.get(dumps[0].get("x")), "oom")

@@ -1,0 +1,45 @@
+"""What one PyTorch trace entry costs the recorder when it comes from Python,
+as in a training step, without PyTorch or a GPU: Python code --pydepth frames
+deep calls deep_trace() (bench_torch_deep.c) through ctypes, which recurses
+--native-depth C frames and makes trace entries through memsnap_trace_torch
+as PyTorch's allocator does (alloc, free_requested, free_completed per block).
+ctypes.CDLL releases the GIL around the call, as PyTorch does around every
+op (--gil keeps it: ctypes.PyDLL).  Batches of --pairs blocks, a 2 ms pause
+after each (the writer drains the queue then, as between a step's bursts);
+prints the median and 5th percentile ns per event over the batches.
+usage: memsnap run -- python3 bench_torch_py.py LIB [--pydepth 25]
+       [--native-depth 30] [--pairs 100] [--batches 300] [--gil]"""
+import argparse
+import ctypes
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("lib")
+ap.add_argument("--pydepth", type=int, default=25)
+ap.add_argument("--native-depth", type=int, default=30)
+ap.add_argument("--pairs", type=int, default=100)
+ap.add_argument("--batches", type=int, default=300)
+ap.add_argument("--gil", action="store_true")
+a = ap.parse_args()
+lib = (ctypes.PyDLL if a.gil else ctypes.CDLL)(a.lib)
+fn = lib.deep_trace
+fn.argtypes = [ctypes.c_int, ctypes.c_int]
+
+
+def batches():
+    times = []
+    for _ in range(a.batches):
+        t0 = time.perf_counter_ns()
+        fn(a.native_depth, a.pairs)
+        times.append((time.perf_counter_ns() - t0) / (3 * a.pairs))
+        time.sleep(0.002)
+    return times
+
+
+def deep(d):
+    return batches() if d <= 1 else deep(d - 1)
+
+
+t = sorted(deep(a.pydepth))
+print(f"ns/event median {t[len(t) // 2]:.1f} p5 {t[len(t) // 20]:.1f}"
+      f" (python depth {a.pydepth}, native depth {a.native_depth}, {'GIL held' if a.gil else 'GIL released'})")
