@@ -79,6 +79,8 @@ MS_EXPORT int memsnap_alloc_create(const memsnap_alloc_config *cfg, int device,
         rc = MEMSNAP_ALLOC_ERR_NOMEM;
         goto err;
     }
+    if ((rc = ms_driver_check(&a->drv, "memsnap_alloc_create")) != MEMSNAP_ALLOC_OK)
+        goto err;
     CUresult cr = a->drv.cuInit(0);
     if (cr != CUDA_SUCCESS) {
         rc = ms_driver_error(&a->drv, "cuInit", cr);

@@ -159,6 +159,8 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
         rc = MEMSNAP_ALLOC_ERR_NOMEM;
         goto err;
     }
+    if ((rc = ms_driver_check(&p->drv, "memsnap_blockpool_create")) != MEMSNAP_ALLOC_OK)
+        goto err;
     if ((cr = p->drv.cuInit(0)) != CUDA_SUCCESS) {
         rc = ms_driver_error(&p->drv, "cuInit", cr);
         goto err;

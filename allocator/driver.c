@@ -1,9 +1,13 @@
 /* driver.c: the allocator's contact with the outside world.
  *
- *  - The default driver table: the addresses of the libcuda functions this
- *    library is linked against.  Taking them through the dynamic linker (not
- *    dlopen) means an LD_PRELOADed recorder interposes them: the allocator's
- *    segments and pages are recorded as the reserved layer for free.
+ *  - The default driver table: libcuda.so.1 opened with dlopen and each
+ *    function looked up with dlsym, once, on first use.  The library does not
+ *    name libcuda.so.1 as a needed library, so a program linking it starts
+ *    (and can print its --help) on a machine without the driver; the
+ *    allocator then fails to create with a one-line error.  An LD_PRELOADed
+ *    recorder still sees every call: it interposes dlsym and hands back its
+ *    wrappers for the names it records, so the allocator's segments and
+ *    pages are recorded as the reserved layer for free.
  *  - Context entry: driver calls run in the allocator's context; when the
  *    calling thread has another one current, ours is pushed for the call.
  *  - The recorder hooks (memsnap_trace_block, memsnap_annotate), found with
@@ -12,43 +16,77 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <string.h>
 
 #include "internal.h"
 
-static const memsnap_alloc_driver default_driver = {
-    .cuInit = cuInit,
-    .cuCtxGetCurrent = cuCtxGetCurrent,
-    .cuCtxPushCurrent_v2 = cuCtxPushCurrent_v2,
-    .cuCtxPopCurrent_v2 = cuCtxPopCurrent_v2,
-    .cuCtxGetDevice = cuCtxGetDevice,
-    .cuCtxSynchronize = cuCtxSynchronize,
-    .cuDevicePrimaryCtxRetain = cuDevicePrimaryCtxRetain,
-    .cuDevicePrimaryCtxRelease_v2 = cuDevicePrimaryCtxRelease_v2,
-    .cuDeviceTotalMem_v2 = cuDeviceTotalMem_v2,
-    .cuMemGetInfo_v2 = cuMemGetInfo_v2,
-    .cuMemAlloc_v2 = cuMemAlloc_v2,
-    .cuMemFree_v2 = cuMemFree_v2,
-    .cuMemAddressReserve = cuMemAddressReserve,
-    .cuMemAddressFree = cuMemAddressFree,
-    .cuMemCreate = cuMemCreate,
-    .cuMemRelease = cuMemRelease,
-    .cuMemMap = cuMemMap,
-    .cuMemUnmap = cuMemUnmap,
-    .cuMemSetAccess = cuMemSetAccess,
-    .cuMemGetAllocationGranularity = cuMemGetAllocationGranularity,
-    .cuEventCreate = cuEventCreate,
-    .cuEventRecord = cuEventRecord,
-    .cuEventQuery = cuEventQuery,
-    .cuEventSynchronize = cuEventSynchronize,
-    .cuEventDestroy_v2 = cuEventDestroy_v2,
-    .cuStreamSynchronize = cuStreamSynchronize,
-};
+/* The table's fields, in declaration order: one list for filling the default
+ * table and for checking a table before use. */
+#define MS_DRIVER_FUNCS(X)                                                          \
+    X(cuInit) X(cuCtxGetCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)       \
+    X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuDevicePrimaryCtxRetain)              \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuDeviceTotalMem_v2) X(cuMemGetInfo_v2)      \
+    X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAddressReserve) X(cuMemAddressFree)    \
+    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)     \
+    X(cuMemGetAllocationGranularity) X(cuEventCreate) X(cuEventRecord)             \
+    X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy_v2) X(cuStreamSynchronize)
+
+static memsnap_alloc_driver default_driver;   /* all NULL until filled */
+static CUresult (*default_error_name)(CUresult, const char **);
+static char default_why[256];                 /* why the table is empty */
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+/* Fills default_driver from libcuda.so.1, all or nothing: on any failure the
+ * table stays all NULL and default_why says what was missing.  The handle is
+ * kept open for the life of the process. */
+static void default_driver_load(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(default_why, sizeof default_why, "cannot load libcuda.so.1 (%s)",
+                 e ? e : "not found");
+        return;
+    }
+    memsnap_alloc_driver t;
+#define MS_LOOKUP(f)                                                                \
+    *(void **)&t.f = dlsym(h, #f);                                                  \
+    if (!t.f) {                                                                     \
+        snprintf(default_why, sizeof default_why, "libcuda.so.1 has no %s", #f);    \
+        return;                                                                     \
+    }
+    MS_DRIVER_FUNCS(MS_LOOKUP)
+#undef MS_LOOKUP
+    *(void **)&default_error_name = dlsym(h, "cuGetErrorName");
+    default_driver = t;
+}
 
 MS_EXPORT const memsnap_alloc_driver *memsnap_alloc_driver_default(void)
 {
+    pthread_once(&default_once, default_driver_load);
     return &default_driver;
+}
+
+/* MEMSNAP_ALLOC_OK when every function of drv is set; else an error naming
+ * the first missing one (or why libcuda.so.1 could not be used), with the
+ * message set as coming from `who`. */
+int ms_driver_check(const memsnap_alloc_driver *drv, const char *who)
+{
+#define MS_CHECK(f)                                                                 \
+    if (!drv->f) {                                                                  \
+        pthread_once(&default_once, default_driver_load);                           \
+        if (default_why[0] && !default_driver.cuInit)                               \
+            ms_set_error("%s: no CUDA driver: %s", who, default_why);              \
+        else                                                                        \
+            ms_set_error("%s: the driver table has no %s", who, #f);                \
+        return MEMSNAP_ALLOC_ERR_DRIVER;                                            \
+    }
+    MS_DRIVER_FUNCS(MS_CHECK)
+#undef MS_CHECK
+    return MEMSNAP_ALLOC_OK;
 }
 
 static __thread char tls_error[512];
@@ -77,8 +115,9 @@ int ms_driver_error(const memsnap_alloc_driver *drv, const char *fn, CUresult rc
     (void)drv;
     const char *name = NULL;
     /* cuGetErrorName is not in the table (it cannot fail in an interesting
-     * way); call it directly. */
-    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name)
+     * way); it comes from the same libcuda.so.1 as the default table. */
+    pthread_once(&default_once, default_driver_load);
+    if (!default_error_name || default_error_name(rc, &name) != CUDA_SUCCESS || !name)
         name = "unknown error";
     ms_set_error("memsnap_alloc: %s failed: %s (%d)", fn, name, (int)rc);
     return ms_is_oom(rc) ? MEMSNAP_ALLOC_ERR_OOM : MEMSNAP_ALLOC_ERR_DRIVER;

@@ -169,6 +169,7 @@ struct memsnap_alloc {
 /* driver.c */
 MS_HIDDEN void ms_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 MS_HIDDEN int ms_driver_error(const memsnap_alloc_driver *drv, const char *fn, CUresult rc);
+MS_HIDDEN int ms_driver_check(const memsnap_alloc_driver *drv, const char *who);
 MS_HIDDEN CUmemAllocationProp ms_device_prop(int device);
 MS_HIDDEN int ms_vmm_granularity(const memsnap_alloc_driver *drv, int device, size_t *g);
 MS_HIDDEN int ms_ctx_acquire(const memsnap_alloc_driver *drv, int device, CUcontext *ctx,

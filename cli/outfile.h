@@ -1,7 +1,8 @@
-/* Output files of the CLI (symbolize -o, export -o) are never opened in
- * place: a new file is created (O_EXCL) as PATH.tmp.XXXXXX in the target's
- * folder and renamed over PATH when complete, so an existing file or a hard
- * link at PATH is replaced, never truncated or written through, and a
+/* Output files of the CLI (symbolize -o, export -o, the render and compare
+ * PNGs through viz/canvas.c, replay -o through interop/replay.c) are never
+ * opened in place: a new file is created (O_EXCL) as PATH.tmp.XXXXXX in the
+ * target's folder and renamed over PATH when complete, so an existing file
+ * or a hard link at PATH is replaced, never truncated or written through, and a
  * failure leaves PATH as it was.  A device or FIFO at PATH (/dev/null, a
  * named pipe) is written in place; a symlink at PATH is replaced, its target
  * left alone. */

@@ -31,8 +31,8 @@
  *
  * How the device is simulated for the memsnap engine: in-process.  The
  * simulated libcuda.so.1 is dlopen'ed (RTLD_GLOBAL) and then
- * libmemsnap_alloc.so, whose DT_NEEDED libcuda.so.1 is satisfied by the
- * already loaded simulation (the loader matches the SONAME), so the CLI
+ * libmemsnap_alloc.so, whose dlopen("libcuda.so.1") finds the already
+ * loaded simulation (the loader matches the SONAME), so the CLI
  * itself never links to a driver.  Paths: $MEMSNAP_SIMDEV_LIB and
  * $MEMSNAP_ALLOC_LIB, else ../simdev/libcuda.so.1 and
  * ../lib/libmemsnap_alloc.so next to the memsnap binary (the build tree
@@ -74,6 +74,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "../cli/outfile.h"
 #include "memsnap/alloc.h"
 #include "torchalloc.h"
 
@@ -666,6 +667,7 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
     int rc = -1, more, fd = -1;
     msnap_reader *in = NULL;
     char perr[256];
+    char out_tmp[PATH_MAX + 32] = ""; /* the new snapshot's temporary name (outfile.h) */
     if (g->torch) {
         ta_config_default(&g->tcfg);
         if (ta_config_parse(&g->tcfg, conf, perr, sizeof perr)) {
@@ -715,7 +717,8 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
         goto done;
     }
     if (opt->out_path) {
-        int ofd = open(opt->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        /* never written in place: a new file renamed over out_path at the end */
+        int ofd = cli_out_create(opt->out_path, out_tmp, sizeof out_tmp);
         if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 0))) {
             snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
             if (ofd >= 0)
@@ -946,6 +949,13 @@ done:
     }
     if (r->wfail && !rc) {
         snprintf(err, errlen, "%s: cannot write", opt->out_path);
+        rc = -1;
+    }
+    /* complete: renamed into place; failed: the old file stays as it was */
+    if (rc)
+        cli_out_discard(out_tmp);
+    else if (cli_out_commit(out_tmp, opt->out_path)) {
+        snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
         rc = -1;
     }
     for (int d = 0; d < NDEV; d++) {

@@ -1,13 +1,17 @@
 /* canvas: see canvas.h.  Plain loops over an RGB byte array; libpng only
- * for the final write (the simplified png_image API). */
+ * for the final write (the simplified png_image API), into a new file that
+ * is renamed over the output path when complete (cli/outfile.h). */
 #include "canvas.h"
 
+#include <errno.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "font.h"
+#include "../cli/outfile.h"
 
 int canvas_init(canvas *c, int w, int h, uint32_t bg)
 {
@@ -202,10 +206,28 @@ int canvas_write_png(const canvas *c, const char *path, char *err,
     img.width = (png_uint_32)c->w;
     img.height = (png_uint_32)c->h;
     img.format = PNG_FORMAT_RGB;
-    if (!png_image_write_to_file(&img, path, 0, c->px, 0, NULL)) {
+    /* never written in place: a new file renamed over path (outfile.h) */
+    char tmp[4096 + 32];
+    int fd = cli_out_create(path, tmp, sizeof tmp);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        cli_out_discard(tmp);
+        return -1;
+    }
+    int ok = png_image_write_to_stdio(&img, f, 0, c->px, 0, NULL);
+    int werr = fclose(f) != 0 ? errno : 0;
+    if (!ok || werr) {
         snprintf(err, errlen, "%s: cannot write the PNG (%s)", path,
-                 img.message[0] ? img.message : "libpng error");
+                 !ok && img.message[0] ? img.message : werr ? strerror(werr) : "libpng error");
         png_image_free(&img);
+        cli_out_discard(tmp);
+        return -1;
+    }
+    if (cli_out_commit(tmp, path)) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
         return -1;
     }
     return 0;

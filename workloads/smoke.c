@@ -12,6 +12,9 @@
  * NVTX ranges mark "step N" phases.  Memory is touched with cuMemsetD8.
  *
  *   memsnap-smoke [STEPS]   (default 24)
+ *
+ * The driver is opened with dlopen after the arguments are checked
+ * (cudrv.h), so --help works without one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,8 @@
 
 #include <cuda.h>
 #include <nvtx3/nvToolsExt.h>
+
+#include "cudrv.h"
 
 #define MiB (1ull << 20)
 
@@ -99,9 +104,26 @@ __attribute__((noinline)) static void optimizer_step(CUdeviceptr va, int pages, 
 
 int main(int argc, char **argv)
 {
+    static const char usage_text[] =
+        "usage: memsnap-smoke [STEPS]   (1..100000, default 24)\n"
+        "\n"
+        "A driver-API program with the memory shape of a training loop: a floor of\n"
+        "weights, a per-step sawtooth of activations, a stream-ordered workspace, an\n"
+        "expandable pool and a slow leak.  Needs a CUDA driver (libcuda.so.1; the\n"
+        "simulated one with memsnap run --sim-device).  Exit status: 0 finished,\n"
+        "1 a driver call failed, 2 usage or no CUDA driver.\n";
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
     int steps = argc > 1 ? atoi(argv[1]) : 24;
     if (steps <= 0 || steps > 100000) {
         fprintf(stderr, "usage: memsnap-smoke [STEPS]   (1..100000, default 24)\n");
+        return 2;
+    }
+    char why[300];
+    if (cudrv_load(why, sizeof why) != 0) {
+        fprintf(stderr, "memsnap-smoke: %s\n", why);
         return 2;
     }
     CUdevice dev;

@@ -333,7 +333,8 @@ int main(void)
     CUdevice dev;
     CUcontext ctx;
     char name[128] = "";
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+    if (cudrv_load(NULL, 0) != 0 || cuInit(0) != CUDA_SUCCESS ||
+        cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
         cuDeviceGetName(name, sizeof name, dev) != CUDA_SUCCESS || strstr(name, "simulated")) {
         printf("SKIP: no real CUDA GPU\n");
         return 77;

@@ -26,6 +26,9 @@
 #include <cuda.h>
 
 #include "memsnap/alloc.h"
+/* after alloc.h, whose driver table has fields named like the functions: the
+ * driver calls go through a table filled with dlopen */
+#include "cudrv.h"
 
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
@@ -35,6 +38,7 @@
 #define DECODE_EXIT_OK 0
 #define DECODE_EXIT_ERROR 1 /* a driver or allocator failure that is not an OOM */
 #define DECODE_EXIT_USAGE 2 /* bad command line */
+#define DECODE_EXIT_NODRIVER 2 /* libcuda.so.1 missing or incomplete (bad environment) */
 #define DECODE_EXIT_OOM 3   /* an allocation failed for lack of memory */
 
 /* ------------------------------------------------------------------ shape */

@@ -59,8 +59,8 @@ static const char usage_text[] =
     "  -q, --quiet         no progress lines\n"
     "  -h, --help          this text\n"
     "\n"
-    "Prints one summary line.  Exit status: 0 finished, 3 out of memory, 2 usage,\n"
-    "1 other failure.\n";
+    "Prints one summary line.  Exit status: 0 finished, 3 out of memory, 2 usage\n"
+    "or no CUDA driver (libcuda.so.1), 1 other failure.\n";
 
 static int bytes_mode;
 
@@ -341,7 +341,13 @@ int main(int argc, char **argv)
         return DECODE_EXIT_USAGE;
     }
 
-    /* the device */
+    /* the device: the driver is opened only now, so that --help and usage
+     * errors work on a machine without one */
+    char why[300];
+    if (cudrv_load(why, sizeof why) != 0) {
+        fprintf(stderr, "memsnap-decode: %s\n", why);
+        return DECODE_EXIT_NODRIVER;
+    }
     CUresult e = cuInit(0);
     CUdevice dev;
     CUcontext ctx;
