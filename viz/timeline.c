@@ -304,6 +304,12 @@ static int legend_items(const sm_model *m, int slot, legend_item *it,
         it[n].colour = CAP;
         it[n++].style = 2;
     }
+    if (viz_leak_rank(m, slot) >= 0) {
+        snprintf(it[n].text, sizeof it[n].text,
+                 "hatched band: leak suspect (its floor keeps rising)");
+        it[n].colour = VIZ_LEAK;
+        it[n++].style = 3;
+    }
     if (has_oom) {
         snprintf(it[n].text, sizeof it[n].text, "OOM (bar = requested size)");
         it[n].colour = VIZ_OOM;
@@ -489,6 +495,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         g.y1 = g.y0 + 20;
     g.ymax = p->ymax;
     g.slot = slot;
+    g.leak_rank = -1;
     if (geom)
         *geom = g;
 
@@ -573,20 +580,35 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     canvas_text(c, g.x0 + (o->columns - canvas_text_w(xt, ts)) / 2,
                 g.y1 + 8 + (FONT_CELL_H + 6) * ts, xt, MUTED, ts);
 
-    /* stacked area */
+    /* stacked area: the sites bottom to top in the order they first
+     * allocated (viz_stack_order), "other" on top; the leak suspect's band
+     * hatched with its top edge outlined */
     int K = v->ntop;
+    int order[SM_MAX_TOP + 1];
+    int norder = viz_stack_order(m, slot, order);
+    int leak_rank = viz_leak_rank(m, slot);
+    int leak_x = -1, leak_y = -1;
     for (int col = 0; col < o->columns && v->cols; col++) {
         const sm_col *k = &v->cols[col];
         if (!k->has)
             continue;
         uint64_t cum = 0;
         int x = g.x0 + col;
-        for (int r = 0; r <= K; r++) {
+        for (int j = 0; j < norder; j++) {
+            int r = order[j];
             uint64_t val = sm_col_value(m, slot, col, r);
             if (!val)
                 continue;
             int ya = viz_y_of(&g, cum + val), yb = viz_y_of(&g, cum);
             canvas_rect(c, x, ya, x + 1, yb, r < K ? viz_rank_colour(m, slot, r) : VIZ_OTHER);
+            if (r == leak_rank && yb > ya) {
+                for (int yy = ya; yy < yb; yy++)
+                    if ((x + yy) % 7 == 0)
+                        canvas_rect(c, x, yy, x + 1, yy + 1, VIZ_LEAK);
+                canvas_rect(c, x, ya, x + 1, ya + ts + 1, VIZ_LEAK);
+                leak_x = x;
+                leak_y = ya;
+            }
             cum += val;
         }
     }
@@ -679,6 +701,41 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             last_label_x = xx;
         }
     }
+    /* the leak suspect's label, above the last column of its band */
+    if (leak_rank >= 0 && leak_x >= 0) {
+        size_t nl, nsites;
+        const sm_leak *lk = sm_leaks(m, &nl, NULL);
+        const sm_site *sites = sm_sites(m, &nsites);
+        for (size_t i = 0; i < nl; i++) {
+            if (sites[lk[i].site].rank != leak_rank ||
+                sites[lk[i].site].device != slot)
+                continue;
+            char lab[SM_LABEL_MAX];
+            viz_site_label_in(m, slot, leak_rank, lab, sizeof lab);
+            viz_fit_label(lab, 40);
+            snprintf(buf, sizeof buf, "leak suspect: %s, floor %s -> %s", lab,
+                     msnap_size_text(lk[i].first, a, sizeof a),
+                     msnap_size_text(lk[i].last, b, sizeof b));
+            int tw = canvas_text_w(buf, ts);
+            if (tw > g.x1 - g.x0 - 8) {
+                snprintf(buf, sizeof buf, "leak suspect: floor %s -> %s",
+                         msnap_size_text(lk[i].first, a, sizeof a),
+                         msnap_size_text(lk[i].last, b, sizeof b));
+                tw = canvas_text_w(buf, ts);
+            }
+            int tx = leak_x - tw - 6 * ts;
+            if (tx < g.x0 + 4)
+                tx = g.x0 + 4;
+            int ty = leak_y - (FONT_CELL_H + 4) * ts;
+            if (ty < g.y0 + (FONT_CELL_H + 6) * ts)
+                ty = leak_y + 4 * ts;
+            canvas_rect(c, tx - 2, ty - 1, tx + tw + 2, ty + FONT_CELL_H * ts + 1, 0xffffff);
+            canvas_text(c, tx, ty, buf, VIZ_LEAK, ts);
+            break;
+        }
+    }
+    if (geom)
+        geom->leak_rank = leak_rank;
     /* axes */
     canvas_vline(c, g.x0 - 1, g.y0, g.y1, 1, AXIS, 0);
     canvas_hline(c, g.x0 - 1, g.x1 - 1, g.y1, 1, AXIS, 0);
@@ -687,6 +744,59 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     legend_flow(c, p->items, p->nitems, left_margin(ts), W - right_margin(ts),
                 top + h - legend_h - 8, ts);
     (void)own_legend_h;
+}
+
+int viz_stack_order(const sm_model *m, int slot, int *ranks)
+{
+    const sm_dev *v = sm_device(m, slot);
+    int n = 0;
+    /* The state numbers sites as they first allocate (and those live before
+     * the first event first of all), so the site index is the order of
+     * first allocation: insertion sort of the ranks by it. */
+    for (int r = 0; r < v->ntop; r++) {
+        int j = n++;
+        while (j > 0 && v->top[ranks[j - 1]] > v->top[r]) {
+            ranks[j] = ranks[j - 1];
+            j--;
+        }
+        ranks[j] = r;
+    }
+    ranks[n++] = v->ntop;
+    return n;
+}
+
+int viz_leak_rank(const sm_model *m, int slot)
+{
+    size_t nl, nsites;
+    const sm_leak *lk = sm_leaks(m, &nl, NULL);
+    const sm_site *sites = sm_sites(m, &nsites);
+    for (size_t i = 0; i < nl; i++)
+        if (lk[i].site < nsites && sites[lk[i].site].device == slot &&
+            sites[lk[i].site].rank >= 0)
+            return sites[lk[i].site].rank;
+    return -1;
+}
+
+void viz_site_label_in(const sm_model *m, int slot, int rank, char *buf,
+                       size_t cap)
+{
+    const sm_dev *v = sm_device(m, slot);
+    size_t nsites;
+    const sm_site *sites = sm_sites(m, &nsites);
+    uint32_t stacks[SM_MAX_TOP];
+    buf[0] = '\0';
+    if (rank < 0 || rank >= v->ntop)
+        return;
+    char (*labs)[SM_LABEL_MAX] = malloc(SM_MAX_TOP * sizeof *labs);
+    for (int r = 0; r < v->ntop; r++)
+        stacks[r] = sites[v->top[r]].stack;
+    if (labs) {
+        sm_site_labels(m, stacks, v->ntop, labs);
+        snprintf(buf, cap, "%s", labs[rank]);
+    } else {
+        sm_site_label(m, stacks[rank], buf, cap);
+    }
+    free(labs);
 }
 
 int viz_model_slots(const sm_model *m, int *slots)
