@@ -59,6 +59,10 @@ typedef struct viz_geom {
     int leak_rank;       /* rank whose band is drawn as a leak suspect; -1 none */
 } viz_geom;
 
+/* The marks-axis label of x ("hour 5.8"): the mark word and the value
+ * with as many decimals as a tick step of step x units needs. */
+void viz_mark_label(const sm_model *m, uint64_t x, uint64_t step, char *buf,
+                    size_t cap);
 /* The ranks of a device slot's top sites bottom to top as the stacked
  * area draws them: by first allocation (the site allocated first at the
  * bottom, so long-lived memory such as weights is the floor), then "other"

@@ -547,8 +547,8 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     /* x ticks */
     int label_w = canvas_text_w("00.00 min", ts) + 16;
     int nt = o->columns / label_w;
-    uint64_t xstep = o->x_mode == SM_X_EVENTS ? count_step(xhi - xlo, nt)
-                                              : time_step(xhi - xlo, nt);
+    uint64_t xstep = o->x_mode != SM_X_TIME ? count_step(xhi - xlo, nt)
+                                            : time_step(xhi - xlo, nt);
     /* Ticks at multiples of the step from the axis start on. */
     uint64_t xfirst = (xlo + xstep - 1) / xstep * xstep;
     for (uint64_t xv = xfirst; xv <= xhi; xv += xstep) {
@@ -557,6 +557,13 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         canvas_vline(c, xx, g.y1, g.y1 + 5, 1, AXIS, 0);
         if (o->x_mode == SM_X_EVENTS)
             count_label(xv, buf, sizeof buf);
+        else if (o->x_mode == SM_X_MARKS) {
+            /* the number only: the word is the axis title's */
+            viz_mark_label(m, xv, xstep, buf, sizeof buf);
+            const char *sp = strrchr(buf, ' ');
+            if (sp)
+                memmove(buf, sp + 1, strlen(sp + 1) + 1);
+        }
         else
             time_label(xv, xstep, xhi, buf, sizeof buf);
         int tw = canvas_text_w(buf, ts);
@@ -568,8 +575,14 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             break;
     }
     char xt[256];
+    const char *mword;
     if (o->x_mode == SM_X_EVENTS)
         snprintf(xt, sizeof xt, "event index (events in file order)");
+    else if (o->x_mode == SM_X_MARKS && sm_marks(m, &mword))
+        snprintf(xt, sizeof xt, "%s%sfrom %zu mark%s the program wrote "
+                 "(between marks: in proportion to events)", mword,
+                 *mword ? ", " : "", sm_marks(m, NULL),
+                 sm_marks(m, NULL) == 1 ? "" : "s");
     else if (xlo > 0)
         snprintf(xt, sizeof xt, "time since the recorder started (the plot "
                  "starts at the first event, %s; --from 0 shows from 0)",
@@ -682,14 +695,26 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         int od = oo[i].device < 0 ? 0 : oo[i].device;
         if (od != slot)
             continue;
-        uint64_t xv = o->x_mode == SM_X_EVENTS ? oo[i].event_index - 1 : oo[i].t_ns;
+        uint64_t xv = sm_x_of_event(m, oo[i].event_index, oo[i].t_ns);
         int xx = g.x0 + sm_col_of(m, xv);
         canvas_vline(c, xx, g.y0, g.y1 - 1, ts, VIZ_OOM, 0);
         int yb = viz_y_of(&g, oo[i].allocated);
         int ya = viz_y_of(&g, oo[i].allocated + oo[i].requested);
         canvas_rect(c, xx + ts + 1, ya, xx + ts + 1 + 5 * ts, yb, VIZ_OOM);
-        snprintf(buf, sizeof buf, "%s: requested %s",
-                 oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error",
+        char where[64] = "";
+        if (o->x_mode != SM_X_TIME) {
+            where[0] = ' ';
+            where[1] = 'a';
+            where[2] = 't';
+            where[3] = ' ';
+            if (o->x_mode == SM_X_MARKS)
+                viz_mark_label(m, xv, 100000, where + 4, sizeof where - 4);
+            else
+                snprintf(where + 4, sizeof where - 4, "event %" PRIu64,
+                         oo[i].event_index);
+        }
+        snprintf(buf, sizeof buf, "%s%s: requested %s",
+                 oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error", where,
                  msnap_size_text(oo[i].requested, a, sizeof a));
         int tw = canvas_text_w(buf, ts);
         if (xx - last_label_x > tw + 10) {
@@ -744,6 +769,18 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     legend_flow(c, p->items, p->nitems, left_margin(ts), W - right_margin(ts),
                 top + h - legend_h - 8, ts);
     (void)own_legend_h;
+}
+
+void viz_mark_label(const sm_model *m, uint64_t x, uint64_t step, char *buf,
+                    size_t cap)
+{
+    const char *word = "";
+    sm_marks(m, &word);
+    int dec = 0;
+    for (double s = (double)step; s < SM_MARK_SCALE && dec < 6; s *= 10)
+        dec++;
+    snprintf(buf, cap, "%s%s%.*f", word, *word ? " " : "", dec,
+             (double)x / SM_MARK_SCALE);
 }
 
 int viz_stack_order(const sm_model *m, int slot, int *ranks)

@@ -7,6 +7,8 @@
  *     block's site; free space is the free colour; unmapped is grey;
  *   - the title area holds text pixels;
  *   - leak suspects on a climbing floor, none on a healthy sawtooth;
+ *   - --x marks: numbers read from mark texts, the axis in mark values;
+ *     --x events on a range shared by two runs;
  *   - stacking order: the first-allocated site at the bottom; the leak
  *     suspect's band hatched and labelled;
  *   - fragmentation numbers exact; the OOM story; free_error undo;
@@ -666,6 +668,113 @@ static void test_stack_order_and_leak_band(void)
     sm_free(m);
 }
 
+/* Snapshot text: n alloc/free pairs (2n events) with a mark "... hour H"
+ * after every k-th pair (H = pair / k), and one mark without "hour". */
+static char *marks_snap(int n, int k)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    sbf(&b, "{\"type\":\"str\",\"id\":7,\"s\":\"warm-up done\"}\n");
+    uint64_t t = 1000;
+    for (int i = 0; i < n; i++) {
+        sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":%d,\"n\":%llu,\"k\":1}\n",
+            (unsigned long long)t++, 4096 + i, 8 * MiB);
+        sbf(&b, "{\"a\":\"free\",\"t\":%llu,\"p\":%d}\n", (unsigned long long)t++,
+            4096 + i);
+        if ((i + 1) % k == 0) {
+            sbf(&b, "{\"type\":\"str\",\"id\":%d,\"s\":\"server: step %d, simulated "
+                "hour %d.00: ok\"}\n", 100 + i, i, (i + 1) / k);
+            sbf(&b, "{\"a\":\"nvtx_mark\",\"t\":%llu,\"x\":%d,\"th\":1,\"f\":\"memsnap_api\"}\n",
+                (unsigned long long)t++, 100 + i);
+        }
+        if (i == 3)
+            sbf(&b, "{\"a\":\"nvtx_mark\",\"t\":%llu,\"x\":7,\"th\":1,\"f\":\"memsnap_api\"}\n",
+                (unsigned long long)t++);
+    }
+    return b.s;
+}
+
+/* --x marks: the number after the word in each mark's text; the axis is
+ * the mark value (0 at the first event, linear in events between marks);
+ * --x events on a shared range (compare): a shorter run ends mid-axis. */
+static void test_marks_and_shared_axis(void)
+{
+    double v;
+    char w[32];
+    CHECK(sm_mark_value("memsnap-decode: out of memory at step 12, simulated "
+                        "hour 5.80: KV of 1 bytes", "hour", &v, w, sizeof w) == 0);
+    CHECK(v > 5.79 && v < 5.81);
+    CHECK(sm_mark_value("out of memory at step 12, simulated hour 5.80", "",
+                        &v, w, sizeof w) == 0);
+    CHECK(v == 12 && !strcmp(w, "step"));
+    CHECK(sm_mark_value("5.5", "", &v, w, sizeof w) == 0 && v == 5.5 && !w[0]);
+    CHECK(sm_mark_value("hourly 3", "hour", &v, w, sizeof w) == -1);
+    CHECK(sm_mark_value("epoch=3", "EPOCH", &v, w, sizeof w) == 0 && v == 3);
+    CHECK(sm_mark_value("no number here", "", &v, w, sizeof w) == -1);
+
+    char *text = marks_snap(40, 10);   /* marks at hours 1..4 */
+    const char *path = write_snap("marks.msnap", text);
+    free(text);
+    sm_opts o = {.top = 8, .columns = viz_timeline_columns(800),
+                 .x_mode = SM_X_MARKS, .at = SM_AT_END};
+    snprintf(o.x_word, sizeof o.x_word, "hour");
+    sm_model *m = sm_new(&o);
+    char err[512];
+    CHECK(sm_read_file(m, path, 1, err, sizeof err) == 0);
+    const char *word = NULL;
+    CHECK(sm_marks(m, &word) == 4);
+    CHECK(word && !strcmp(word, "hour"));
+    uint64_t lo, hi;
+    sm_x_range(m, &lo, &hi);
+    CHECK_EQ_U64(lo, 0);
+    /* the last mark (hour 4) is the last event but one: hi is hour 4 plus
+     * a little (on the last segment's slope) */
+    CHECK(hi >= 4 * (uint64_t)SM_MARK_SCALE && hi < 4 * (uint64_t)SM_MARK_SCALE + (uint64_t)SM_MARK_SCALE / 10);
+    /* the 20th pair's free is event 40 + 1 non-hour mark + 1 hour mark = 42:
+     * the hour-2 mark is event 43 */
+    CHECK_EQ_U64(sm_x_of_event(m, 43, 0), 2 * (uint64_t)SM_MARK_SCALE);
+    char lab[64];
+    viz_mark_label(m, sm_x_of_event(m, 43, 0), 100000, lab, sizeof lab);
+    CHECK(!strcmp(lab, "hour 2.0"));
+    /* the hour-2 column is near the middle of the plot */
+    int col = sm_col_of(m, 2 * (uint64_t)SM_MARK_SCALE);
+    CHECK(col > o.columns * 45 / 100 && col < o.columns * 55 / 100);
+    sm_free(m);
+
+    /* no "hour" mark: zero marks (the CLI refuses with a message) */
+    snprintf(o.x_word, sizeof o.x_word, "epoch");
+    m = sm_new(&o);
+    CHECK(sm_read_file(m, path, 1, err, sizeof err) == 0);
+    CHECK(sm_marks(m, NULL) == 0);
+    sm_free(m);
+
+    /* --x events on one range for two runs: the short one (82 events)
+     * stops near the middle of a 164-event axis */
+    text = marks_snap(80, 1000);
+    const char *longp = write_snap("long.msnap", text);
+    free(text);
+    sm_opts oe = {.top = 8, .columns = viz_timeline_columns(800),
+                  .x_mode = SM_X_EVENTS, .at = SM_AT_END};
+    sm_model *a = sm_new(&oe), *b = sm_new(&oe);
+    CHECK(sm_read_file(a, path, 0, err, sizeof err) == 0);
+    CHECK(sm_read_file(b, longp, 0, err, sizeof err) == 0);
+    uint64_t blo, bhi;
+    sm_x_range(b, &blo, &bhi);
+    sm_set_x_range(a, blo, bhi);
+    sm_set_x_range(b, blo, bhi);
+    CHECK(sm_read_pass2(a, path, err, sizeof err) == 0);
+    CHECK(sm_read_pass2(b, longp, err, sizeof err) == 0);
+    const sm_dev *va = sm_device(a, 0), *vb = sm_device(b, 0);
+    int last = oe.columns - 1;
+    CHECK(vb->cols && vb->cols[last].has);
+    CHECK(va->cols && !va->cols[last].has);
+    int end_a = sm_col_of(a, sm_events(a) - 1);
+    CHECK(end_a > oe.columns * 40 / 100 && end_a < oe.columns * 60 / 100);
+    CHECK(va->cols && va->cols[end_a > 0 ? end_a - 1 : 0].has);
+    sm_free(a);
+    sm_free(b);
+}
+
 int main(int argc, char **argv)
 {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
@@ -678,5 +787,6 @@ int main(int argc, char **argv)
     test_labels();
     test_compare();
     test_stack_order_and_leak_band();
+    test_marks_and_shared_axis();
     return check_summary();
 }
