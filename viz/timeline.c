@@ -208,6 +208,47 @@ static void fit_text(char *s, int n)
     s[n] = '\0';
 }
 
+/* Draws s (when c != NULL) in lines of at most n characters, broken at
+ * spaces (a word longer than a line is cut there), from (x, y) down with
+ * line height lh; at most maxl lines, the last cut with ".." if the text
+ * still does not fit.  Returns the number of lines. */
+static int text_wrapped(canvas *c, int x, int y, const char *s, uint32_t col,
+                        int scale, int n, int lh, int maxl)
+{
+    int lines = 0;
+    char line[600];
+    if (n < 4)
+        n = 4;
+    while (*s && lines < maxl) {
+        while (*s == ' ')
+            s++;
+        int len = (int)strlen(s);
+        int take = len;
+        if (len > n) {
+            take = n;
+            while (take > 0 && s[take] != ' ')
+                take--;
+            if (take == 0)
+                take = n;
+        }
+        if (take >= (int)sizeof line)
+            take = (int)sizeof line - 1;
+        memcpy(line, s, (size_t)take);
+        line[take] = '\0';
+        s += take;
+        while (*s == ' ')
+            s++;
+        if (lines == maxl - 1 && *s) {
+            snprintf(line, sizeof line, "%s", s - take);
+            fit_text(line, n);
+        }
+        if (c)
+            canvas_text(c, x, y + lines * lh, line, col, scale);
+        lines++;
+    }
+    return lines ? lines : 1;
+}
+
 /* ---- legend ----------------------------------------------------------- */
 
 typedef struct legend_item {
@@ -405,11 +446,75 @@ static void panel_prepare(const sm_model *m, int slot, panel_info *p,
     }
 }
 
+/* The two subtitle texts of a panel: what the area and the line are, then
+ * the notes (capacity or cap far above, NVTX ranges too narrow, ring mode)
+ * and the event count. */
+static void panel_subtitle(const panel_info *p, char *s1, char *s2, size_t cap)
+{
+    const sm_model *m = p->m;
+    const sm_dev *v = sm_device(m, p->slot);
+    char a[32], b[32];
+    if (sm_blocks_seen(m))
+        snprintf(s1, cap,
+                 "Coloured area: allocated bytes (allocator blocks) stacked by "
+                 "allocation site, first allocated at the bottom; line: reserved. "
+                 "Peak allocated %s, reserved %s.",
+                 msnap_size_text(v->peak_stacked, a, sizeof a),
+                 msnap_size_text(v->peak_reserved, b, sizeof b));
+    else
+        snprintf(s1, cap,
+                 "Reserved only: the process's allocator does not report blocks. "
+                 "Coloured area: driver allocations by site. Peak %s.",
+                 msnap_size_text(v->peak_reserved > v->cnt_peak_reserved
+                                 ? v->peak_reserved : v->cnt_peak_reserved,
+                             a, sizeof a));
+    s2[0] = '\0';
+    size_t n = 0;
+    if (p->capacity && !p->show_capacity)
+        n += (size_t)snprintf(s2 + n, cap - n,
+                              "Device capacity %s is far above (not drawn). ",
+                              msnap_size_text(p->capacity, a, sizeof a));
+    if (p->cap && !p->show_cap && n < cap)
+        n += (size_t)snprintf(s2 + n, cap - n,
+                              "Configured cap %s is far above (not drawn). ",
+                              msnap_size_text(p->cap, a, sizeof a));
+    size_t nkept;
+    uint64_t nall;
+    sm_ranges(m, &nkept, &nall);
+    if (nall > nkept && n < cap)
+        n += (size_t)snprintf(s2 + n, cap - n,
+                              "%" PRIu64 " NVTX ranges, %" PRIu64 " too narrow to draw. ",
+                              nall, nall - nkept);
+    if (sm_ring_mode(m) && n < cap)
+        n += (size_t)snprintf(s2 + n, cap - n,
+                              "Ring snapshot: events cover the last window only. ");
+    if (n < cap)
+        snprintf(s2 + n, cap - n, "%" PRIu64 " events.", sm_events(m));
+}
+
+/* Lines of the title and of the subtitle at this width (wrapped, never
+ * cut short of 3 and 4 lines). */
+#define TITLE_MAXL 3
+#define SUB_MAXL 4
+static void panel_text_lines(const panel_info *p, int width, int ts,
+                             int *tl, int *sl)
+{
+    char s1[512], s2[512];
+    *tl = text_wrapped(NULL, 0, 0, p->title, 0, ts + 1,
+                       (width - 20) / (FONT_CELL_W * (ts + 1)), 0, TITLE_MAXL);
+    panel_subtitle(p, s1, s2, sizeof s1);
+    int n = (width - 20) / (FONT_CELL_W * ts);
+    *sl = text_wrapped(NULL, 0, 0, s1, 0, ts, n, 0, SUB_MAXL) +
+          text_wrapped(NULL, 0, 0, s2, 0, ts, n, 0, SUB_MAXL);
+}
+
 /* Height of the fixed parts of a panel (everything but the plot). */
 static int panel_chrome_h(const panel_info *p, int width, int ts)
 {
-    int h = 8 + (FONT_CELL_H) * (ts + 1) + 6      /* title */
-            + (FONT_CELL_H + 3) * ts * 2 + 4      /* subtitle: two lines */
+    int tl, sl;
+    panel_text_lines(p, width, ts, &tl, &sl);
+    int h = 8 + (FONT_CELL_H + 2) * (ts + 1) * tl + 4   /* title */
+            + (FONT_CELL_H + 3) * ts * sl + 4     /* subtitle */
             + p->lanes * (FONT_CELL_H + 4) * ts   /* NVTX lanes */
             + 6 + (FONT_CELL_H + 6) * ts          /* x tick labels */
             + (FONT_CELL_H + 4) * ts + 6;         /* x axis title */
@@ -429,54 +534,17 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     char buf[512], a[32], b[32];
     int y = top + 8;
 
-    /* title */
-    snprintf(buf, sizeof buf, "%s", p->title);
-    fit_text(buf, (W - 20) / (FONT_CELL_W * (ts + 1)));
-    canvas_text(c, 10, y, buf, TEXT, ts + 1);
-    y += FONT_CELL_H * (ts + 1) + 6;
-
-    /* subtitle */
-    if (sm_blocks_seen(m))
-        snprintf(buf, sizeof buf,
-                 "Coloured area: allocated bytes (allocator blocks) stacked by "
-                 "allocation site; line: reserved. Peak allocated %s, reserved %s.",
-                 msnap_size_text(v->peak_stacked, a, sizeof a),
-                 msnap_size_text(v->peak_reserved, b, sizeof b));
-    else
-        snprintf(buf, sizeof buf,
-                 "Reserved only: the process's allocator does not report blocks. "
-                 "Coloured area: driver allocations by site. Peak %s.",
-                 msnap_size_text(v->peak_reserved > v->cnt_peak_reserved
-                                 ? v->peak_reserved : v->cnt_peak_reserved,
-                             a, sizeof a));
-    fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
-    canvas_text(c, 10, y, buf, MUTED, ts);
-    y += (FONT_CELL_H + 3) * ts;
-    buf[0] = '\0';
-    size_t n = 0;
-    if (p->capacity && !p->show_capacity)
-        n += (size_t)snprintf(buf + n, sizeof buf - n,
-                              "Device capacity %s is far above (not drawn). ",
-                              msnap_size_text(p->capacity, a, sizeof a));
-    if (p->cap && !p->show_cap && n < sizeof buf)
-        n += (size_t)snprintf(buf + n, sizeof buf - n,
-                              "Configured cap %s is far above (not drawn). ",
-                              msnap_size_text(p->cap, a, sizeof a));
-    size_t nkept;
-    uint64_t nall;
-    sm_ranges(m, &nkept, &nall);
-    if (nall > nkept && n < sizeof buf)
-        n += (size_t)snprintf(buf + n, sizeof buf - n,
-                              "%" PRIu64 " NVTX ranges, %" PRIu64 " too narrow to draw. ",
-                              nall, nall - nkept);
-    if (sm_ring_mode(m) && n < sizeof buf)
-        n += (size_t)snprintf(buf + n, sizeof buf - n,
-                              "Ring snapshot: events cover the last window only. ");
-    if (n < sizeof buf)
-        snprintf(buf + n, sizeof buf - n, "%" PRIu64 " events.", sm_events(m));
-    fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
-    canvas_text(c, 10, y, buf, MUTED, ts);
-    y += (FONT_CELL_H + 3) * ts + 4;
+    /* title and subtitle, wrapped to the width */
+    int ncw = (W - 20) / (FONT_CELL_W * ts);
+    int tl = text_wrapped(c, 10, y, p->title, TEXT, ts + 1,
+                          (W - 20) / (FONT_CELL_W * (ts + 1)),
+                          (FONT_CELL_H + 2) * (ts + 1), TITLE_MAXL);
+    y += (FONT_CELL_H + 2) * (ts + 1) * tl + 4;
+    char s1[512], s2[512];
+    panel_subtitle(p, s1, s2, sizeof s1);
+    int lh = (FONT_CELL_H + 3) * ts;
+    y += lh * text_wrapped(c, 10, y, s1, MUTED, ts, ncw, lh, SUB_MAXL);
+    y += lh * text_wrapped(c, 10, y, s2, MUTED, ts, ncw, lh, SUB_MAXL) + 4;
 
     /* geometry */
     int lane_h = (FONT_CELL_H + 4) * ts;

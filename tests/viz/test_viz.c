@@ -9,6 +9,7 @@
  *   - leak suspects on a climbing floor, none on a healthy sawtooth;
  *   - --x marks: numbers read from mark texts, the axis in mark values;
  *     --x events on a range shared by two runs;
+ *   - a long title wraps at width 800 (the plot moves down), never cut;
  *   - stacking order: the first-allocated site at the bottom; the leak
  *     suspect's band hatched and labelled;
  *   - fragmentation numbers exact; the OOM story; free_error undo;
@@ -628,7 +629,7 @@ static void test_stack_order_and_leak_band(void)
     }
     const char *path = write_snap("order.msnap", b.s);
     free(b.s);
-    sm_model *m = load(path, 8, viz_timeline_columns(800), SM_AT_END);
+    sm_model *m = load(path, 8, viz_timeline_columns(1600), SM_AT_END);
     size_t ns;
     const sm_site *sites = sm_sites(m, &ns);
     int rank_of[4] = {-1, -1, -1, -1};
@@ -646,7 +647,7 @@ static void test_stack_order_and_leak_band(void)
     CHECK(viz_leak_rank(m, 0) == rank_of[3]);
     viz_geom g;
     int w, h;
-    uint8_t *px = timeline_png(m, 800, "order.png", &g, &w, &h);
+    uint8_t *px = timeline_png(m, 1600, "order.png", &g, &w, &h);
     CHECK(px != NULL);
     if (px) {
         int x = g.x1 - 3;
@@ -775,6 +776,28 @@ static void test_marks_and_shared_axis(void)
     sm_free(b);
 }
 
+/* At --width 800 a long title wraps (the plot moves down by whole title
+ * lines) instead of being cut. */
+static void test_title_wraps(void)
+{
+    char *text = marks_snap(10, 1000);
+    const char *path = write_snap("title.msnap", text);
+    free(text);
+    sm_model *m = load(path, 8, viz_timeline_columns(800), SM_AT_END);
+    canvas c;
+    viz_geom g1, g2;
+    int ng;
+    CHECK(viz_timeline(m, &c, 800, 0, "T", &g1, 1, &ng) == 0);
+    canvas_free(&c);
+    CHECK(viz_timeline(m, &c, 800, 0,
+                       "GPU memory over time of a rather long run name that "
+                       "does not fit in one line of an 800 pixel picture",
+                       &g2, 1, &ng) == 0);
+    canvas_free(&c);
+    CHECK(g2.y0 - g1.y0 >= 2 * 9);   /* at least one more title line */
+    sm_free(m);
+}
+
 int main(int argc, char **argv)
 {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
@@ -788,5 +811,6 @@ int main(int argc, char **argv)
     test_compare();
     test_stack_order_and_leak_band();
     test_marks_and_shared_axis();
+    test_title_wraps();
     return check_summary();
 }
