@@ -124,6 +124,10 @@ typedef struct viz_segmap_geom {
     viz_segrow *rows;    /* owned by the caller after viz_segmap: free() */
     size_t nrows;
     size_t hidden;       /* segments not drawn (too many for the height) */
+    /* the failed request and the largest free blocks, at an OOM: bar k
+     * (0 = the request, in VIZ_OOM; 1.. the free blocks, largest first)
+     * from x req_x, width req_w[k], top req_y[k]; nreq bars (0: none) */
+    int req_x, req_w[6], req_y[6], nreq;
 } viz_segmap_geom;
 
 /* Pixel (x, y) of address a in a drawn segment row; -1 when not drawn. */

@@ -31,6 +31,7 @@
 #define MUTED 0x555555u
 #define OUTLINE 0x777777u
 #define LARGEST 0xd62728u
+#define REQ_FREE 5            /* free blocks drawn beside the failed request */
 
 static const char *kind_name(int kind)
 {
@@ -200,7 +201,42 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     if (bar_w < 16)
         bar_w = 16;
     int row_h = 10 * ts + 4, line_h = row_h + 2 * ts, dev_h = (FONT_CELL_H + 6) * ts;
-    int rows_top = title_h + stats_h;
+    /* The failed request beside the largest free blocks (at an OOM with
+     * allocator blocks): a title line, the request bar, up to REQ_FREE
+     * free-block bars, on their own scale (the larger of the request and
+     * the largest free block fills 60% of the bar width). */
+    uint64_t req = 0, fr[REQ_FREE] = {0};
+    int nfr = 0;
+    if (l->at == SM_AT_OOM && sm_blocks_seen(m)) {
+        size_t no;
+        const sm_oom *oo = sm_ooms(m, &no, NULL);
+        if (no) {
+            req = oo[0].requested;
+            int od = oo[0].device < 0 ? SM_DEV_UNKNOWN : oo[0].device;
+            for (size_t k = 0; k < l->nsegs; k++)
+            for (size_t i = l->segs[k].first_span;
+                 i < l->segs[k].first_span + l->segs[k].nspans; i++) {
+                const sm_span *sp = &l->spans[i];
+                int sd = l->segs[k].device;
+                if (sp->what != SM_SPAN_FREE ||
+                    (sd != od && !(od == SM_DEV_UNKNOWN && sd < 0)))
+                    continue;
+                int j = nfr < REQ_FREE ? nfr++ : REQ_FREE;
+                if (j == REQ_FREE && sp->size <= fr[REQ_FREE - 1])
+                    continue;
+                if (j == REQ_FREE)
+                    j = REQ_FREE - 1;
+                while (j > 0 && fr[j - 1] < sp->size) {
+                    fr[j] = fr[j - 1];
+                    j--;
+                }
+                fr[j] = sp->size;
+            }
+        }
+    }
+    int req_line = (FONT_CELL_H + 6) * ts;
+    int req_h = req ? (FONT_CELL_H + 3) * ts + (1 + nfr) * req_line + 10 : 0;
+    int rows_top = title_h + stats_h + req_h;
     int avail;
     if (height > 0)
         avail = height - rows_top - legend_h - 10 - ndev_rows * dev_h;
@@ -357,6 +393,42 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     if (!l->nsegs)
         canvas_text(c, margin, y + 10, "No segments were live at this moment.",
                     MUTED, ts);
+    if (req) {
+        int ry = title_h + stats_h;
+        canvas_text(c, margin, ry, "The failed request next to the largest free "
+                    "blocks inside reserved (one scale):", TEXT, ts);
+        ry += (FONT_CELL_H + 3) * ts;
+        uint64_t big = req > fr[0] ? req : fr[0];
+        double rbpp = (double)big / (bar_w * 0.6);
+        for (int k = 0; k <= nfr; k++) {
+            uint64_t v = k ? fr[k - 1] : req;
+            int w = (int)llround((double)v / rbpp);
+            if (w < 1)
+                w = 1;
+            int bh = FONT_CELL_H * ts;
+            if (k == 0)
+                canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_OOM);
+            else {
+                canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_FREE);
+                canvas_frame(c, bar_x, ry, bar_x + w, ry + bh, LARGEST);
+            }
+            if (k == 0)
+                snprintf(buf, sizeof buf, "requested %s",
+                         msnap_size_text(v, a, sizeof a));
+            else
+                snprintf(buf, sizeof buf, "%s free block %s",
+                         k == 1 ? "largest" : "next", msnap_size_text(v, a, sizeof a));
+            canvas_text(c, margin, ry + ts, buf, k ? TEXT : VIZ_OOM, ts);
+            if (geom && k <= REQ_FREE) {
+                geom->req_w[k] = w;
+                geom->req_y[k] = ry;
+                geom->nreq = k + 1;
+            }
+            ry += req_line;
+        }
+        if (geom)
+            geom->req_x = bar_x;
+    }
     y = rows_top;
 
     /* Rows. */

@@ -10,6 +10,7 @@
  *   - --x marks: numbers read from mark texts, the axis in mark values;
  *     --x events on a range shared by two runs;
  *   - a long title wraps at width 800 (the plot moves down), never cut;
+ *   - segment map at an OOM: the request bar beside the free blocks;
  *   - stacking order: the first-allocated site at the bottom; the leak
  *     suspect's band hatched and labelled;
  *   - fragmentation numbers exact; the OOM story; free_error undo;
@@ -798,6 +799,45 @@ static void test_title_wraps(void)
     sm_free(m);
 }
 
+/* The failed request beside the largest free blocks: free 30 and 10 MiB
+ * inside a 64 MiB segment, a block request of 45 MiB fails.  The request
+ * bar is red, the free bars follow largest first, widths in proportion. */
+static void test_segmap_request_bar(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    uint64_t base = 0x700000000000ull;
+    sbf(&b, "{\"a\":\"alloc\",\"t\":1000,\"p\":%llu,\"n\":%llu,\"k\":1}\n",
+        (unsigned long long)base, 64 * MiB);
+    struct { uint64_t off, len; int k; } blk[] = {
+        {0, 8, 2}, {18, 8, 3}, {26, 4, 2}, {60, 4, 3}};
+    for (int i = 0; i < 4; i++)
+        sbf(&b, "{\"a\":\"block_alloc\",\"t\":%d,\"p\":%llu,\"n\":%llu,\"k\":%d,\"f\":\"allocator\"}\n",
+            2000 + i, (unsigned long long)(base + blk[i].off * MiB),
+            (unsigned long long)(blk[i].len * MiB), blk[i].k);
+    sbf(&b, "{\"a\":\"oom\",\"t\":5000,\"n\":%llu,\"x\":1048576,\"y\":1073741824,"
+        "\"r\":2,\"k\":2,\"f\":\"allocator\"}\n", 45 * MiB);
+    const char *path = write_snap("req.msnap", b.s);
+    free(b.s);
+    sm_model *m = load(path, 8, 0, SM_AT_DEFAULT);
+    canvas c;
+    viz_segmap_geom g;
+    CHECK(viz_segmap(m, &c, 1200, 0, "S", &g) == 0);
+    CHECK(g.nreq == 3);   /* the request, free 30 MiB, free 10 MiB */
+    if (g.nreq == 3) {
+        const uint8_t *p = c.px + ((size_t)(g.req_y[0] + 2) * (size_t)c.w +
+                                   (size_t)(g.req_x + 2)) * 3;
+        CHECK(((uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]) == VIZ_OOM);
+        /* one scale: 45 : 30 : 10 within a pixel */
+        CHECK(abs(g.req_w[1] - g.req_w[0] * 30 / 45) <= 1);
+        CHECK(abs(g.req_w[2] - g.req_w[0] * 10 / 45) <= 1);
+        CHECK(g.req_y[1] > g.req_y[0] && g.req_y[2] > g.req_y[1]);
+    }
+    canvas_free(&c);
+    free(g.rows);
+    sm_free(m);
+}
+
 int main(int argc, char **argv)
 {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
@@ -812,5 +852,6 @@ int main(int argc, char **argv)
     test_stack_order_and_leak_band();
     test_marks_and_shared_axis();
     test_title_wraps();
+    test_segmap_request_bar();
     return check_summary();
 }
