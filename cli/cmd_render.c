@@ -30,6 +30,7 @@ static const char usage_text[] =
     "                      [--top N] [--x time|events|marks[:WORD]]\n"
     "                      [--from first|0]\n"
     "                      [--width W] [--height H] [--cap SIZE]\n"
+    "                      [--all-segments]\n"
     "\n"
     "Draws two PNGs from a snapshot (plain or zstd; read twice, so not stdin):\n"
     "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site,\n"
@@ -65,6 +66,10 @@ static const char usage_text[] =
     "  --height H           timeline height (default: automatic); the segment\n"
     "                       map takes what its rows need\n"
     "  --cap SIZE           draw a configured cap (bytes, or 40G, 512M, 1.5T)\n"
+    "  --all-segments       segment map: a row for every segment (a taller\n"
+    "                       picture; by default three or more segments of one\n"
+    "                       size, each full of one site's blocks, fold into\n"
+    "                       one row \"37 x 32 MiB segments, full: SITE\")\n"
     "  -h, --help           this help\n"
     "\n"
     "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
@@ -208,6 +213,7 @@ int cmd_render(int argc, char **argv)
         {"width", required_argument, NULL, 'W'},
         {"height", required_argument, NULL, 'H'},
         {"cap", required_argument, NULL, 'c'},
+        {"all-segments", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     viz_args a;
@@ -226,6 +232,7 @@ int cmd_render(int argc, char **argv)
             if (sm_parse_at(optarg, &o->at, &o->at_t_ns))
                 return viz_args_bad(&a, "--at wants oom, peak, end or a time like 12.5s, got", optarg);
             break;
+        case 'A': o->all_segments = 1; break;
         case 'c':
             if (parse_size(optarg, &o->cap))
                 return viz_args_bad(&a, "--cap wants a size like 40G or 512M, got", optarg);

@@ -74,6 +74,8 @@ typedef struct sm_opts {
     int at;              /* enum sm_at: moment of the segment layout */
     uint64_t at_t_ns;    /* for SM_AT_TIME */
     uint64_t cap;        /* configured cap in bytes (--cap); 0 = header's or none */
+    int all_segments;    /* segment map: no folding of similar segments, a
+                          * taller picture (--all-segments) */
 } sm_opts;
 
 /* One allocation site: a stack id in one class on one device. */

@@ -123,7 +123,8 @@ typedef struct viz_segmap_geom {
     double bytes_per_px;
     viz_segrow *rows;    /* owned by the caller after viz_segmap: free() */
     size_t nrows;
-    size_t hidden;       /* segments not drawn (too many for the height) */
+    size_t hidden;       /* rows not drawn (too many for the height) */
+    size_t folded;       /* segments drawn as part of another's folded row */
     /* the failed request and the largest free blocks, at an OOM: bar k
      * (0 = the request, in VIZ_OOM; 1.. the free blocks, largest first)
      * from x req_x, width req_w[k], top req_y[k]; nreq bars (0: none) */

@@ -11,6 +11,7 @@
  *     --x events on a range shared by two runs;
  *   - a long title wraps at width 800 (the plot moves down), never cut;
  *   - segment map at an OOM: the request bar beside the free blocks;
+ *   - segment map folding of equal full segments, none with all_segments;
  *   - stacking order: the first-allocated site at the bottom; the leak
  *     suspect's band hatched and labelled;
  *   - fragmentation numbers exact; the OOM story; free_error undo;
@@ -838,6 +839,48 @@ static void test_segmap_request_bar(void)
     sm_free(m);
 }
 
+/* Folding: four 32 MiB segments each full of one site-1 block fold into
+ * one row; a half-full 32 MiB segment and a 64 MiB one keep their rows;
+ * with all_segments every segment has its row. */
+static void test_segmap_fold(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    uint64_t base = 0x700000000000ull;
+    for (int i = 0; i < 6; i++) {
+        uint64_t sz = i == 5 ? 64 * MiB : 32 * MiB;
+        uint64_t at = base + (uint64_t)i * 128 * MiB;
+        sbf(&b, "{\"a\":\"alloc\",\"t\":%d,\"p\":%llu,\"n\":%llu,\"k\":1}\n",
+            1000 + i, (unsigned long long)at, (unsigned long long)sz);
+        sbf(&b, "{\"a\":\"block_alloc\",\"t\":%d,\"p\":%llu,\"n\":%llu,\"k\":1,\"f\":\"allocator\"}\n",
+            2000 + i, (unsigned long long)at,
+            (unsigned long long)(i == 4 ? 16 * MiB : sz));
+    }
+    const char *path = write_snap("fold.msnap", b.s);
+    free(b.s);
+    for (int all = 0; all <= 1; all++) {
+        sm_opts o = {.top = 8, .at = SM_AT_END, .all_segments = all};
+        sm_model *m = sm_new(&o);
+        char err[512];
+        CHECK(sm_read_file(m, path, 1, err, sizeof err) == 0);
+        canvas c;
+        viz_segmap_geom g;
+        CHECK(viz_segmap(m, &c, 1200, 0, "S", &g) == 0);
+        CHECK(g.hidden == 0);
+        if (!all) {
+            CHECK(g.folded == 3);
+            CHECK(g.nrows == 3);
+            CHECK(g.nrows >= 1 && g.rows[0].seg == 0);   /* at the first of them */
+        } else {
+            CHECK(g.folded == 0);
+            CHECK(g.nrows == 6);
+        }
+        canvas_free(&c);
+        free(g.rows);
+        sm_free(m);
+    }
+}
+
 int main(int argc, char **argv)
 {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
@@ -853,5 +896,6 @@ int main(int argc, char **argv)
     test_marks_and_shared_axis();
     test_title_wraps();
     test_segmap_request_bar();
+    test_segmap_fold();
     return check_summary();
 }
