@@ -687,8 +687,13 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
                     if ((x + yy) % 7 == 0)
                         canvas_rect(c, x, yy, x + 1, yy + 1, VIZ_LEAK);
                 canvas_rect(c, x, ya, x + 1, ya + ts + 1, VIZ_LEAK);
-                leak_x = x;
-                leak_y = ya;
+                /* the label goes above the band where its top is highest
+                 * (the latest such column), clear of the teardown at exit
+                 * that leaves the band alone at the bottom */
+                if (leak_y < 0 || ya <= leak_y) {
+                    leak_x = x;
+                    leak_y = ya;
+                }
             }
             cum += val;
         }
