@@ -26,7 +26,8 @@
 
 static const char usage_text[] =
     "usage: memsnap compare A B [C...] [-o OUT.png] [--top N] [--changes N]\n"
-    "                       [--from first|0] [--width W] [--height H]\n"
+    "                       [--x time|events|marks[:WORD]] [--from first|0]\n"
+    "                       [--width W] [--height H]\n"
     "\n"
     "Compares snapshots (plain or zstd; each read twice, so not stdin):\n"
     "a table per snapshot (peak allocated, peak reserved, fragmentation\n"
@@ -41,6 +42,11 @@ static const char usage_text[] =
     "  --top N              sites with their own colour per panel (default 8,\n"
     "                       at most 24)\n"
     "  --changes N          changed sites listed per snapshot (default 5, 0..20)\n"
+    "  --x time|events|marks[:WORD]\n"
+    "                       one x axis for every panel: time (default), event\n"
+    "                       index, or the numbers in the program's marks (as\n"
+    "                       for render); events and marks line up runs whose\n"
+    "                       wall times differ\n"
     "  --from first|0       time axes start at the first event (default) or 0\n"
     "  --width W            picture width, 320..8192 (default 1600)\n"
     "  --height H           picture height (default: automatic)\n"
@@ -114,6 +120,7 @@ int cmd_compare(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"top", required_argument, NULL, 't'},
         {"changes", required_argument, NULL, 'c'},
+        {"x", required_argument, NULL, 'x'},
         {"from", required_argument, NULL, 'f'},
         {"width", required_argument, NULL, 'W'},
         {"height", required_argument, NULL, 'H'},
@@ -149,17 +156,9 @@ int cmd_compare(int argc, char **argv)
     const char *names[MAX_FILES];
     char err[1024];
     rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
+    for (int i = 0; i < n; i++)
         names[i] = sm_base_name(paths[i]);
-        models[i] = sm_new(&a.o);
-        if (!models[i]) {
-            fprintf(stderr, "memsnap compare: out of memory\n");
-            rc = 2;
-        } else if (sm_read_file(models[i], paths[i], 1, err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            rc = 2;
-        }
-    }
+    rc = viz_args_read(&a, paths, n, models);
     viz_cmp cmp = {0};
     if (!rc) {
         viz_match_colours(models, n);

@@ -27,8 +27,10 @@
 
 static const char usage_text[] =
     "usage: memsnap render SNAP [SNAP...] [-o PREFIX] [--at oom|peak|end|TIME]\n"
-    "                      [--top N] [--x time|events] [--from first|0]\n"
+    "                      [--top N] [--x time|events|marks[:WORD]]\n"
+    "                      [--from first|0]\n"
     "                      [--width W] [--height H] [--cap SIZE]\n"
+    "                      [--all-segments]\n"
     "\n"
     "Draws two PNGs from a snapshot (plain or zstd; read twice, so not stdin):\n"
     "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site,\n"
@@ -49,7 +51,13 @@ static const char usage_text[] =
     "                       OOM if any, else the peak, else the end\n"
     "  --top N              sites with their own colour per device (default 8,\n"
     "                       at most 24; the rest is \"other\")\n"
-    "  --x time|events      x axis: real time (default) or event index\n"
+    "  --x time|events|marks[:WORD]\n"
+    "                       x axis: real time (default), event index, or the\n"
+    "                       numbers in the marks the program wrote (NVTX marks,\n"
+    "                       memsnap_annotate): the number after WORD (\"hour\"\n"
+    "                       in \"... simulated hour 5.80 ...\"), else after the\n"
+    "                       first word followed by one; in between, in\n"
+    "                       proportion to events\n"
     "  --from first|0       where the time axis starts: at the first event or\n"
     "                       counters sample (default; the recorder starts with\n"
     "                       the process, often seconds earlier) or at 0\n"
@@ -58,6 +66,10 @@ static const char usage_text[] =
     "  --height H           timeline height (default: automatic); the segment\n"
     "                       map takes what its rows need\n"
     "  --cap SIZE           draw a configured cap (bytes, or 40G, 512M, 1.5T)\n"
+    "  --all-segments       segment map: a row for every segment (a taller\n"
+    "                       picture; by default three or more segments of one\n"
+    "                       size, each full of one site's blocks, fold into\n"
+    "                       one row \"37 x 32 MiB segments, full: SITE\")\n"
     "  -h, --help           this help\n"
     "\n"
     "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
@@ -131,24 +143,15 @@ static void common_prefix(char **paths, int n, char *buf, size_t cap)
 
 /* Several files: one timeline with a panel per file on one y scale, a
  * segment map per file.  Returns the exit status. */
-static int render_several(char **paths, int n, const sm_opts *o,
+static int render_several(char **paths, int n, const viz_args *a,
                           const char *prefix, int width, int height)
 {
     sm_model *models[MAX_FILES] = {0};
     const char *names[MAX_FILES];
     char err[1024], pfx[4096], out[4200];
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
+    for (int i = 0; i < n; i++)
         names[i] = sm_base_name(paths[i]);
-        models[i] = sm_new(o);
-        if (!models[i]) {
-            fprintf(stderr, "memsnap render: out of memory\n");
-            rc = 2;
-        } else if (sm_read_file(models[i], paths[i], 1, err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            rc = 2;
-        }
-    }
+    int rc = viz_args_read(a, paths, n, models);
     if (!rc) {
         viz_match_colours(models, n);
         if (prefix)
@@ -210,6 +213,7 @@ int cmd_render(int argc, char **argv)
         {"width", required_argument, NULL, 'W'},
         {"height", required_argument, NULL, 'H'},
         {"cap", required_argument, NULL, 'c'},
+        {"all-segments", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     viz_args a;
@@ -228,11 +232,7 @@ int cmd_render(int argc, char **argv)
             if (sm_parse_at(optarg, &o->at, &o->at_t_ns))
                 return viz_args_bad(&a, "--at wants oom, peak, end or a time like 12.5s, got", optarg);
             break;
-        case 'x':
-            if (!strcmp(optarg, "time")) o->x_mode = SM_X_TIME;
-            else if (!strcmp(optarg, "events")) o->x_mode = SM_X_EVENTS;
-            else return viz_args_bad(&a, "--x wants time or events, got", optarg);
-            break;
+        case 'A': o->all_segments = 1; break;
         case 'c':
             if (parse_size(optarg, &o->cap))
                 return viz_args_bad(&a, "--cap wants a size like 40G or 512M, got", optarg);
@@ -247,7 +247,7 @@ int cmd_render(int argc, char **argv)
     if ((rc = viz_args_files(&a, argc, argv, &paths, &nfiles)) != 0)
         return rc;
     if (nfiles > 1)
-        return render_several(paths, nfiles, o, prefix, width, height);
+        return render_several(paths, nfiles, &a, prefix, width, height);
 
     const char *path = paths[0];
     char pfx[4096], tl[4200], sg[4200], err[1024];
@@ -258,14 +258,8 @@ int cmd_render(int argc, char **argv)
     snprintf(tl, sizeof tl, "%s-timeline.png", pfx);
     snprintf(sg, sizeof sg, "%s-segments.png", pfx);
 
-    sm_model *m = sm_new(o);
-    if (!m) {
-        fprintf(stderr, "memsnap render: out of memory\n");
-        return 2;
-    }
-    rc = sm_read_file(m, path, 1, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "%s\n", err);
+    sm_model *m = NULL;
+    if (viz_args_read(&a, paths, 1, &m)) {
         sm_free(m);
         return 2;
     }

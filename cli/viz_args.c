@@ -48,6 +48,23 @@ int viz_args_option(viz_args *a, int c, const char *arg, char **argv)
         else if (!strcmp(arg, "0")) a->o.x_from = SM_FROM_ZERO;
         else return viz_args_bad(a, "--from wants first or 0, got", arg);
         return VIZ_ARGS_MORE;
+    case 'x':
+        if (!strcmp(arg, "time")) {
+            a->o.x_mode = SM_X_TIME;
+        } else if (!strcmp(arg, "events")) {
+            a->o.x_mode = SM_X_EVENTS;
+        } else if (!strncmp(arg, "marks", 5) &&
+                   (!arg[5] || ((arg[5] == ':' || arg[5] == '=') && arg[6] &&
+                                strlen(arg + 6) < sizeof a->o.x_word))) {
+            a->o.x_mode = SM_X_MARKS;
+            snprintf(a->o.x_word, sizeof a->o.x_word, "%s", arg[5] ? arg + 6 : "");
+            for (const char *p = a->o.x_word; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_'))
+                    return viz_args_bad(a, "--x marks:WORD wants a word of letters, got", arg);
+        } else {
+            return viz_args_bad(a, "--x wants time, events, marks or marks:WORD, got", arg);
+        }
+        return VIZ_ARGS_MORE;
     case 'W':
         if (viz_args_int(arg, 320, 8192, &a->width))
             return viz_args_bad(a, "--width wants pixels from 320 to 8192, got", arg);
@@ -104,5 +121,50 @@ int viz_args_site_rules(const char *cmd)
         fprintf(stderr, "memsnap %s: %s\n", cmd, err);
         return 2;
     }
+    return 0;
+}
+
+int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models)
+{
+    char err[1024];
+    for (int i = 0; i < n; i++) {
+        models[i] = sm_new(&a->o);
+        if (!models[i]) {
+            fprintf(stderr, "memsnap %s: out of memory\n", a->cmd);
+            return 2;
+        }
+        if (sm_read_file(models[i], paths[i], 0, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 2;
+        }
+        if (a->o.x_mode == SM_X_MARKS && !sm_marks(models[i], NULL)) {
+            if (a->o.x_word[0])
+                fprintf(stderr, "memsnap %s: --x marks: %s has no mark with a "
+                        "number after \"%s\" (NVTX marks, memsnap_annotate); "
+                        "try --x events\n", a->cmd, paths[i], a->o.x_word);
+            else
+                fprintf(stderr, "memsnap %s: --x marks: %s has no mark with a "
+                        "number (NVTX marks, memsnap_annotate); try --x events\n",
+                        a->cmd, paths[i]);
+            return 2;
+        }
+    }
+    if (n > 1) {
+        /* one axis for all: the union of their ranges */
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (int i = 0; i < n; i++) {
+            uint64_t l, h;
+            sm_x_range(models[i], &l, &h);
+            if (l < lo) lo = l;
+            if (h > hi) hi = h;
+        }
+        for (int i = 0; i < n; i++)
+            sm_set_x_range(models[i], lo, hi);
+    }
+    for (int i = 0; i < n; i++)
+        if (sm_read_pass2(models[i], paths[i], err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 2;
+        }
     return 0;
 }

@@ -1,5 +1,5 @@
 /* The command-line options `memsnap render` and `memsnap compare` share:
- * --top, --from, --width, --height, -h/--help, the unknown-option message,
+ * --top, --x, --from, --width, --height, -h/--help, the unknown-option message,
  * and the checks on the snapshot files after the options (how many, not
  * stdin: each file is read twice).  Each command keeps its own option
  * table, usage text and own options; its getopt switch hands every other
@@ -33,7 +33,7 @@ int viz_args_bad(const viz_args *a, const char *what, const char *arg);
 int viz_args_int(const char *s, long lo, long hi, int *out);
 
 /* Handles getopt_long's character c when it is not the command's own:
- * 't' --top, 'f' --from, 'W' --width, 'H' --height, 'h' --help, anything
+ * 't' --top, 'x' --x (time, events, marks, marks:WORD), 'f' --from, 'W' --width, 'H' --height, 'h' --help, anything
  * else an unknown option (argv for its name).  Returns VIZ_ARGS_MORE when
  * the option was taken, else the exit status (0 after --help, 2 after a
  * message). */
@@ -45,6 +45,13 @@ int viz_args_option(viz_args *a, int c, const char *arg, char **argv);
  * sets a->o.columns from the width.  0 with *paths and *n set, else 2
  * after a message. */
 int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n);
+
+/* Reads the snapshots into new models (models[] has room for n; the
+ * caller frees the ones made, also after an error): pass 1 of every file,
+ * then, with several, one x range for all (the union of theirs: events or
+ * marks put different runs on one axis), then pass 2.  --x marks refuses
+ * a file without a mark to read.  0 ok, else 2 after a one-line message. */
+int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models);
 
 /* The user's site rules (viz/siterules.h) for the commands that label
  * allocation sites (summary, render, compare): the file named by

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "memsnap/state.h"
 #include "findings.h"
@@ -91,6 +92,19 @@ struct sm_model {
     sm_range *ranges;
     size_t nranges;
     uint64_t total_ranges;
+
+    /* marks axis: (event index, mark string) in pass 1, then the anchors
+     * (event index, value in x units), non-decreasing in both */
+    uint64_t *mark_ev;
+    uint32_t *mark_str;
+    size_t nmark_raw, cap_mark_raw;
+    uint64_t *anc_ev, *anc_x;
+    size_t nanc;
+    size_t nmarks;               /* marks read (the implicit origin not counted) */
+    char mark_word[32];
+    int x_override;
+    uint64_t x_lo, x_hi;
+    size_t anc_cur;              /* pass 2 cursor into the anchors */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -158,6 +172,10 @@ void sm_free(sm_model *m)
     sm_symtab_free(&m->tab);
     sm_lf_free(&m->lf);
     free(m->ranges);
+    free(m->mark_ev);
+    free(m->mark_str);
+    free(m->anc_ev);
+    free(m->anc_x);
     for (int d = 0; d < SM_NDEV; d++) {
         free(m->dev[d].cols);
         free(m->dev[d].colvals);
@@ -168,9 +186,184 @@ void sm_free(sm_model *m)
 
 /* ---- x axis ----------------------------------------------------------- */
 
+/* ---- the marks axis ---------------------------------------------------- */
+
+static int is_word_ch(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+/* The number at s after spaces, ':' or '=' (at most 3 of them): 0 ok. */
+static int number_after(const char *s, double *v)
+{
+    int k = 0;
+    while ((*s == ' ' || *s == ':' || *s == '=') && k < 3) {
+        s++;
+        k++;
+    }
+    if (!((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9')))
+        return -1;
+    char *end;
+    double d = strtod(s, &end);
+    if (end == s || d != d)
+        return -1;
+    *v = d;
+    return 0;
+}
+
+int sm_mark_value(const char *text, const char *word, double *v, char *found,
+                  size_t cap)
+{
+    if (!text)
+        return -1;
+    if (found && cap)
+        found[0] = '\0';
+    if (!word || !*word) {
+        const char *p = text;
+        while (*p == ' ')
+            p++;
+        if (!number_after(p, v))
+            return 0;
+    }
+    size_t wl = word ? strlen(word) : 0;
+    for (const char *p = text; *p; p++) {
+        if (!is_word_ch(*p) || (p > text && is_word_ch(p[-1])))
+            continue;
+        const char *e = p;
+        while (is_word_ch(*e))
+            e++;
+        if (wl && ((size_t)(e - p) != wl || strncasecmp(p, word, wl))) {
+            p = e - 1;
+            continue;
+        }
+        if (!number_after(e, v)) {
+            if (found && cap)
+                snprintf(found, cap, "%.*s", (int)(e - p), p);
+            return 0;
+        }
+        p = e - 1;
+    }
+    return -1;
+}
+
+/* x units of a mark value: value x SM_MARK_SCALE, negative values at 0. */
+static uint64_t mark_x(double v)
+{
+    double x = v * SM_MARK_SCALE;
+    if (!(x > 0))
+        return 0;
+    return x >= 1.8e19 ? UINT64_MAX / 2 : (uint64_t)x;
+}
+
+/* After pass 1: the anchors of the marks axis from the marks seen.  The
+ * word is the option's, else the first mark's; a mark whose value is below
+ * the previous one is skipped (the axis only moves forward).  When the
+ * first mark comes after the first event with a positive value, the first
+ * event is value 0 (a counter - hour, step, epoch - starts where the
+ * recording starts).  0 ok, -1 out of memory. */
+static int marks_finish(sm_model *m)
+{
+    m->nanc = m->nmarks = 0;
+    snprintf(m->mark_word, sizeof m->mark_word, "%s", m->o.x_word);
+    if (m->o.x_mode != SM_X_MARKS || !m->nmark_raw)
+        return 0;
+    m->anc_ev = malloc((m->nmark_raw + 1) * sizeof *m->anc_ev);
+    m->anc_x = malloc((m->nmark_raw + 1) * sizeof *m->anc_x);
+    if (!m->anc_ev || !m->anc_x)
+        return -1;
+    for (size_t i = 0; i < m->nmark_raw; i++) {
+        double v;
+        char found[32];
+        if (sm_mark_value(sm_str(m, m->mark_str[i]), m->mark_word, &v, found,
+                          sizeof found))
+            continue;
+        if (!m->mark_word[0] && found[0])
+            snprintf(m->mark_word, sizeof m->mark_word, "%s", found);
+        uint64_t x = mark_x(v);
+        if (m->nanc && x < m->anc_x[m->nanc - 1])
+            continue;
+        if (!m->nanc && m->mark_ev[i] > 1 && x > 0) {
+            m->anc_ev[0] = 1;
+            m->anc_x[0] = 0;
+            m->nanc = 1;
+        }
+        m->anc_ev[m->nanc] = m->mark_ev[i];
+        m->anc_x[m->nanc++] = x;
+        m->nmarks++;
+    }
+    return 0;
+}
+
+size_t sm_marks(const sm_model *m, const char **word)
+{
+    if (word)
+        *word = m->mark_word;
+    return m->nmarks;
+}
+
+/* The value in x units at event idx: linear in the event index between
+ * two anchors; before the first, the first's; after the last, on the slope
+ * of the last two (the last's value when there is only one). */
+static uint64_t marks_x_at(const sm_model *m, uint64_t idx, size_t *cur)
+{
+    size_t n = m->nanc;
+    if (!n)
+        return 0;
+    if (idx <= m->anc_ev[0])
+        return m->anc_x[0];
+    size_t i = cur ? *cur : 0;
+    if (i >= n || m->anc_ev[i] > idx)
+        i = 0;
+    while (i + 1 < n && m->anc_ev[i + 1] <= idx)
+        i++;
+    if (cur)
+        *cur = i;
+    size_t a = i, b = i + 1;
+    if (b >= n) {
+        if (n < 2)
+            return m->anc_x[n - 1];
+        a = n - 2;
+        b = n - 1;
+    }
+    uint64_t de = m->anc_ev[b] - m->anc_ev[a];
+    if (!de)
+        return m->anc_x[i];
+    double slope = (double)(m->anc_x[b] - m->anc_x[a]) / (double)de;
+    double x = (double)m->anc_x[a] + slope * (double)(idx - m->anc_ev[a]);
+    return x >= 1.8e19 ? UINT64_MAX / 2 : (uint64_t)x;
+}
+
+uint64_t sm_x_of_event(const sm_model *m, uint64_t idx, uint64_t t_ns)
+{
+    switch (m->o.x_mode) {
+    case SM_X_EVENTS: return idx ? idx - 1 : 0;
+    case SM_X_MARKS: return marks_x_at(m, idx, NULL);
+    default: return t_ns;
+    }
+}
+
+void sm_set_x_range(sm_model *m, uint64_t lo, uint64_t hi)
+{
+    m->x_override = 1;
+    m->x_lo = lo;
+    m->x_hi = hi > lo ? hi : lo + 1;
+}
+
 void sm_x_range(const sm_model *m, uint64_t *lo, uint64_t *hi)
 {
     *lo = 0;
+    if (m->x_override) {
+        *lo = m->x_lo;
+        *hi = m->x_hi;
+        return;
+    }
+    if (m->o.x_mode == SM_X_MARKS) {
+        *lo = marks_x_at(m, 1, NULL);
+        *hi = marks_x_at(m, m->events ? m->events : 1, NULL);
+        if (*hi <= *lo)
+            *hi = *lo + 1;
+        return;
+    }
     if (m->o.x_mode == SM_X_EVENTS) {
         *hi = m->events > 1 ? m->events - 1 : 1;
         return;
@@ -694,8 +887,11 @@ static int apply_event(sm_model *m, const msnap_event *e)
         if (m->o.at == SM_AT_TIME && e->t_ns <= m->o.at_t_ns)
             m->at_time_idx = m->ev_idx;
     }
-    m->cur_x = m->o.x_mode == SM_X_EVENTS && m->pass == 2 ? m->ev_idx - 1
-                                                           : e->t_ns;
+    if (m->pass == 2 && m->o.x_mode == SM_X_MARKS)
+        m->cur_x = marks_x_at(m, m->ev_idx, &m->anc_cur);
+    else
+        m->cur_x = m->o.x_mode == SM_X_EVENTS && m->pass == 2 ? m->ev_idx - 1
+                                                               : e->t_ns;
     if (m->pass == 2)
         m->cur_col = sm_col_of(m, m->cur_x);
     if (e->action == MSNAP_A_BLOCK_ALLOC && m->pass == 1 && !m->blocks_seen) {
@@ -719,6 +915,25 @@ static int apply_event(sm_model *m, const msnap_event *e)
         break;
     case MSNAP_A_NVTX_PUSH: case MSNAP_A_NVTX_POP:
         nvtx_event(m, e);
+        break;
+    case MSNAP_A_NVTX_MARK:
+        /* kept by string id: the text is read after pass 1, when every
+         * str line is known */
+        if (m->pass == 1 && m->o.x_mode == SM_X_MARKS) {
+            if (m->nmark_raw == m->cap_mark_raw) {
+                size_t nc = m->cap_mark_raw ? m->cap_mark_raw * 2 : 64;
+                uint64_t *ne = realloc(m->mark_ev, nc * sizeof *ne);
+                if (ne)
+                    m->mark_ev = ne;
+                uint32_t *ns = ne ? realloc(m->mark_str, nc * sizeof *ns) : NULL;
+                if (!ns)
+                    return -1;
+                m->mark_str = ns;
+                m->cap_mark_raw = nc;
+            }
+            m->mark_ev[m->nmark_raw] = m->ev_idx;
+            m->mark_str[m->nmark_raw++] = (uint32_t)e->aux;
+        }
         break;
     default:
         break;
@@ -901,7 +1116,7 @@ int sm_end_pass1(sm_model *m)
         }
     }
     free(idx);
-    if (sm_lf_finish(&m->lf, m->sites, m->nsites, cls))
+    if (sm_lf_finish(&m->lf, m->sites, m->nsites, cls) || marks_finish(m))
         return -1;
     /* The capture moment. */
     int at = m->o.at;
@@ -941,7 +1156,9 @@ int sm_begin_pass2(sm_model *m)
         if (m->o.x_mode == SM_X_TIME && m->have_first)
             v->last_col = sm_col_of(m, m->t_first) - 1;
     }
-    m->cur_x = m->o.x_mode == SM_X_TIME ? m->t_first : 0;
+    m->anc_cur = 0;
+    m->cur_x = m->o.x_mode == SM_X_TIME ? m->t_first
+             : m->o.x_mode == SM_X_MARKS ? marks_x_at(m, 1, NULL) : 0;
     m->cur_col = sm_col_of(m, m->cur_x);
     if (msnap_state_rewind(&m->st) || m->err)
         return -1;
@@ -957,6 +1174,13 @@ int sm_end_pass2(sm_model *m)
 {
     uint64_t lo, hi;
     sm_x_range(m, &lo, &hi);
+    if (m->x_override) {
+        /* on an axis shared with longer runs, this run's columns stop at
+         * its own end */
+        m->x_override = 0;
+        sm_x_range(m, &lo, &hi);
+        m->x_override = 1;
+    }
     m->cur_x = hi;
     m->cur_col = sm_col_of(m, hi);
     for (int d = 0; d < SM_NDEV; d++)

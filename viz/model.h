@@ -56,7 +56,9 @@
 
 enum sm_cls { SM_CLS_NONE = 0, SM_CLS_MEM = 1, SM_CLS_BLOCK = 2 };
 enum sm_at { SM_AT_DEFAULT = 0, SM_AT_OOM, SM_AT_PEAK, SM_AT_END, SM_AT_TIME };
-enum sm_x { SM_X_TIME = 0, SM_X_EVENTS };
+enum sm_x { SM_X_TIME = 0, SM_X_EVENTS, SM_X_MARKS };
+/* x units per unit of a mark's value on the SM_X_MARKS axis */
+#define SM_MARK_SCALE 1000000.0
 enum sm_from { SM_FROM_FIRST = 0, SM_FROM_ZERO };
 
 /* What the caller wants. */
@@ -64,11 +66,16 @@ typedef struct sm_opts {
     int top;             /* top sites per device with their own colour (<= SM_MAX_TOP) */
     int columns;         /* timeline columns (plot width in pixels); 0 = no timeline */
     int x_mode;          /* SM_X_TIME or SM_X_EVENTS */
+    char x_word[32];     /* SM_X_MARKS: the word whose number is read from
+                          * each mark ("hour"); "" = the first mark's first
+                          * word followed by a number */
     int x_from;          /* enum sm_from: time axis starts at the first event
                           * or counters sample (default), or at t0 */
     int at;              /* enum sm_at: moment of the segment layout */
     uint64_t at_t_ns;    /* for SM_AT_TIME */
     uint64_t cap;        /* configured cap in bytes (--cap); 0 = header's or none */
+    int all_segments;    /* segment map: no folding of similar segments, a
+                          * taller picture (--all-segments) */
 } sm_opts;
 
 /* One allocation site: a stack id in one class on one device. */
@@ -215,6 +222,23 @@ const sm_range *sm_ranges(const sm_model *m, size_t *n, uint64_t *total);
  * recorder's t0 is when the process started, often seconds before the
  * first CUDA allocation. */
 void sm_x_range(const sm_model *m, uint64_t *lo, uint64_t *hi);
+/* Replaces the x range (compare puts several snapshots on one axis); call
+ * between pass 1 and pass 2.  lo < hi. */
+void sm_set_x_range(sm_model *m, uint64_t lo, uint64_t hi);
+/* The x of event #idx (1-based, file order) at time t_ns in the model's
+ * x mode: t_ns, idx - 1, or the mark value there (SM_X_MARKS). */
+uint64_t sm_x_of_event(const sm_model *m, uint64_t idx, uint64_t t_ns);
+/* The marks axis (SM_X_MARKS) after pass 1: the number of marks whose
+ * value was read (0: the axis has nothing to stand on) and the word read
+ * ("hour"; "" for bare numbers). */
+size_t sm_marks(const sm_model *m, const char **word);
+/* A number read from a mark's text: with word non-empty, the number that
+ * follows the first whole word `word` (case-insensitive; spaces, ':' or
+ * '=' between); with word empty, the number after the first word followed
+ * by one (that word goes to found, cap bytes), or a text that starts with a
+ * number.  0 ok with *v set, -1 no such number. */
+int sm_mark_value(const char *text, const char *word, double *v, char *found,
+                  size_t cap);
 /* Column of an x value (clamped to the columns). */
 int sm_col_of(const sm_model *m, uint64_t x);
 uint64_t sm_events(const sm_model *m);

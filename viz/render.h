@@ -32,6 +32,7 @@
 #define VIZ_UNMAPPED 0xd2d2d2u   /* reserved address space, not mapped */
 #define VIZ_RESERVED 0x1f1f1fu   /* reserved line */
 #define VIZ_OOM 0xd62728u
+#define VIZ_LEAK 0x4a0a0au       /* hatch, outline and label of a leak suspect's band */
 
 /* Colour of site rank r (0-based) in the palette; r < 0 is "other". */
 uint32_t viz_site_colour(int rank);
@@ -55,7 +56,26 @@ typedef struct viz_geom {
     int x0, y0, x1, y1;  /* plot interior: columns x0..x1-1, rows y0..y1-1; value 0 at y1 */
     uint64_t ymax;       /* value at y0 */
     int slot;            /* device slot of the panel */
+    int leak_rank;       /* rank whose band is drawn as a leak suspect; -1 none */
 } viz_geom;
+
+/* The marks-axis label of x ("hour 5.8"): the mark word and the value
+ * with as many decimals as a tick step of step x units needs. */
+void viz_mark_label(const sm_model *m, uint64_t x, uint64_t step, char *buf,
+                    size_t cap);
+/* The ranks of a device slot's top sites bottom to top as the stacked
+ * area draws them: by first allocation (the site allocated first at the
+ * bottom, so long-lived memory such as weights is the floor), then "other"
+ * (rank ntop) on top.  ranks has room for SM_MAX_TOP + 1; returns the
+ * count. */
+int viz_stack_order(const sm_model *m, int slot, int *ranks);
+/* The rank of the largest leak suspect among the top sites of a slot
+ * (its band gets the hatch and the label); -1 when none has a rank. */
+int viz_leak_rank(const sm_model *m, int slot);
+/* The legend label of rank r of a slot (told apart from the other top
+ * sites as the legend does); "" for a rank out of range. */
+void viz_site_label_in(const sm_model *m, int slot, int rank, char *buf,
+                       size_t cap);
 
 /* Row of value v: y1 - round(v * (y1 - y0) / ymax), clamped to y0..y1. */
 int viz_y_of(const viz_geom *g, uint64_t v);
@@ -103,7 +123,12 @@ typedef struct viz_segmap_geom {
     double bytes_per_px;
     viz_segrow *rows;    /* owned by the caller after viz_segmap: free() */
     size_t nrows;
-    size_t hidden;       /* segments not drawn (too many for the height) */
+    size_t hidden;       /* rows not drawn (too many for the height) */
+    size_t folded;       /* segments drawn as part of another's folded row */
+    /* the failed request and the largest free blocks, at an OOM: bar k
+     * (0 = the request, in VIZ_OOM; 1.. the free blocks, largest first)
+     * from x req_x, width req_w[k], top req_y[k]; nreq bars (0: none) */
+    int req_x, req_w[6], req_y[6], nreq;
 } viz_segmap_geom;
 
 /* Pixel (x, y) of address a in a drawn segment row; -1 when not drawn. */

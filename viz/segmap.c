@@ -4,7 +4,12 @@
  *   numbers   per device: reserved, blocks, free inside reserved (total and
  *             largest block), fragmentation = 1 - largest_free/total_free
  *             and 1 - peak_allocated/peak_reserved
- *   rows      one per segment in address order, grouped by device; a label
+ *   request   at an OOM: the failed request (red bar) beside the largest
+ *             free blocks, on one scale of their own
+ *   rows      one per segment in address order, grouped by device (three or
+ *             more of one size and kind, each full of one site's blocks,
+ *             fold into one labelled row "N x SIZE segments, full: SITE" at
+ *             the first of them, unless all_segments); a label
  *             (address, size, kind) on the left, the bar on the right.  All
  *             bars share one scale (bytes per pixel, chosen so every row
  *             fits the height), so a wider bar is a bigger segment; a
@@ -31,6 +36,7 @@
 #define MUTED 0x555555u
 #define OUTLINE 0x777777u
 #define LARGEST 0xd62728u
+#define REQ_FREE 5            /* free blocks drawn beside the failed request */
 
 static const char *kind_name(int kind)
 {
@@ -120,6 +126,91 @@ static int flow(canvas *c, const item *it, int n, int x0, int x1, int y, int ts)
     return rows * lh;
 }
 
+/* The site that fills segment s entirely (one block or used span over
+ * all of it), else UINT32_MAX. */
+static uint32_t full_site(const sm_layout *l, const sm_segment *s)
+{
+    if (s->nspans != 1)
+        return UINT32_MAX;
+    const sm_span *sp = &l->spans[s->first_span];
+    return (sp->what == SM_SPAN_BLOCK || sp->what == SM_SPAN_USED) &&
+           sp->addr == s->addr && sp->size == s->size ? sp->site : UINT32_MAX;
+}
+
+static const sm_layout *fold_layout;
+
+/* Orders segment indexes by (device, size, kind, full site), then index. */
+static int cmp_fold(const void *a, const void *b)
+{
+    const sm_segment *x = &fold_layout->segs[*(const size_t *)a];
+    const sm_segment *y = &fold_layout->segs[*(const size_t *)b];
+    uint32_t fx = full_site(fold_layout, x), fy = full_site(fold_layout, y);
+    if (x->device != y->device) return x->device < y->device ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? -1 : 1;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    if (fx != fy) return fx < fy ? -1 : 1;
+    return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* The rows of the map: row_seg[i] the segment drawn in row i (address
+ * order), row_n[i] how many segments it stands for.  Without `all`,
+ * segments of one device, size and kind, each filled entirely by blocks of
+ * one site, fold into one row at the first of them when there are at least
+ * FOLD_MIN of them (weights loaded as dozens of equal segments).  Returns
+ * the number of rows; -1 out of memory (nothing allocated). */
+#define FOLD_MIN 3
+static long fold_rows(const sm_layout *l, int all, size_t **row_seg,
+                      uint32_t **row_n)
+{
+    size_t n = l->nsegs;
+    *row_seg = malloc((n + 1) * sizeof **row_seg);
+    *row_n = malloc((n + 1) * sizeof **row_n);
+    size_t *idx = malloc((n + 1) * sizeof *idx);
+    uint32_t *cnt = calloc(n + 1, sizeof *cnt);  /* per segment: run size at its first, 0 folded away */
+    if (!*row_seg || !*row_n || !idx || !cnt) {
+        free(*row_seg);
+        free(*row_n);
+        free(idx);
+        free(cnt);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        idx[i] = i;
+        cnt[i] = 1;
+    }
+    if (!all && n) {
+        fold_layout = l;
+        qsort(idx, n, sizeof *idx, cmp_fold);
+        for (size_t i = 0; i < n;) {
+            size_t j = i + 1;
+            const sm_segment *a = &l->segs[idx[i]];
+            uint32_t fa = full_site(l, a);
+            while (fa != UINT32_MAX && j < n) {
+                const sm_segment *b = &l->segs[idx[j]];
+                if (b->device != a->device || b->size != a->size ||
+                    b->kind != a->kind || full_site(l, b) != fa)
+                    break;
+                j++;
+            }
+            if (j - i >= FOLD_MIN) {
+                cnt[idx[i]] = (uint32_t)(j - i);   /* idx[i] is the lowest index */
+                for (size_t k = i + 1; k < j; k++)
+                    cnt[idx[k]] = 0;
+            }
+            i = j;
+        }
+    }
+    size_t r = 0;
+    for (size_t i = 0; i < n; i++)
+        if (cnt[i]) {
+            (*row_seg)[r] = i;
+            (*row_n)[r++] = cnt[i];
+        }
+    free(idx);
+    free(cnt);
+    return (long)r;
+}
+
 int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                const char *title, viz_segmap_geom *geom)
 {
@@ -187,6 +278,17 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     it[nit].colour = VIZ_UNMAPPED;
     it[nit++].hatch = 1;
 
+    /* Rows: similar full segments folded (sm_opts.all_segments: none). */
+    size_t *row_seg;
+    uint32_t *row_n;
+    int all = sm_options(m)->all_segments;
+    long nrow_l = fold_rows(l, all, &row_seg, &row_n);
+    if (nrow_l < 0) {
+        free(it);
+        return -1;
+    }
+    size_t nrow = (size_t)nrow_l;
+
     /* Geometry. */
     int margin = 10;
     int title_h = 8 + FONT_CELL_H * (ts + 1) + 8;
@@ -200,20 +302,55 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     if (bar_w < 16)
         bar_w = 16;
     int row_h = 10 * ts + 4, line_h = row_h + 2 * ts, dev_h = (FONT_CELL_H + 6) * ts;
-    int rows_top = title_h + stats_h;
+    /* The failed request beside the largest free blocks (at an OOM with
+     * allocator blocks): a title line, the request bar, up to REQ_FREE
+     * free-block bars, on their own scale (the larger of the request and
+     * the largest free block fills 60% of the bar width). */
+    uint64_t req = 0, fr[REQ_FREE] = {0};
+    int nfr = 0;
+    if (l->at == SM_AT_OOM && sm_blocks_seen(m)) {
+        size_t no;
+        const sm_oom *oo = sm_ooms(m, &no, NULL);
+        if (no) {
+            req = oo[0].requested;
+            int od = oo[0].device < 0 ? SM_DEV_UNKNOWN : oo[0].device;
+            for (size_t k = 0; k < l->nsegs; k++)
+            for (size_t i = l->segs[k].first_span;
+                 i < l->segs[k].first_span + l->segs[k].nspans; i++) {
+                const sm_span *sp = &l->spans[i];
+                int sd = l->segs[k].device;
+                if (sp->what != SM_SPAN_FREE ||
+                    (sd != od && !(od == SM_DEV_UNKNOWN && sd < 0)))
+                    continue;
+                int j = nfr < REQ_FREE ? nfr++ : REQ_FREE;
+                if (j == REQ_FREE && sp->size <= fr[REQ_FREE - 1])
+                    continue;
+                if (j == REQ_FREE)
+                    j = REQ_FREE - 1;
+                while (j > 0 && fr[j - 1] < sp->size) {
+                    fr[j] = fr[j - 1];
+                    j--;
+                }
+                fr[j] = sp->size;
+            }
+        }
+    }
+    int req_line = (FONT_CELL_H + 6) * ts;
+    int req_h = req ? (FONT_CELL_H + 3) * ts + (1 + nfr) * req_line + 10 : 0;
+    int rows_top = title_h + stats_h + req_h;
     int avail;
     if (height > 0)
         avail = height - rows_top - legend_h - 10 - ndev_rows * dev_h;
     else
-        avail = 2400;
+        avail = all ? 15000 - rows_top - legend_h : 2400;
     int max_lines = avail / line_h;
     if (max_lines < 1)
         max_lines = 1;
     /* Automatic height: a little wrapping (up to half again as many lines
      * as segments) keeps big segments wide without a very tall picture. */
     if (height <= 0) {
-        size_t extra = l->nsegs / 2 > 8 ? l->nsegs / 2 : l->nsegs * 2 < 8 ? l->nsegs * 2 : 8;
-        size_t want = l->nsegs + extra;
+        size_t extra = nrow / 2 > 8 ? nrow / 2 : nrow * 2 < 8 ? nrow * 2 : 8;
+        size_t want = nrow + extra;
         if ((size_t)max_lines > want)
             max_lines = (int)want;
     }
@@ -221,27 +358,27 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     /* Bytes per pixel: the smallest that fits every row into max_lines
      * (each segment at least one line). */
     uint64_t biggest = 1, total = 0;
-    for (size_t i = 0; i < l->nsegs; i++) {
-        if (l->segs[i].size > biggest)
-            biggest = l->segs[i].size;
-        total += l->segs[i].size;
+    for (size_t i = 0; i < nrow; i++) {
+        if (l->segs[row_seg[i]].size > biggest)
+            biggest = l->segs[row_seg[i]].size;
+        total += l->segs[row_seg[i]].size;
     }
     double lo = 1e-3, hi = (double)biggest / bar_w + 1;
     uint64_t nlines_hi = 0;
-    for (size_t i = 0; i < l->nsegs; i++)
-        nlines_hi += seg_lines(l->segs[i].size, hi, bar_w);
-    size_t shown = l->nsegs, hidden = 0;
+    for (size_t i = 0; i < nrow; i++)
+        nlines_hi += seg_lines(l->segs[row_seg[i]].size, hi, bar_w);
+    size_t shown = nrow, hidden = 0;
     if (nlines_hi > (uint64_t)max_lines) {
         shown = (size_t)max_lines > 1 ? (size_t)max_lines - 1 : 1;
-        if (shown > l->nsegs)
-            shown = l->nsegs;
-        hidden = l->nsegs - shown;
+        if (shown > nrow)
+            shown = nrow;
+        hidden = nrow - shown;
     } else {
         for (int it2 = 0; it2 < 60; it2++) {
             double mid = (lo + hi) / 2;
             uint64_t nl = 0;
-            for (size_t i = 0; i < l->nsegs && nl <= (uint64_t)max_lines; i++)
-                nl += seg_lines(l->segs[i].size, mid, bar_w);
+            for (size_t i = 0; i < nrow && nl <= (uint64_t)max_lines; i++)
+                nl += seg_lines(l->segs[row_seg[i]].size, mid, bar_w);
             if (nl <= (uint64_t)max_lines)
                 hi = mid;
             else
@@ -254,13 +391,18 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     double bpp = hi > 0 ? hi : 1;
     uint64_t total_lines = 0;
     for (size_t i = 0; i < shown; i++)
-        total_lines += seg_lines(l->segs[i].size, bpp, bar_w);
+        total_lines += seg_lines(l->segs[row_seg[i]].size, bpp, bar_w);
+    size_t hidden_segs = 0;
+    for (size_t i = shown; i < nrow; i++)
+        hidden_segs += row_n[i];
     int rows_h = (int)total_lines * line_h + ndev_rows * dev_h + (hidden ? line_h : 0);
-    int H = height > 0 ? height : rows_top + rows_h + legend_h + 20;
+    int H = height > 0 ? height : rows_top + rows_h + legend_h + row_h + 20;
     if (H > 16000)
         H = 16000;
     if (canvas_init(c, width, H, VIZ_BG)) {
         free(it);
+        free(row_seg);
+        free(row_n);
         return -1;
     }
     if (geom) {
@@ -268,8 +410,11 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         geom->bytes_per_px = bpp;
         geom->rows = calloc(shown + 1, sizeof *geom->rows);
         geom->hidden = hidden;
+        geom->folded = nrow < l->nsegs ? l->nsegs - nrow : 0;
         if (!geom->rows) {
             free(it);
+            free(row_seg);
+            free(row_n);
             return -1;
         }
     }
@@ -357,6 +502,42 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     if (!l->nsegs)
         canvas_text(c, margin, y + 10, "No segments were live at this moment.",
                     MUTED, ts);
+    if (req) {
+        int ry = title_h + stats_h;
+        canvas_text(c, margin, ry, "The failed request next to the largest free "
+                    "blocks inside reserved (one scale):", TEXT, ts);
+        ry += (FONT_CELL_H + 3) * ts;
+        uint64_t big = req > fr[0] ? req : fr[0];
+        double rbpp = (double)big / (bar_w * 0.6);
+        for (int k = 0; k <= nfr; k++) {
+            uint64_t v = k ? fr[k - 1] : req;
+            int w = (int)llround((double)v / rbpp);
+            if (w < 1)
+                w = 1;
+            int bh = FONT_CELL_H * ts;
+            if (k == 0)
+                canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_OOM);
+            else {
+                canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_FREE);
+                canvas_frame(c, bar_x, ry, bar_x + w, ry + bh, LARGEST);
+            }
+            if (k == 0)
+                snprintf(buf, sizeof buf, "requested %s",
+                         msnap_size_text(v, a, sizeof a));
+            else
+                snprintf(buf, sizeof buf, "%s free block %s",
+                         k == 1 ? "largest" : "next", msnap_size_text(v, a, sizeof a));
+            canvas_text(c, margin, ry + ts, buf, k ? TEXT : VIZ_OOM, ts);
+            if (geom && k <= REQ_FREE) {
+                geom->req_w[k] = w;
+                geom->req_y[k] = ry;
+                geom->nreq = k + 1;
+            }
+            ry += req_line;
+        }
+        if (geom)
+            geom->req_x = bar_x;
+    }
     y = rows_top;
 
     /* Rows. */
@@ -368,10 +549,13 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         free(best_c);
         free(best_b);
         free(it);
+        free(row_seg);
+        free(row_n);
         return -1;
     }
     int cur_dev = -2;
-    for (size_t si = 0; si < shown && y < H; si++) {
+    for (size_t ri = 0; ri < shown && y < H; ri++) {
+        size_t si = row_seg[ri];
         const sm_segment *s = &l->segs[si];
         if (s->device != cur_dev) {
             cur_dev = s->device;
@@ -382,9 +566,37 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             y += dev_h;
         }
         int lines = (int)seg_lines(s->size, bpp, bar_w);
-        snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
-                 msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
-        canvas_text(c, margin, y + 2, buf, TEXT, ts);
+        if (row_n[ri] > 1) {
+            /* a folded row: the count and what fills them, from the bar's
+             * right end (the label column is too narrow for it) */
+            char lab[SM_LABEL_MAX];
+            uint32_t fs = full_site(l, s);
+            int fr = fs < nsites ? sites[fs].rank : -1;
+            if (fr >= 0)
+                viz_site_label_in(m, s->device < 0 ? SM_DEV_UNKNOWN : s->device,
+                                  fr, lab, sizeof lab);
+            else
+                snprintf(lab, sizeof lab, "other sites");
+            viz_fit_label(lab, 60);
+            snprintf(buf, sizeof buf, "%u x %s %s", row_n[ri],
+                     msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
+            canvas_text(c, margin, y + 2, buf, TEXT, ts);
+            snprintf(buf, sizeof buf, "%u x %s segments, full: %s", row_n[ri],
+                     msnap_size_text_short(s->size, a, sizeof a), lab);
+            int bw = (int)ceil((double)s->size / bpp);
+            if (bw > bar_w)
+                bw = bar_w;
+            int tx = bar_x + bw + 6;
+            if (tx + canvas_text_w(buf, ts) > width - margin)
+                tx = width - margin - canvas_text_w(buf, ts);
+            if (tx < bar_x)
+                tx = bar_x;
+            canvas_text(c, tx, y + 2, buf, MUTED, ts);
+        } else {
+            snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
+                     msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
+            canvas_text(c, margin, y + 2, buf, TEXT, ts);
+        }
         if (geom) {
             geom->rows[geom->nrows++] = (viz_segrow){
                 .seg = si, .x0 = bar_x, .y0 = y, .h = row_h, .bar_w = bar_w,
@@ -469,14 +681,16 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         y += lines * line_h;
     }
     if (hidden) {
-        snprintf(buf, sizeof buf, "... %zu more segments not drawn (too many for the height)",
-                 hidden);
+        snprintf(buf, sizeof buf, "... %zu more segments not drawn (too many "
+                 "for the height; --all-segments draws every one)", hidden_segs);
         canvas_text(c, margin, y + 2, buf, MUTED, ts);
         y += line_h;
     }
     free(best_w);
     free(best_c);
     free(best_b);
+    free(row_seg);
+    free(row_n);
 
     /* Legend, plus a note for the red frame. */
     int ly = H - legend_h;

@@ -208,6 +208,47 @@ static void fit_text(char *s, int n)
     s[n] = '\0';
 }
 
+/* Draws s (when c != NULL) in lines of at most n characters, broken at
+ * spaces (a word longer than a line is cut there), from (x, y) down with
+ * line height lh; at most maxl lines, the last cut with ".." if the text
+ * still does not fit.  Returns the number of lines. */
+static int text_wrapped(canvas *c, int x, int y, const char *s, uint32_t col,
+                        int scale, int n, int lh, int maxl)
+{
+    int lines = 0;
+    char line[600];
+    if (n < 4)
+        n = 4;
+    while (*s && lines < maxl) {
+        while (*s == ' ')
+            s++;
+        int len = (int)strlen(s);
+        int take = len;
+        if (len > n) {
+            take = n;
+            while (take > 0 && s[take] != ' ')
+                take--;
+            if (take == 0)
+                take = n;
+        }
+        if (take >= (int)sizeof line)
+            take = (int)sizeof line - 1;
+        memcpy(line, s, (size_t)take);
+        line[take] = '\0';
+        s += take;
+        while (*s == ' ')
+            s++;
+        if (lines == maxl - 1 && *s) {
+            snprintf(line, sizeof line, "%s", s - take);
+            fit_text(line, n);
+        }
+        if (c)
+            canvas_text(c, x, y + lines * lh, line, col, scale);
+        lines++;
+    }
+    return lines ? lines : 1;
+}
+
 /* ---- legend ----------------------------------------------------------- */
 
 typedef struct legend_item {
@@ -304,6 +345,12 @@ static int legend_items(const sm_model *m, int slot, legend_item *it,
         it[n].colour = CAP;
         it[n++].style = 2;
     }
+    if (viz_leak_rank(m, slot) >= 0) {
+        snprintf(it[n].text, sizeof it[n].text,
+                 "hatched band: leak suspect (its floor keeps rising)");
+        it[n].colour = VIZ_LEAK;
+        it[n++].style = 3;
+    }
     if (has_oom) {
         snprintf(it[n].text, sizeof it[n].text, "OOM (bar = requested size)");
         it[n].colour = VIZ_OOM;
@@ -399,11 +446,75 @@ static void panel_prepare(const sm_model *m, int slot, panel_info *p,
     }
 }
 
+/* The two subtitle texts of a panel: what the area and the line are, then
+ * the notes (capacity or cap far above, NVTX ranges too narrow, ring mode)
+ * and the event count. */
+static void panel_subtitle(const panel_info *p, char *s1, char *s2, size_t cap)
+{
+    const sm_model *m = p->m;
+    const sm_dev *v = sm_device(m, p->slot);
+    char a[32], b[32];
+    if (sm_blocks_seen(m))
+        snprintf(s1, cap,
+                 "Coloured area: allocated bytes (allocator blocks) stacked by "
+                 "allocation site, first allocated at the bottom; line: reserved. "
+                 "Peak allocated %s, reserved %s.",
+                 msnap_size_text(v->peak_stacked, a, sizeof a),
+                 msnap_size_text(v->peak_reserved, b, sizeof b));
+    else
+        snprintf(s1, cap,
+                 "Reserved only: the process's allocator does not report blocks. "
+                 "Coloured area: driver allocations by site. Peak %s.",
+                 msnap_size_text(v->peak_reserved > v->cnt_peak_reserved
+                                 ? v->peak_reserved : v->cnt_peak_reserved,
+                             a, sizeof a));
+    s2[0] = '\0';
+    size_t n = 0;
+    if (p->capacity && !p->show_capacity)
+        n += (size_t)snprintf(s2 + n, cap - n,
+                              "Device capacity %s is far above (not drawn). ",
+                              msnap_size_text(p->capacity, a, sizeof a));
+    if (p->cap && !p->show_cap && n < cap)
+        n += (size_t)snprintf(s2 + n, cap - n,
+                              "Configured cap %s is far above (not drawn). ",
+                              msnap_size_text(p->cap, a, sizeof a));
+    size_t nkept;
+    uint64_t nall;
+    sm_ranges(m, &nkept, &nall);
+    if (nall > nkept && n < cap)
+        n += (size_t)snprintf(s2 + n, cap - n,
+                              "%" PRIu64 " NVTX ranges, %" PRIu64 " too narrow to draw. ",
+                              nall, nall - nkept);
+    if (sm_ring_mode(m) && n < cap)
+        n += (size_t)snprintf(s2 + n, cap - n,
+                              "Ring snapshot: events cover the last window only. ");
+    if (n < cap)
+        snprintf(s2 + n, cap - n, "%" PRIu64 " events.", sm_events(m));
+}
+
+/* Lines of the title and of the subtitle at this width (wrapped, never
+ * cut short of 3 and 4 lines). */
+#define TITLE_MAXL 3
+#define SUB_MAXL 4
+static void panel_text_lines(const panel_info *p, int width, int ts,
+                             int *tl, int *sl)
+{
+    char s1[512], s2[512];
+    *tl = text_wrapped(NULL, 0, 0, p->title, 0, ts + 1,
+                       (width - 20) / (FONT_CELL_W * (ts + 1)), 0, TITLE_MAXL);
+    panel_subtitle(p, s1, s2, sizeof s1);
+    int n = (width - 20) / (FONT_CELL_W * ts);
+    *sl = text_wrapped(NULL, 0, 0, s1, 0, ts, n, 0, SUB_MAXL) +
+          text_wrapped(NULL, 0, 0, s2, 0, ts, n, 0, SUB_MAXL);
+}
+
 /* Height of the fixed parts of a panel (everything but the plot). */
 static int panel_chrome_h(const panel_info *p, int width, int ts)
 {
-    int h = 8 + (FONT_CELL_H) * (ts + 1) + 6      /* title */
-            + (FONT_CELL_H + 3) * ts * 2 + 4      /* subtitle: two lines */
+    int tl, sl;
+    panel_text_lines(p, width, ts, &tl, &sl);
+    int h = 8 + (FONT_CELL_H + 2) * (ts + 1) * tl + 4   /* title */
+            + (FONT_CELL_H + 3) * ts * sl + 4     /* subtitle */
             + p->lanes * (FONT_CELL_H + 4) * ts   /* NVTX lanes */
             + 6 + (FONT_CELL_H + 6) * ts          /* x tick labels */
             + (FONT_CELL_H + 4) * ts + 6;         /* x axis title */
@@ -423,54 +534,17 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     char buf[512], a[32], b[32];
     int y = top + 8;
 
-    /* title */
-    snprintf(buf, sizeof buf, "%s", p->title);
-    fit_text(buf, (W - 20) / (FONT_CELL_W * (ts + 1)));
-    canvas_text(c, 10, y, buf, TEXT, ts + 1);
-    y += FONT_CELL_H * (ts + 1) + 6;
-
-    /* subtitle */
-    if (sm_blocks_seen(m))
-        snprintf(buf, sizeof buf,
-                 "Coloured area: allocated bytes (allocator blocks) stacked by "
-                 "allocation site; line: reserved. Peak allocated %s, reserved %s.",
-                 msnap_size_text(v->peak_stacked, a, sizeof a),
-                 msnap_size_text(v->peak_reserved, b, sizeof b));
-    else
-        snprintf(buf, sizeof buf,
-                 "Reserved only: the process's allocator does not report blocks. "
-                 "Coloured area: driver allocations by site. Peak %s.",
-                 msnap_size_text(v->peak_reserved > v->cnt_peak_reserved
-                                 ? v->peak_reserved : v->cnt_peak_reserved,
-                             a, sizeof a));
-    fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
-    canvas_text(c, 10, y, buf, MUTED, ts);
-    y += (FONT_CELL_H + 3) * ts;
-    buf[0] = '\0';
-    size_t n = 0;
-    if (p->capacity && !p->show_capacity)
-        n += (size_t)snprintf(buf + n, sizeof buf - n,
-                              "Device capacity %s is far above (not drawn). ",
-                              msnap_size_text(p->capacity, a, sizeof a));
-    if (p->cap && !p->show_cap && n < sizeof buf)
-        n += (size_t)snprintf(buf + n, sizeof buf - n,
-                              "Configured cap %s is far above (not drawn). ",
-                              msnap_size_text(p->cap, a, sizeof a));
-    size_t nkept;
-    uint64_t nall;
-    sm_ranges(m, &nkept, &nall);
-    if (nall > nkept && n < sizeof buf)
-        n += (size_t)snprintf(buf + n, sizeof buf - n,
-                              "%" PRIu64 " NVTX ranges, %" PRIu64 " too narrow to draw. ",
-                              nall, nall - nkept);
-    if (sm_ring_mode(m) && n < sizeof buf)
-        n += (size_t)snprintf(buf + n, sizeof buf - n,
-                              "Ring snapshot: events cover the last window only. ");
-    if (n < sizeof buf)
-        snprintf(buf + n, sizeof buf - n, "%" PRIu64 " events.", sm_events(m));
-    fit_text(buf, (W - 20) / (FONT_CELL_W * ts));
-    canvas_text(c, 10, y, buf, MUTED, ts);
-    y += (FONT_CELL_H + 3) * ts + 4;
+    /* title and subtitle, wrapped to the width */
+    int ncw = (W - 20) / (FONT_CELL_W * ts);
+    int tl = text_wrapped(c, 10, y, p->title, TEXT, ts + 1,
+                          (W - 20) / (FONT_CELL_W * (ts + 1)),
+                          (FONT_CELL_H + 2) * (ts + 1), TITLE_MAXL);
+    y += (FONT_CELL_H + 2) * (ts + 1) * tl + 4;
+    char s1[512], s2[512];
+    panel_subtitle(p, s1, s2, sizeof s1);
+    int lh = (FONT_CELL_H + 3) * ts;
+    y += lh * text_wrapped(c, 10, y, s1, MUTED, ts, ncw, lh, SUB_MAXL);
+    y += lh * text_wrapped(c, 10, y, s2, MUTED, ts, ncw, lh, SUB_MAXL) + 4;
 
     /* geometry */
     int lane_h = (FONT_CELL_H + 4) * ts;
@@ -489,6 +563,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         g.y1 = g.y0 + 20;
     g.ymax = p->ymax;
     g.slot = slot;
+    g.leak_rank = -1;
     if (geom)
         *geom = g;
 
@@ -540,8 +615,8 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     /* x ticks */
     int label_w = canvas_text_w("00.00 min", ts) + 16;
     int nt = o->columns / label_w;
-    uint64_t xstep = o->x_mode == SM_X_EVENTS ? count_step(xhi - xlo, nt)
-                                              : time_step(xhi - xlo, nt);
+    uint64_t xstep = o->x_mode != SM_X_TIME ? count_step(xhi - xlo, nt)
+                                            : time_step(xhi - xlo, nt);
     /* Ticks at multiples of the step from the axis start on. */
     uint64_t xfirst = (xlo + xstep - 1) / xstep * xstep;
     for (uint64_t xv = xfirst; xv <= xhi; xv += xstep) {
@@ -550,6 +625,13 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         canvas_vline(c, xx, g.y1, g.y1 + 5, 1, AXIS, 0);
         if (o->x_mode == SM_X_EVENTS)
             count_label(xv, buf, sizeof buf);
+        else if (o->x_mode == SM_X_MARKS) {
+            /* the number only: the word is the axis title's */
+            viz_mark_label(m, xv, xstep, buf, sizeof buf);
+            const char *sp = strrchr(buf, ' ');
+            if (sp)
+                memmove(buf, sp + 1, strlen(sp + 1) + 1);
+        }
         else
             time_label(xv, xstep, xhi, buf, sizeof buf);
         int tw = canvas_text_w(buf, ts);
@@ -561,8 +643,14 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             break;
     }
     char xt[256];
+    const char *mword;
     if (o->x_mode == SM_X_EVENTS)
         snprintf(xt, sizeof xt, "event index (events in file order)");
+    else if (o->x_mode == SM_X_MARKS && sm_marks(m, &mword))
+        snprintf(xt, sizeof xt, "%s%sfrom %zu mark%s the program wrote "
+                 "(between marks: in proportion to events)", mword,
+                 *mword ? ", " : "", sm_marks(m, NULL),
+                 sm_marks(m, NULL) == 1 ? "" : "s");
     else if (xlo > 0)
         snprintf(xt, sizeof xt, "time since the recorder started (the plot "
                  "starts at the first event, %s; --from 0 shows from 0)",
@@ -573,20 +661,40 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     canvas_text(c, g.x0 + (o->columns - canvas_text_w(xt, ts)) / 2,
                 g.y1 + 8 + (FONT_CELL_H + 6) * ts, xt, MUTED, ts);
 
-    /* stacked area */
+    /* stacked area: the sites bottom to top in the order they first
+     * allocated (viz_stack_order), "other" on top; the leak suspect's band
+     * hatched with its top edge outlined */
     int K = v->ntop;
+    int order[SM_MAX_TOP + 1];
+    int norder = viz_stack_order(m, slot, order);
+    int leak_rank = viz_leak_rank(m, slot);
+    int leak_x = -1, leak_y = -1;
     for (int col = 0; col < o->columns && v->cols; col++) {
         const sm_col *k = &v->cols[col];
         if (!k->has)
             continue;
         uint64_t cum = 0;
         int x = g.x0 + col;
-        for (int r = 0; r <= K; r++) {
+        for (int j = 0; j < norder; j++) {
+            int r = order[j];
             uint64_t val = sm_col_value(m, slot, col, r);
             if (!val)
                 continue;
             int ya = viz_y_of(&g, cum + val), yb = viz_y_of(&g, cum);
             canvas_rect(c, x, ya, x + 1, yb, r < K ? viz_rank_colour(m, slot, r) : VIZ_OTHER);
+            if (r == leak_rank && yb > ya) {
+                for (int yy = ya; yy < yb; yy++)
+                    if ((x + yy) % 7 == 0)
+                        canvas_rect(c, x, yy, x + 1, yy + 1, VIZ_LEAK);
+                canvas_rect(c, x, ya, x + 1, ya + ts + 1, VIZ_LEAK);
+                /* the label goes above the band where its top is highest
+                 * (the latest such column), clear of the teardown at exit
+                 * that leaves the band alone at the bottom */
+                if (leak_y < 0 || ya <= leak_y) {
+                    leak_x = x;
+                    leak_y = ya;
+                }
+            }
             cum += val;
         }
     }
@@ -660,14 +768,26 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         int od = oo[i].device < 0 ? 0 : oo[i].device;
         if (od != slot)
             continue;
-        uint64_t xv = o->x_mode == SM_X_EVENTS ? oo[i].event_index - 1 : oo[i].t_ns;
+        uint64_t xv = sm_x_of_event(m, oo[i].event_index, oo[i].t_ns);
         int xx = g.x0 + sm_col_of(m, xv);
         canvas_vline(c, xx, g.y0, g.y1 - 1, ts, VIZ_OOM, 0);
         int yb = viz_y_of(&g, oo[i].allocated);
         int ya = viz_y_of(&g, oo[i].allocated + oo[i].requested);
         canvas_rect(c, xx + ts + 1, ya, xx + ts + 1 + 5 * ts, yb, VIZ_OOM);
-        snprintf(buf, sizeof buf, "%s: requested %s",
-                 oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error",
+        char where[64] = "";
+        if (o->x_mode != SM_X_TIME) {
+            where[0] = ' ';
+            where[1] = 'a';
+            where[2] = 't';
+            where[3] = ' ';
+            if (o->x_mode == SM_X_MARKS)
+                viz_mark_label(m, xv, 100000, where + 4, sizeof where - 4);
+            else
+                snprintf(where + 4, sizeof where - 4, "event %" PRIu64,
+                         oo[i].event_index);
+        }
+        snprintf(buf, sizeof buf, "%s%s: requested %s",
+                 oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error", where,
                  msnap_size_text(oo[i].requested, a, sizeof a));
         int tw = canvas_text_w(buf, ts);
         if (xx - last_label_x > tw + 10) {
@@ -679,6 +799,41 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             last_label_x = xx;
         }
     }
+    /* the leak suspect's label, above the last column of its band */
+    if (leak_rank >= 0 && leak_x >= 0) {
+        size_t nl, nsites;
+        const sm_leak *lk = sm_leaks(m, &nl, NULL);
+        const sm_site *sites = sm_sites(m, &nsites);
+        for (size_t i = 0; i < nl; i++) {
+            if (sites[lk[i].site].rank != leak_rank ||
+                sites[lk[i].site].device != slot)
+                continue;
+            char lab[SM_LABEL_MAX];
+            viz_site_label_in(m, slot, leak_rank, lab, sizeof lab);
+            viz_fit_label(lab, 40);
+            snprintf(buf, sizeof buf, "leak suspect: %s, floor %s -> %s", lab,
+                     msnap_size_text(lk[i].first, a, sizeof a),
+                     msnap_size_text(lk[i].last, b, sizeof b));
+            int tw = canvas_text_w(buf, ts);
+            if (tw > g.x1 - g.x0 - 8) {
+                snprintf(buf, sizeof buf, "leak suspect: floor %s -> %s",
+                         msnap_size_text(lk[i].first, a, sizeof a),
+                         msnap_size_text(lk[i].last, b, sizeof b));
+                tw = canvas_text_w(buf, ts);
+            }
+            int tx = leak_x - tw - 6 * ts;
+            if (tx < g.x0 + 4)
+                tx = g.x0 + 4;
+            int ty = leak_y - (FONT_CELL_H + 4) * ts;
+            if (ty < g.y0 + (FONT_CELL_H + 6) * ts)
+                ty = leak_y + 4 * ts;
+            canvas_rect(c, tx - 2, ty - 1, tx + tw + 2, ty + FONT_CELL_H * ts + 1, 0xffffff);
+            canvas_text(c, tx, ty, buf, VIZ_LEAK, ts);
+            break;
+        }
+    }
+    if (geom)
+        geom->leak_rank = leak_rank;
     /* axes */
     canvas_vline(c, g.x0 - 1, g.y0, g.y1, 1, AXIS, 0);
     canvas_hline(c, g.x0 - 1, g.x1 - 1, g.y1, 1, AXIS, 0);
@@ -687,6 +842,71 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     legend_flow(c, p->items, p->nitems, left_margin(ts), W - right_margin(ts),
                 top + h - legend_h - 8, ts);
     (void)own_legend_h;
+}
+
+void viz_mark_label(const sm_model *m, uint64_t x, uint64_t step, char *buf,
+                    size_t cap)
+{
+    const char *word = "";
+    sm_marks(m, &word);
+    int dec = 0;
+    for (double s = (double)step; s < SM_MARK_SCALE && dec < 6; s *= 10)
+        dec++;
+    snprintf(buf, cap, "%s%s%.*f", word, *word ? " " : "", dec,
+             (double)x / SM_MARK_SCALE);
+}
+
+int viz_stack_order(const sm_model *m, int slot, int *ranks)
+{
+    const sm_dev *v = sm_device(m, slot);
+    int n = 0;
+    /* The state numbers sites as they first allocate (and those live before
+     * the first event first of all), so the site index is the order of
+     * first allocation: insertion sort of the ranks by it. */
+    for (int r = 0; r < v->ntop; r++) {
+        int j = n++;
+        while (j > 0 && v->top[ranks[j - 1]] > v->top[r]) {
+            ranks[j] = ranks[j - 1];
+            j--;
+        }
+        ranks[j] = r;
+    }
+    ranks[n++] = v->ntop;
+    return n;
+}
+
+int viz_leak_rank(const sm_model *m, int slot)
+{
+    size_t nl, nsites;
+    const sm_leak *lk = sm_leaks(m, &nl, NULL);
+    const sm_site *sites = sm_sites(m, &nsites);
+    for (size_t i = 0; i < nl; i++)
+        if (lk[i].site < nsites && sites[lk[i].site].device == slot &&
+            sites[lk[i].site].rank >= 0)
+            return sites[lk[i].site].rank;
+    return -1;
+}
+
+void viz_site_label_in(const sm_model *m, int slot, int rank, char *buf,
+                       size_t cap)
+{
+    const sm_dev *v = sm_device(m, slot);
+    size_t nsites;
+    const sm_site *sites = sm_sites(m, &nsites);
+    uint32_t stacks[SM_MAX_TOP];
+    buf[0] = '\0';
+    if (rank < 0 || rank >= v->ntop)
+        return;
+    char (*labs)[SM_LABEL_MAX] = malloc(SM_MAX_TOP * sizeof *labs);
+    for (int r = 0; r < v->ntop; r++)
+        stacks[r] = sites[v->top[r]].stack;
+    if (labs) {
+        sm_site_labels(m, stacks, v->ntop, labs);
+        snprintf(buf, cap, "%s", labs[rank]);
+    } else {
+        sm_site_label(m, stacks[rank], buf, cap);
+    }
+    free(labs);
 }
 
 int viz_model_slots(const sm_model *m, int *slots)

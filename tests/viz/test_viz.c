@@ -7,6 +7,13 @@
  *     block's site; free space is the free colour; unmapped is grey;
  *   - the title area holds text pixels;
  *   - leak suspects on a climbing floor, none on a healthy sawtooth;
+ *   - --x marks: numbers read from mark texts, the axis in mark values;
+ *     --x events on a range shared by two runs;
+ *   - a long title wraps at width 800 (the plot moves down), never cut;
+ *   - segment map at an OOM: the request bar beside the free blocks;
+ *   - segment map folding of equal full segments, none with all_segments;
+ *   - stacking order: the first-allocated site at the bottom; the leak
+ *     suspect's band hatched and labelled;
  *   - fragmentation numbers exact; the OOM story; free_error undo;
  *   - the time axis starts at the first event (first coloured column at the
  *     plot's left edge), or at 0 with SM_FROM_ZERO;
@@ -596,6 +603,284 @@ static void test_compare(void)
         sm_free(models[k]);
 }
 
+/* Stacking order and the leak band: site 2 allocates first (64 MiB, kept),
+ * site 1 later with a larger peak, site 3 leaks 4 MiB every third step.
+ * The bottom of the stacked area is site 2's colour (first allocated, not
+ * largest), and site 3's band carries the leak hatch. */
+static void test_stack_order_and_leak_band(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    uint64_t t = 1000;
+    sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":50,\"n\":%llu,\"k\":2}\n",
+        (unsigned long long)t++, 64 * MiB);
+    sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":100,\"n\":%llu,\"k\":1}\n",
+        (unsigned long long)t++, 512 * MiB);
+    for (int step = 0; step < 20; step++) {
+        for (int i = 0; i < 6; i++)
+            sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":%llu,\"n\":%llu,\"k\":1}\n",
+                (unsigned long long)t++, 1000000000000ull + (unsigned long long)i * 1000000000ull,
+                (unsigned long long)(16 + i) * MiB);
+        for (int i = 0; i < 6; i++)
+            sbf(&b, "{\"a\":\"free\",\"t\":%llu,\"p\":%llu}\n", (unsigned long long)t++,
+                1000000000000ull + (unsigned long long)i * 1000000000ull);
+        if (step % 3 == 1)
+            sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":%llu,\"n\":%llu,\"k\":3}\n",
+                (unsigned long long)t++, 2000000000000ull + (unsigned long long)step * 1000000000ull,
+                4 * MiB);
+    }
+    const char *path = write_snap("order.msnap", b.s);
+    free(b.s);
+    sm_model *m = load(path, 8, viz_timeline_columns(1600), SM_AT_END);
+    size_t ns;
+    const sm_site *sites = sm_sites(m, &ns);
+    int rank_of[4] = {-1, -1, -1, -1};
+    for (size_t i = 0; i < ns; i++)
+        if (sites[i].stack <= 3)
+            rank_of[sites[i].stack] = sites[i].rank;
+    CHECK(rank_of[1] == 0);   /* largest peak */
+    CHECK(rank_of[2] == 1);
+    CHECK(rank_of[3] == 2);
+    int order[SM_MAX_TOP + 1];
+    int n = viz_stack_order(m, 0, order);
+    CHECK(n == 4);
+    CHECK(order[0] == rank_of[2] && order[1] == rank_of[1] &&
+          order[2] == rank_of[3] && order[3] == 3);
+    CHECK(viz_leak_rank(m, 0) == rank_of[3]);
+    viz_geom g;
+    int w, h;
+    uint8_t *px = timeline_png(m, 1600, "order.png", &g, &w, &h);
+    CHECK(px != NULL);
+    if (px) {
+        int x = g.x1 - 3;
+        CHECK(px_at(px, w, x, g.y1 - 1) == viz_site_colour(rank_of[2]));
+        CHECK(g.leak_rank == rank_of[3]);
+        int hatch = 0;
+        for (int y = g.y0; y < g.y1; y++)
+            hatch += px_at(px, w, x, y) == VIZ_LEAK;
+        CHECK(hatch >= 2);
+        /* the label "leak suspect: ..." is text in the leak colour above
+         * the band: more leak-coloured pixels in the plot than the band's */
+        int all = 0;
+        for (int y = g.y0; y < g.y1; y++)
+            for (int xx = g.x0; xx < g.x1; xx++)
+                all += px_at(px, w, xx, y) == VIZ_LEAK;
+        CHECK(all > g.x1 - g.x0);
+        free(px);
+    }
+    sm_free(m);
+}
+
+/* Snapshot text: n alloc/free pairs (2n events) with a mark "... hour H"
+ * after every k-th pair (H = pair / k), and one mark without "hour". */
+static char *marks_snap(int n, int k)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    sbf(&b, "{\"type\":\"str\",\"id\":7,\"s\":\"warm-up done\"}\n");
+    uint64_t t = 1000;
+    for (int i = 0; i < n; i++) {
+        sbf(&b, "{\"a\":\"alloc\",\"t\":%llu,\"p\":%d,\"n\":%llu,\"k\":1}\n",
+            (unsigned long long)t++, 4096 + i, 8 * MiB);
+        sbf(&b, "{\"a\":\"free\",\"t\":%llu,\"p\":%d}\n", (unsigned long long)t++,
+            4096 + i);
+        if ((i + 1) % k == 0) {
+            sbf(&b, "{\"type\":\"str\",\"id\":%d,\"s\":\"server: step %d, simulated "
+                "hour %d.00: ok\"}\n", 100 + i, i, (i + 1) / k);
+            sbf(&b, "{\"a\":\"nvtx_mark\",\"t\":%llu,\"x\":%d,\"th\":1,\"f\":\"memsnap_api\"}\n",
+                (unsigned long long)t++, 100 + i);
+        }
+        if (i == 3)
+            sbf(&b, "{\"a\":\"nvtx_mark\",\"t\":%llu,\"x\":7,\"th\":1,\"f\":\"memsnap_api\"}\n",
+                (unsigned long long)t++);
+    }
+    return b.s;
+}
+
+/* --x marks: the number after the word in each mark's text; the axis is
+ * the mark value (0 at the first event, linear in events between marks);
+ * --x events on a shared range (compare): a shorter run ends mid-axis. */
+static void test_marks_and_shared_axis(void)
+{
+    double v;
+    char w[32];
+    CHECK(sm_mark_value("memsnap-decode: out of memory at step 12, simulated "
+                        "hour 5.80: KV of 1 bytes", "hour", &v, w, sizeof w) == 0);
+    CHECK(v > 5.79 && v < 5.81);
+    CHECK(sm_mark_value("out of memory at step 12, simulated hour 5.80", "",
+                        &v, w, sizeof w) == 0);
+    CHECK(v == 12 && !strcmp(w, "step"));
+    CHECK(sm_mark_value("5.5", "", &v, w, sizeof w) == 0 && v == 5.5 && !w[0]);
+    CHECK(sm_mark_value("hourly 3", "hour", &v, w, sizeof w) == -1);
+    CHECK(sm_mark_value("epoch=3", "EPOCH", &v, w, sizeof w) == 0 && v == 3);
+    CHECK(sm_mark_value("no number here", "", &v, w, sizeof w) == -1);
+
+    char *text = marks_snap(40, 10);   /* marks at hours 1..4 */
+    const char *path = write_snap("marks.msnap", text);
+    free(text);
+    sm_opts o = {.top = 8, .columns = viz_timeline_columns(800),
+                 .x_mode = SM_X_MARKS, .at = SM_AT_END};
+    snprintf(o.x_word, sizeof o.x_word, "hour");
+    sm_model *m = sm_new(&o);
+    char err[512];
+    CHECK(sm_read_file(m, path, 1, err, sizeof err) == 0);
+    const char *word = NULL;
+    CHECK(sm_marks(m, &word) == 4);
+    CHECK(word && !strcmp(word, "hour"));
+    uint64_t lo, hi;
+    sm_x_range(m, &lo, &hi);
+    CHECK_EQ_U64(lo, 0);
+    /* the last mark (hour 4) is the last event but one: hi is hour 4 plus
+     * a little (on the last segment's slope) */
+    CHECK(hi >= 4 * (uint64_t)SM_MARK_SCALE && hi < 4 * (uint64_t)SM_MARK_SCALE + (uint64_t)SM_MARK_SCALE / 10);
+    /* the 20th pair's free is event 40 + 1 non-hour mark + 1 hour mark = 42:
+     * the hour-2 mark is event 43 */
+    CHECK_EQ_U64(sm_x_of_event(m, 43, 0), 2 * (uint64_t)SM_MARK_SCALE);
+    char lab[64];
+    viz_mark_label(m, sm_x_of_event(m, 43, 0), 100000, lab, sizeof lab);
+    CHECK(!strcmp(lab, "hour 2.0"));
+    /* the hour-2 column is near the middle of the plot */
+    int col = sm_col_of(m, 2 * (uint64_t)SM_MARK_SCALE);
+    CHECK(col > o.columns * 45 / 100 && col < o.columns * 55 / 100);
+    sm_free(m);
+
+    /* no "hour" mark: zero marks (the CLI refuses with a message) */
+    snprintf(o.x_word, sizeof o.x_word, "epoch");
+    m = sm_new(&o);
+    CHECK(sm_read_file(m, path, 1, err, sizeof err) == 0);
+    CHECK(sm_marks(m, NULL) == 0);
+    sm_free(m);
+
+    /* --x events on one range for two runs: the short one (82 events)
+     * stops near the middle of a 164-event axis */
+    text = marks_snap(80, 1000);
+    const char *longp = write_snap("long.msnap", text);
+    free(text);
+    sm_opts oe = {.top = 8, .columns = viz_timeline_columns(800),
+                  .x_mode = SM_X_EVENTS, .at = SM_AT_END};
+    sm_model *a = sm_new(&oe), *b = sm_new(&oe);
+    CHECK(sm_read_file(a, path, 0, err, sizeof err) == 0);
+    CHECK(sm_read_file(b, longp, 0, err, sizeof err) == 0);
+    uint64_t blo, bhi;
+    sm_x_range(b, &blo, &bhi);
+    sm_set_x_range(a, blo, bhi);
+    sm_set_x_range(b, blo, bhi);
+    CHECK(sm_read_pass2(a, path, err, sizeof err) == 0);
+    CHECK(sm_read_pass2(b, longp, err, sizeof err) == 0);
+    const sm_dev *va = sm_device(a, 0), *vb = sm_device(b, 0);
+    int last = oe.columns - 1;
+    CHECK(vb->cols && vb->cols[last].has);
+    CHECK(va->cols && !va->cols[last].has);
+    int end_a = sm_col_of(a, sm_events(a) - 1);
+    CHECK(end_a > oe.columns * 40 / 100 && end_a < oe.columns * 60 / 100);
+    CHECK(va->cols && va->cols[end_a > 0 ? end_a - 1 : 0].has);
+    sm_free(a);
+    sm_free(b);
+}
+
+/* At --width 800 a long title wraps (the plot moves down by whole title
+ * lines) instead of being cut. */
+static void test_title_wraps(void)
+{
+    char *text = marks_snap(10, 1000);
+    const char *path = write_snap("title.msnap", text);
+    free(text);
+    sm_model *m = load(path, 8, viz_timeline_columns(800), SM_AT_END);
+    canvas c;
+    viz_geom g1, g2;
+    int ng;
+    CHECK(viz_timeline(m, &c, 800, 0, "T", &g1, 1, &ng) == 0);
+    canvas_free(&c);
+    CHECK(viz_timeline(m, &c, 800, 0,
+                       "GPU memory over time of a rather long run name that "
+                       "does not fit in one line of an 800 pixel picture",
+                       &g2, 1, &ng) == 0);
+    canvas_free(&c);
+    CHECK(g2.y0 - g1.y0 >= 2 * 9);   /* at least one more title line */
+    sm_free(m);
+}
+
+/* The failed request beside the largest free blocks: free 30 and 10 MiB
+ * inside a 64 MiB segment, a block request of 45 MiB fails.  The request
+ * bar is red, the free bars follow largest first, widths in proportion. */
+static void test_segmap_request_bar(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    uint64_t base = 0x700000000000ull;
+    sbf(&b, "{\"a\":\"alloc\",\"t\":1000,\"p\":%llu,\"n\":%llu,\"k\":1}\n",
+        (unsigned long long)base, 64 * MiB);
+    struct { uint64_t off, len; int k; } blk[] = {
+        {0, 8, 2}, {18, 8, 3}, {26, 4, 2}, {60, 4, 3}};
+    for (int i = 0; i < 4; i++)
+        sbf(&b, "{\"a\":\"block_alloc\",\"t\":%d,\"p\":%llu,\"n\":%llu,\"k\":%d,\"f\":\"allocator\"}\n",
+            2000 + i, (unsigned long long)(base + blk[i].off * MiB),
+            (unsigned long long)(blk[i].len * MiB), blk[i].k);
+    sbf(&b, "{\"a\":\"oom\",\"t\":5000,\"n\":%llu,\"x\":1048576,\"y\":1073741824,"
+        "\"r\":2,\"k\":2,\"f\":\"allocator\"}\n", 45 * MiB);
+    const char *path = write_snap("req.msnap", b.s);
+    free(b.s);
+    sm_model *m = load(path, 8, 0, SM_AT_DEFAULT);
+    canvas c;
+    viz_segmap_geom g;
+    CHECK(viz_segmap(m, &c, 1200, 0, "S", &g) == 0);
+    CHECK(g.nreq == 3);   /* the request, free 30 MiB, free 10 MiB */
+    if (g.nreq == 3) {
+        const uint8_t *p = c.px + ((size_t)(g.req_y[0] + 2) * (size_t)c.w +
+                                   (size_t)(g.req_x + 2)) * 3;
+        CHECK(((uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]) == VIZ_OOM);
+        /* one scale: 45 : 30 : 10 within a pixel */
+        CHECK(abs(g.req_w[1] - g.req_w[0] * 30 / 45) <= 1);
+        CHECK(abs(g.req_w[2] - g.req_w[0] * 10 / 45) <= 1);
+        CHECK(g.req_y[1] > g.req_y[0] && g.req_y[2] > g.req_y[1]);
+    }
+    canvas_free(&c);
+    free(g.rows);
+    sm_free(m);
+}
+
+/* Folding: four 32 MiB segments each full of one site-1 block fold into
+ * one row; a half-full 32 MiB segment and a 64 MiB one keep their rows;
+ * with all_segments every segment has its row. */
+static void test_segmap_fold(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    uint64_t base = 0x700000000000ull;
+    for (int i = 0; i < 6; i++) {
+        uint64_t sz = i == 5 ? 64 * MiB : 32 * MiB;
+        uint64_t at = base + (uint64_t)i * 128 * MiB;
+        sbf(&b, "{\"a\":\"alloc\",\"t\":%d,\"p\":%llu,\"n\":%llu,\"k\":1}\n",
+            1000 + i, (unsigned long long)at, (unsigned long long)sz);
+        sbf(&b, "{\"a\":\"block_alloc\",\"t\":%d,\"p\":%llu,\"n\":%llu,\"k\":1,\"f\":\"allocator\"}\n",
+            2000 + i, (unsigned long long)at,
+            (unsigned long long)(i == 4 ? 16 * MiB : sz));
+    }
+    const char *path = write_snap("fold.msnap", b.s);
+    free(b.s);
+    for (int all = 0; all <= 1; all++) {
+        sm_opts o = {.top = 8, .at = SM_AT_END, .all_segments = all};
+        sm_model *m = sm_new(&o);
+        char err[512];
+        CHECK(sm_read_file(m, path, 1, err, sizeof err) == 0);
+        canvas c;
+        viz_segmap_geom g;
+        CHECK(viz_segmap(m, &c, 1200, 0, "S", &g) == 0);
+        CHECK(g.hidden == 0);
+        if (!all) {
+            CHECK(g.folded == 3);
+            CHECK(g.nrows == 3);
+            CHECK(g.nrows >= 1 && g.rows[0].seg == 0);   /* at the first of them */
+        } else {
+            CHECK(g.folded == 0);
+            CHECK(g.nrows == 6);
+        }
+        canvas_free(&c);
+        free(g.rows);
+        sm_free(m);
+    }
+}
+
 int main(int argc, char **argv)
 {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
@@ -607,5 +892,10 @@ int main(int argc, char **argv)
     test_xrange();
     test_labels();
     test_compare();
+    test_stack_order_and_leak_band();
+    test_marks_and_shared_axis();
+    test_title_wraps();
+    test_segmap_request_bar();
+    test_segmap_fold();
     return check_summary();
 }
