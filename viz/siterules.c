@@ -45,6 +45,9 @@ static const sr_rule defaults[] = {
     RT(SR_FN, "memsnap_*"),
     RT(SR_FN, "msnap_*"),
     RT(SR_FN, "ms_*"),
+    /* the recorder's PyTorch plugin (loaded late: its module line may be
+     * missing, so by its source file too) */
+    RT(SR_FILE, "*memsnap_torch.cpp"),
     /* CUDA's other libraries. */
     LIB(SR_MODULE, "libcublas*"),
     LIB(SR_MODULE, "libcudnn*"),
