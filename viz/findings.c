@@ -165,6 +165,19 @@ const char *sm_oom_verdict(const sm_oom *o)
     if (o->largest_free >= o->requested)
         return "the largest free block inside reserved would have held it: "
                "the allocator asked the driver instead of reusing its cache";
+    if (o->total_free >= o->requested)
+        return "enough memory was free in total (inside reserved + on the "
+               "device), but no single free block was large enough: "
+               "fragmentation";
+    /* An allocator's own refusal while the device still had the bytes: the
+     * allocator's limit (PyTorch's per-process memory fraction, memsnap's
+     * cap), not the device and not fragmentation, stopped it. */
+    if ((o->api == MSNAP_API_TORCH || o->api == MSNAP_API_ALLOCATOR) &&
+        o->dev_total && o->dev_free >= o->requested)
+        return "the device had the requested bytes free, but the allocator's "
+               "own limit refused them (PyTorch: "
+               "torch.cuda.set_per_process_memory_fraction; memsnap's "
+               "allocator: its cap)";
     if (o->total_free + o->dev_free >= o->requested)
         return "enough memory was free in total (inside reserved + on the "
                "device), but no single free block was large enough: "

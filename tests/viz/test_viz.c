@@ -30,6 +30,7 @@
 
 #include "../check.h"
 #include "compare.h"
+#include "findings.h"
 #include "model.h"
 #include "render.h"
 
@@ -881,6 +882,23 @@ static void test_segmap_fold(void)
     }
 }
 
+/* The OOM verdict tells an allocator's own limit (PyTorch's memory
+ * fraction, memsnap's cap) from fragmentation and a full device. */
+static void test_oom_verdict(void)
+{
+    sm_oom o = {.requested = 1ull << 30, .dev_free = 100ull << 30, .dev_total = 140ull << 30,
+                .api = MSNAP_API_TORCH, .blocks_seen = 1,
+                .total_free = 134ull << 20, .largest_free = 64ull << 20};
+    CHECK(strstr(sm_oom_verdict(&o), "own limit") != NULL);
+    o.total_free = 2ull << 30;           /* the cache alone held enough */
+    CHECK(strstr(sm_oom_verdict(&o), "fragmentation") != NULL);
+    o.total_free = 134ull << 20;
+    o.api = MSNAP_API_cuMemAlloc_v2;     /* the driver refused: not a limit */
+    CHECK(strstr(sm_oom_verdict(&o), "fragmentation") != NULL);
+    o.dev_free = 0;
+    CHECK(strstr(sm_oom_verdict(&o), "device was full") != NULL);
+}
+
 int main(int argc, char **argv)
 {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp");
@@ -897,5 +915,6 @@ int main(int argc, char **argv)
     test_title_wraps();
     test_segmap_request_bar();
     test_segmap_fold();
+    test_oom_verdict();
     return check_summary();
 }
