@@ -218,22 +218,6 @@ static void live_segment(void *ctx, const trk_obj *o)
                     (int64_t)o->t_ns);
 }
 
-/* Layer of the object an allocating action makes (0: not an allocation). */
-static int alloc_layer(int action)
-{
-    switch (action) {
-    case MSNAP_A_ALLOC: return TRK_ALLOC;
-    case MSNAP_A_ASYNC_ALLOC: return TRK_ASYNC;
-    case MSNAP_A_HOST_ALLOC: return TRK_HOST;
-    case MSNAP_A_MANAGED_ALLOC: return TRK_MANAGED;
-    case MSNAP_A_BLOCK_ALLOC: return TRK_BLOCK;
-    case MSNAP_A_VMM_CREATE: return TRK_VMM_CREATE;
-    case MSNAP_A_VMM_MAP: return TRK_VMM_MAP;
-    case MSNAP_A_VMM_RESERVE: return TRK_VMM_RESERVE;
-    }
-    return 0;
-}
-
 /* The stacks, frames and sites of one file, from the model's tables. */
 static int write_stacks(sq *q, sm_model *m, const uint32_t *ids, size_t n)
 {
@@ -341,7 +325,7 @@ static int export_file(sq *q, const char *path)
                      (int64_t)e->aux, (int64_t)e->aux2, (int64_t)e->stack, (int64_t)e->tid,
                      msnap_api_name(e->api), (int64_t)e->result, (int64_t)tr.allocated[d],
                      (int64_t)tr.reserved[d], (int64_t)tr.async[d]);
-            if (!rc && freed.size && !alloc_layer(e->action))
+            if (!rc && freed.size && !trk_kind_of_action(e->action))
                 rc = alloc_row(q, &freed, e->t_ns, 0);
             break;
         }

@@ -31,6 +31,10 @@ void spill_close(spill *s);
 enum { TRK_ALLOC = 1, TRK_ASYNC, TRK_HOST, TRK_MANAGED, TRK_BLOCK, TRK_VMM_CREATE,
        TRK_VMM_MAP, TRK_VMM_RESERVE, TRK_NLAYERS };
 
+/* The TRK_* kind of the object an allocating action (msnap_action) makes;
+ * 0 for actions that make none. */
+int trk_kind_of_action(int action);
+
 typedef struct trk_obj {
     uint64_t addr, size, stream, t_ns, aux;
     uint32_t stack;

@@ -22,10 +22,11 @@ void track_free(track *t)
     memset(t, 0, sizeof *t);
 }
 
-/* The TRK_* kind of a live object. */
-static int trk_kind(const msnap_obj *o)
+/* The TRK_* kind of the object an allocating action makes; 0 for actions
+ * that make none. */
+int trk_kind_of_action(int action)
 {
-    switch (o->kind) {
+    switch (action) {
     case MSNAP_A_ALLOC: return TRK_ALLOC;
     case MSNAP_A_ASYNC_ALLOC: return TRK_ASYNC;
     case MSNAP_A_HOST_ALLOC: return TRK_HOST;
@@ -36,6 +37,12 @@ static int trk_kind(const msnap_obj *o)
     case MSNAP_A_VMM_RESERVE: return TRK_VMM_RESERVE;
     default: return 0;
     }
+}
+
+/* The TRK_* kind of a live object. */
+static int trk_kind(const msnap_obj *o)
+{
+    return trk_kind_of_action(o->kind);
 }
 
 /* A state object as the exporters see it. */

@@ -36,6 +36,7 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "modrange.h"
 #include "recorder.h"
 #include "pyframes.h"
 #include "stacktab.h"
@@ -84,15 +85,8 @@ static int find_own_range(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     uintptr_t probe = (uintptr_t)arg;
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-        if (a < lo) lo = a;
-        if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-    }
+    uintptr_t lo, hi;
+    rec_module_extent(info, &lo, &hi);
     if (probe >= lo && probe < hi) {
         own_lo = lo;
         own_hi = hi;

@@ -43,6 +43,7 @@
 #include <libunwind.h>
 
 #include "memsnap/memsnap.h"
+#include "modrange.h"
 #include "recorder.h"
 #include "torch.h"
 
@@ -102,15 +103,8 @@ static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
     const char *base = slash ? slash + 1 : info->dlpi_name;
     if (!base || strcmp(base, "libc10_cuda.so") != 0)
         return 0;
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD)
-            continue;
-        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-        if (a < lo) lo = a;
-        if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
-    }
+    uintptr_t lo, hi;
+    rec_module_extent(info, &lo, &hi);
     snprintf(c10_path, sizeof c10_path, "%s", info->dlpi_name);
     note_build_id(info, c10_build_id, sizeof c10_build_id);
     c10_lo = lo;
