@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "memsnap/human.h"
 #include "interop.h"
 #include "outfile.h"
 
@@ -64,7 +65,8 @@ static const char usage_text[] =
     "unreadable input or unwritable output.\n";
 
 /* Parses T of --from/--to: "#N" (an event index) or a number with an
- * optional unit ns/us/ms/s/m (bare = seconds).  0 ok, -1 bad. */
+ * optional unit (msnap_time_parse: ns, us, ms, s, m/min, h; bare = seconds).
+ * 0 ok, -1 bad. */
 static int parse_point(const char *s, uint64_t *v, int *is_index)
 {
     char *end;
@@ -79,22 +81,8 @@ static int parse_point(const char *s, uint64_t *v, int *is_index)
         *is_index = 1;
         return 0;
     }
-    if ((s[0] < '0' || s[0] > '9') && s[0] != '.')
+    if (msnap_time_parse(s, v))
         return -1;
-    double d = strtod(s, &end);
-    if (errno || end == s || d < 0)
-        return -1;
-    double mul;
-    if (!*end || !strcmp(end, "s")) mul = 1e9;
-    else if (!strcmp(end, "ms")) mul = 1e6;
-    else if (!strcmp(end, "us")) mul = 1e3;
-    else if (!strcmp(end, "ns")) mul = 1;
-    else if (!strcmp(end, "m") || !strcmp(end, "min")) mul = 60e9;
-    else return -1;
-    d *= mul;
-    if (!(d < 1.8e19))
-        return -1;
-    *v = (uint64_t)d;
     *is_index = 0;
     return 0;
 }

@@ -6,6 +6,8 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
 
 static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 
@@ -57,4 +59,27 @@ const char *msnap_time_text(uint64_t ns, char *buf, size_t cap)
     else
         snprintf(buf, cap, "%.2f h", (double)ns / 3600e9);
     return buf;
+}
+
+int msnap_time_parse(const char *s, uint64_t *ns)
+{
+    if ((s[0] < '0' || s[0] > '9') && s[0] != '.')
+        return -1;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v >= 0))
+        return -1;
+    double mul;
+    if (!*end || !strcmp(end, "s")) mul = 1e9;
+    else if (!strcmp(end, "ms")) mul = 1e6;
+    else if (!strcmp(end, "us")) mul = 1e3;
+    else if (!strcmp(end, "ns")) mul = 1;
+    else if (!strcmp(end, "min") || !strcmp(end, "m")) mul = 60e9;
+    else if (!strcmp(end, "h")) mul = 3600e9;
+    else return -1;
+    double t = v * mul;
+    if (!(t < 1.8e19))
+        return -1;
+    *ns = (uint64_t)llround(t);
+    return 0;
 }

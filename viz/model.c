@@ -10,6 +10,7 @@
  * The leak finder (pass 1), the fragmentation numbers and the OOM verdict
  * are findings.c's.
  */
+#include "memsnap/human.h"
 #include "model.h"
 
 #include <cjson/cJSON.h>
@@ -1348,22 +1349,8 @@ int sm_parse_at(const char *s, int *at, uint64_t *t_ns)
     if (!strcmp(s, "oom")) { *at = SM_AT_OOM; return 0; }
     if (!strcmp(s, "peak")) { *at = SM_AT_PEAK; return 0; }
     if (!strcmp(s, "end")) { *at = SM_AT_END; return 0; }
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !(v >= 0) || v > 1e12)
-        return -1;
-    double mul;
-    if (!*end || !strcmp(end, "s")) mul = 1e9;
-    else if (!strcmp(end, "ms")) mul = 1e6;
-    else if (!strcmp(end, "us")) mul = 1e3;
-    else if (!strcmp(end, "ns")) mul = 1;
-    else if (!strcmp(end, "min") || !strcmp(end, "m")) mul = 60e9;
-    else if (!strcmp(end, "h")) mul = 3600e9;
-    else return -1;
-    double t = v * mul;
-    if (t > 1.8e19)
+    if (msnap_time_parse(s, t_ns))
         return -1;
     *at = SM_AT_TIME;
-    *t_ns = (uint64_t)llround(t);
     return 0;
 }

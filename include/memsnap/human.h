@@ -15,4 +15,9 @@ const char *msnap_size_text_short(uint64_t bytes, char *buf, size_t cap);
  * "2.50 min", "1.25 h". */
 const char *msnap_time_text(uint64_t ns, char *buf, size_t cap);
 
+/* The other way: a duration typed by a person, a non-negative number with
+ * an optional unit ns, us, ms, s, m or min, h (bare = seconds), into ns
+ * (rounded).  0 ok, -1 when it is not one or is past 2^64 ns. */
+int msnap_time_parse(const char *s, uint64_t *ns);
+
 #endif
