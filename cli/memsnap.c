@@ -49,7 +49,7 @@ static const subcommand subcommands[] = {
      cmd_symbolize},
     {"replay", "the allocation sequence through other allocator configs",
      cmd_replay},
-    {"export", "a snapshot as PyTorch memory_viz JSON or a Perfetto trace",
+    {"export", "a snapshot as a PyTorch memory_viz snapshot, a Perfetto trace or SQLite",
      cmd_export},
     {"import", "a PyTorch memory snapshot (JSON or pickle) as a snapshot",
      cmd_import},
