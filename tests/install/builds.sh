@@ -10,7 +10,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:?reader-only or fuzz}
-dir=${2:?build folder}
+dir=$(realpath -m "${2:?build folder}")   # absolute: the tests run from inside it
 fail() { echo "builds.sh $what: FAIL: $*" >&2; exit 1; }
 jobs=$(nproc)
 
