@@ -35,6 +35,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,13 +67,14 @@ typedef struct py_layout {
     int rt_finalizing;    /* _PyRuntimeState._finalizing (-1: no released-GIL reads) */
     int rt_head_lock;     /* _PyRuntimeState.interpreters.mutex (a PyThread_type_lock) */
     int rt_main;          /* _PyRuntimeState.interpreters.main */
+    int co_version;       /* 3.12: PyCodeObject.co_version (-1: not used) */
 } py_layout;
 
 static const py_layout layouts[] = {
-    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72, 24, 32, 48},
-    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56, 24, 32, 48},
+    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72, 24, 32, 48, -1},
+    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56, 24, 32, 48, 92},
     /* 3.13's head lock is a PyMutex: threads without the GIL are not read. */
-    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56, -1, -1, -1},
+    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56, -1, -1, -1, -1},
 };
 
 /* Common to 3.11-3.13 (non-free-threaded builds). */
@@ -119,6 +121,7 @@ typedef struct code_entry {
     uint32_t table_len;
     int first_line;
     int referenced;                  /* 1: Py_IncRef taken (the GIL was held) */
+    uint32_t version;                /* 3.12's co_version (0: none) */
     int64_t qual_hash;               /* co_qualname's cached hash (-1: not computed) */
     const void *co_qualname, *co_filename, *co_linetable;  /* fingerprint */
 } code_entry;
@@ -199,6 +202,7 @@ static void fill_entry(uint32_t id, const void *co)
     e->co_linetable = RD(co, L->co_linetable, const void *);
     e->qual_hash = e->co_qualname ? RD(e->co_qualname, STR_HASH, int64_t) : -1;
     e->first_line = RD(co, L->co_firstlineno, int);
+    e->version = L->co_version >= 0 ? RD(co, L->co_version, uint32_t) : 0;
     e->qual = copy_str(RD(co, L->co_qualname, const void *));
     e->file = copy_str(RD(co, L->co_filename, const void *));
     const void *lt = RD(co, L->co_linetable, const void *);
@@ -225,6 +229,11 @@ static int same_code(uint32_t id, const void *co)
     const code_entry *e = &entries[id];
     if (e->referenced)
         return 1;
+    /* 3.12 numbers code objects as it makes them (co_version, from a
+     * process-wide counter that stops at 0 rather than wrap): a code object
+     * with the entry's number is the entry's object. */
+    if (e->version)
+        return RD(co, L->co_version, uint32_t) == e->version;
     const void *q = RD(co, L->co_qualname, const void *);
     const void *lt = RD(co, L->co_linetable, const void *);
     if (e->co_qualname != q || e->co_filename != RD(co, L->co_filename, const void *) ||
@@ -281,6 +290,168 @@ static uint32_t code_id(const void *co, int gil)
         }
     }
     return 0;
+}
+
+/* ---- the per-thread cache ------------------------------------------------------------
+ * code_id() costs a hash probe and, for a code object that holds no reference
+ * of ours, the fingerprint (same_code) read through the table and the arena:
+ * most of a Python frame's cost on threads that released the GIL, where a
+ * training step makes every allocation.  Each thread keeps the last answers
+ * in a small direct-mapped cache of its own, each with the fingerprint laid
+ * out for a check in place: the addresses of the name, file and location
+ * table, the first line, the table's length and first 16 bytes, and the
+ * name's text (ASCII, up to SEEN_NAME bytes).  A hit checks all of that
+ * against the code object -- what same_code() checks -- and returns the id;
+ * a miss, or a name the cache cannot hold, goes through code_id().
+ *
+ * Caches come from one region mapped at start-up (pages are touched only
+ * when used); a thread claims one at its first Python frame and gives it
+ * back when it exits (a thread-specific key's destructor).  Past
+ * SEEN_CACHES threads at once, a thread goes without. */
+
+#define SEEN_WAYS 64u                /* entries per thread, direct-mapped */
+#define SEEN_NAME_WORDS 6u           /* name text held: 48 bytes with its NUL */
+#define SEEN_CACHES 1024u
+
+typedef struct seen {
+    const void *co, *q, *fn, *lt;
+    int64_t lt_len, q_len;
+    uint64_t lt16[2], lt_mask[2];    /* the table's first bytes, and which count */
+    uint64_t name[SEEN_NAME_WORDS];  /* the name's text and NUL, zero-padded */
+    uint64_t name_last_mask;         /* bytes of the last name word that count */
+    int first_line;
+    uint32_t id;                     /* 0: empty */
+    uint32_t name_words, referenced;
+    uint32_t version;                /* 3.12's co_version (0: none) */
+} seen;
+
+typedef struct seen_cache {
+    seen way[SEEN_WAYS];
+} seen_cache;
+
+static seen_cache *caches;
+static _Atomic uint32_t cache_used[SEEN_CACHES];
+static pthread_key_t cache_key;
+static MSNAP_TLS seen_cache *t_cache;
+static MSNAP_TLS int t_cache_state;  /* 0 none yet, 1 claimed, -1 none to be had */
+
+static void cache_release(void *p)
+{
+    size_t i = (size_t)((seen_cache *)p - caches);
+    memset(p, 0, sizeof(seen_cache));
+    t_cache = NULL;
+    t_cache_state = -1;              /* exiting: no new claim */
+    atomic_store_explicit(&cache_used[i], 0, memory_order_release);
+}
+
+/* This thread's cache; NULL when none is to be had. */
+static seen_cache *cache_get(void)
+{
+    if (t_cache_state)
+        return t_cache;
+    t_cache_state = -1;
+    for (uint32_t i = 0; i < SEEN_CACHES; i++) {
+        uint32_t zero = 0;
+        if (atomic_load_explicit(&cache_used[i], memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&cache_used[i], &zero, 1)) {
+            if (pthread_setspecific(cache_key, &caches[i]) != 0) {
+                atomic_store(&cache_used[i], 0);
+                return NULL;
+            }
+            t_cache = &caches[i];
+            t_cache_state = 1;
+            break;
+        }
+    }
+    return t_cache;
+}
+
+static inline uint64_t word_at(const void *p, size_t off)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)p + off, 8);
+    return v;
+}
+
+/* Mask of the first n bytes of a word (n <= 8). */
+static inline uint64_t low_bytes(uint32_t n) { return n >= 8 ? ~0ull : (1ull << (8 * n)) - 1; }
+
+/* 1 when way s, which holds co's address, still names the code object
+ * there: the fingerprint checked in place.  The words compared are whole
+ * words of the objects themselves: a bytes object's first 16 bytes of data
+ * lie inside its smallest allocation (48 bytes), and a str's text and NUL
+ * rounded up to 8 bytes inside its own, since the text starts 8-aligned and
+ * CPython's allocators hand out multiples of 16 (obmalloc) or of 8 past the
+ * requested size (malloc).  l is a local copy of the layout (loads from it
+ * stay in registers). */
+static inline int seen_hit(const seen *s, const void *co, const py_layout *l)
+{
+    if (s->referenced)
+        return 1;
+    if (s->version)                  /* see same_code */
+        return RD(co, l->co_version, uint32_t) == s->version;
+    const void *q = RD(co, l->co_qualname, const void *);
+    const void *lt = RD(co, l->co_linetable, const void *);
+    if (!((q == s->q) & (lt == s->lt) & (RD(co, l->co_filename, const void *) == s->fn) &
+          (RD(co, l->co_firstlineno, int) == s->first_line)))
+        return 0;
+    uint64_t d = (uint64_t)(RD(lt, VAR_SIZE, int64_t) ^ s->lt_len) |
+                 (uint64_t)(RD(q, VAR_SIZE, int64_t) ^ s->q_len) |
+                 ((word_at(lt, BYTES_DATA) ^ s->lt16[0]) & s->lt_mask[0]) |
+                 ((word_at(lt, BYTES_DATA + 8) ^ s->lt16[1]) & s->lt_mask[1]) |
+                 (uint64_t)((RD(q, STR_STATE, uint32_t) & 0x60) ^ 0x60);
+    const char *text = (const char *)q + l->str_ascii_data;
+    uint32_t last = s->name_words - 1;
+    for (uint32_t k = 0; k < last; k++)
+        d |= word_at(text, 8 * k) ^ s->name[k];
+    d |= (word_at(text, 8 * last) ^ s->name[last]) & s->name_last_mask;
+    return d == 0;
+}
+
+/* code_id() for a code object the cache did not answer, and the way s
+ * filled from it when its fingerprint fits: an ASCII name whose text and
+ * NUL fit SEEN_NAME_WORDS words, and a location table (else the frames of
+ * that code object go through code_id each time, as without the cache). */
+static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int gil)
+{
+    uint32_t id = code_id(co, gil);
+    if (!id || !s)
+        return id;
+    const void *q = RD(co, L->co_qualname, const void *);
+    const void *lt = RD(co, L->co_linetable, const void *);
+    s->co = NULL;
+    int referenced = entries[id].referenced;
+    uint32_t version = entries[id].version;
+    if (!referenced && !version) {
+        if (!q || !lt)
+            return id;
+        uint32_t state = RD(q, STR_STATE, uint32_t);
+        int64_t qn = RD(q, VAR_SIZE, int64_t), ln = RD(lt, VAR_SIZE, int64_t);
+        if ((state & 0x60) != 0x60 || qn < 0 || qn + 1 > 8 * (int64_t)SEEN_NAME_WORDS || ln < 0)
+            return id;
+        s->q = q;
+        s->lt = lt;
+        s->fn = RD(co, L->co_filename, const void *);
+        s->first_line = RD(co, L->co_firstlineno, int);
+        s->q_len = qn;
+        s->lt_len = ln;
+        uint32_t lb = ln < 16 ? (uint32_t)ln : 16;
+        s->lt_mask[0] = low_bytes(lb);
+        s->lt_mask[1] = lb > 8 ? low_bytes(lb - 8) : 0;
+        s->lt16[0] = word_at(lt, BYTES_DATA) & s->lt_mask[0];
+        s->lt16[1] = word_at(lt, BYTES_DATA + 8) & s->lt_mask[1];
+        uint32_t nb = (uint32_t)qn + 1, nw = (nb + 7) / 8;
+        s->name_words = nw;
+        s->name_last_mask = low_bytes(nb - 8 * (nw - 1));
+        for (uint32_t k = 0; k < nw; k++)
+            s->name[k] = word_at(q, (size_t)L->str_ascii_data + 8 * k);
+        s->name[nw - 1] &= s->name_last_mask;
+    }
+    s->referenced = (uint32_t)referenced;
+    s->version = version;
+    s->id = id;
+    s->co = co;
+    return id;
 }
 
 /* ---- start-up ------------------------------------------------------------------------ */
@@ -348,6 +519,9 @@ static int py_start(void)
     arena = rec_map_zeroed(ARENA_BYTES);
     if (!slots || !entries || !arena)
         return PY_OFF;
+    caches = rec_map_zeroed(SEEN_CACHES * sizeof *caches);
+    if (caches && pthread_key_create(&cache_key, cache_release) != 0)
+        caches = NULL;
     return PY_READY;
 }
 
@@ -361,25 +535,38 @@ static int py_start(void)
  * layout is not what we think). */
 static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp)
 {
+    /* The offsets in locals: the loop's loads then need no other memory. */
+    const int o_owner = L->fr_owner, o_code = L->fr_code, o_instr = L->fr_instr,
+              o_prev = L->fr_previous, o_entry = L->fr_is_entry, o_first = L->co_firsttraceable,
+              o_code0 = L->co_code, o_version = L->co_version;
+    const void *code_type = py_code_type;
+    seen_cache *cache = caches ? cache_get() : NULL;
     int np = 0, g = 0;
-    const void *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const void *) : ts;
-    fr = fr ? RD(fr, L->cf_current, const void *) : NULL;
+    const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
+    fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
-        char owner = RD(fr, L->fr_owner, char);
-        if (owner == OWNED_BY_CSTACK && L->fr_is_entry < 0) {
+        char owner = fr[o_owner];
+        const char *co = RD(fr, o_code, const char *);
+        if (owner == OWNED_BY_CSTACK && o_entry < 0) {
             g++;                    /* the shim an eval-loop call starts with */
-            fr = RD(fr, L->fr_previous, const void *);
-            continue;
-        }
-        const void *co = RD(fr, L->fr_code, const void *);
-        if (co && RD(co, OB_TYPE, const void *) == py_code_type) {
-            const char *code0 = (const char *)co + L->co_code;
-            const char *instr = RD(fr, L->fr_instr, const char *);
-            int first = RD(co, L->co_firsttraceable, int);
+        } else if (co && RD(co, OB_TYPE, const void *) == code_type) {
+            const char *instr = RD(fr, o_instr, const char *);
+            const char *code0 = co + o_code0;
             /* Incomplete frames (not yet at their first traceable
              * instruction) are skipped, as CPython's tracebacks do. */
-            if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)first) {
-                uint32_t id = code_id(co, gil);
+            if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)RD(co, o_first, int)) {
+                uint32_t id;
+                seen *s = NULL;
+                if (cache) {
+                    s = &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)];
+                    if (s->co == co &&
+                        (s->referenced || (s->version && RD(co, o_version, uint32_t) == s->version)))
+                        id = s->id;
+                    else
+                        id = s->co == co && seen_hit(s, co, L) ? s->id : seen_miss(s, co, gil);
+                } else {
+                    id = code_id(co, gil);
+                }
                 if (id) {
                     uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
                     py[np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | (off & 0x7fffffffu);
@@ -389,9 +576,9 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
         } else if (co && L->minor < 13) {
             return -1;
         }
-        if (L->fr_is_entry >= 0 && RD(fr, L->fr_is_entry, char))
+        if (o_entry >= 0 && fr[o_entry])
             g++;                    /* 3.11: the frame an eval-loop call was given */
-        fr = RD(fr, L->fr_previous, const void *);
+        fr = RD(fr, o_prev, const char *);
     }
     return np;
 }
@@ -471,8 +658,11 @@ int pyframes_merge(void *const *native, int n, const uint64_t *py, const uint16_
     }
     /* Python frames of eval-loop calls the native stack did not reach (it
      * was cut at its depth, or the eval loop's range is unknown). */
-    while (i < np && d < cap)
-        out[d++] = py[i++];
+    if (i < np && d < cap) {
+        int k = np - i < cap - d ? np - i : cap - d;
+        memcpy(out + d, py + i, (size_t)k * sizeof *out);
+        d += k;
+    }
     return d;
 }
 
