@@ -119,10 +119,11 @@ int config_load(void)
     g_cfg.py_depth = 64;
     g_cfg.py_native_depth = 16;
     /* PyTorch's allocations: the innermost native frames are the plugin's
-     * callback and c10's allocator; the Python frames say where the tensor
-     * was made, and unwinding ~30 frames through libtorch's DWARF to reach
-     * the eval loop cost more than the rest of the event (docs/benchmarks.md). */
-    g_cfg.torch_native_depth = 4;
+     * callback and c10's allocator, the same in every stack; where the thread
+     * has Python frames they say where the tensor was made, so by default
+     * (TORCH_NATIVE_AUTO) only threads without them (autograd's) unwind any
+     * native frames (docs/recorder.md, docs/benchmarks.md). */
+    g_cfg.torch_native_depth = TORCH_NATIVE_AUTO;
     g_cfg.torch_free_stacks = 0;
 
     const char *s;
@@ -170,9 +171,13 @@ int config_load(void)
     v = (uint64_t)g_cfg.py_native_depth;
     rc |= parse_range("MEMSNAP_PYTHON_NATIVE_DEPTH", 0, MSNAP_MAX_FRAMES, &v, 0);
     g_cfg.py_native_depth = (int)v;
-    v = (uint64_t)g_cfg.torch_native_depth;
-    rc |= parse_range("MEMSNAP_TORCH_NATIVE_DEPTH", 0, MSNAP_MAX_FRAMES, &v, 0);
-    g_cfg.torch_native_depth = (int)v;
+    if ((s = getenv("MEMSNAP_TORCH_NATIVE_DEPTH")) && strcmp(s, "auto") != 0) {
+        uint64_t d;
+        if (parse_u64(s, &d, 0) != 0 || d > MSNAP_MAX_FRAMES)
+            rc |= bad("MEMSNAP_TORCH_NATIVE_DEPTH", s, "expected auto or an integer from 0 to 128");
+        else
+            g_cfg.torch_native_depth = (int)d;
+    }
     if ((s = getenv("MEMSNAP_TORCH_FREE_STACKS"))) {
         if (strcmp(s, "1") == 0) g_cfg.torch_free_stacks = 1;
         else if (strcmp(s, "0") == 0) g_cfg.torch_free_stacks = 0;
@@ -236,13 +241,16 @@ int config_load(void)
 size_t config_to_json(char *buf, size_t cap)
 {
     static const char *oom[] = {"first", "every", "none"};
+    char tnd[16] = "\"auto\"";
+    if (g_cfg.torch_native_depth != TORCH_NATIVE_AUTO)
+        snprintf(tnd, sizeof tnd, "%d", g_cfg.torch_native_depth);
     int n = snprintf(buf, cap,
                      "{\"mode\":\"%s\",\"ring_events\":%llu,\"stack_depth\":%d,"
                      "\"flush_ms\":%d,\"counters_ms\":%d,\"dump_on_oom\":\"%s\","
                      "\"dump_signal\":%d,\"dump_at_exit\":%d,\"zstd_level\":%d,"
                      "\"symbolize\":%d,\"fork\":\"%s\",\"queue_events\":%llu,"
                      "\"max_stacks\":%llu,\"python_frames\":%d,\"python_depth\":%d,\"python_native_depth\":%d,"
-                     "\"torch_native_depth\":%d,\"torch_free_stacks\":%d}",
+                     "\"torch_native_depth\":%s,\"torch_free_stacks\":%d}",
                      g_cfg.mode == MODE_RING ? "ring" : "stream",
                      (unsigned long long)g_cfg.ring_events, g_cfg.stack_depth, g_cfg.flush_ms,
                      g_cfg.counters_ms, oom[g_cfg.oom_dump], g_cfg.dump_signal,
@@ -250,6 +258,6 @@ size_t config_to_json(char *buf, size_t cap)
                      g_cfg.fork_mode == FORK_FOLLOW ? "follow" : "stop",
                      (unsigned long long)g_cfg.queue_events,
                      (unsigned long long)g_cfg.max_stacks, g_cfg.py_frames, g_cfg.py_depth,
-                     g_cfg.py_native_depth, g_cfg.torch_native_depth, g_cfg.torch_free_stacks);
+                     g_cfg.py_native_depth, tnd, g_cfg.torch_free_stacks);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }

@@ -180,6 +180,8 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
     uint64_t py[MSNAP_MAX_FRAMES];
     uint16_t grp[MSNAP_MAX_FRAMES];
     int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES);
+    if (native_keep == TORCH_NATIVE_AUTO)
+        native_keep = np > 0 ? 0 : TORCH_NATIVE_NO_PYTHON;
     int keep = native_keep < g_cfg.stack_depth ? native_keep : g_cfg.stack_depth;
     if (keep < 0)
         keep = 0;

@@ -37,6 +37,11 @@ typedef enum { MODE_STREAM = 0, MODE_RING = 1 } rec_mode;
 typedef enum { OOM_DUMP_FIRST = 0, OOM_DUMP_EVERY, OOM_DUMP_NONE } rec_oom_dump;
 typedef enum { FORK_FOLLOW = 0, FORK_STOP } rec_fork;
 
+/* torch_native_depth's default: no native frames where the thread has
+ * Python frames, TORCH_NATIVE_NO_PYTHON where it has none. */
+#define TORCH_NATIVE_AUTO (-1)
+#define TORCH_NATIVE_NO_PYTHON 4
+
 typedef struct rec_config {
     int enabled;              /* 0: bad settings or MEMSNAP_DISABLE */
     char output[4096];        /* path pattern (%p %h %n %t %q{VAR} %%) */
@@ -59,7 +64,8 @@ typedef struct rec_config {
                                  2 only on threads that hold the GIL */
     int py_depth;             /* Python frames kept per stack */
     int py_native_depth;      /* native frames per stack when it has Python frames */
-    int torch_native_depth;   /* native frames of a PyTorch block/segment allocation */
+    int torch_native_depth;   /* native frames of a PyTorch block/segment allocation,
+                                 or TORCH_NATIVE_AUTO */
     int torch_free_stacks;    /* 1: PyTorch's frees carry a stack too */
 } rec_config;
 
@@ -113,7 +119,9 @@ uint32_t core_capture_stack(void);
 /* The same with at most native_keep native frames (also when the stack has
  * Python frames, which then follow the native ones) and own_frames frames
  * of the recorder above the caller's, so that only what is kept is unwound.
- * native_keep 0 with Python frames: no unwinding at all. */
+ * native_keep 0 with Python frames: no unwinding at all.  native_keep
+ * TORCH_NATIVE_AUTO: 0 when the thread has Python frames, else
+ * TORCH_NATIVE_NO_PYTHON. */
 uint32_t core_capture_stack_n(int native_keep, int own_frames);
 
 /* Interns a string (NVTX message, dump reason); 0 when the table is full. */

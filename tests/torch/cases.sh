@@ -12,7 +12,8 @@
 #                 unchanged; memsnap run refuses it (exit 2);
 #   off           MEMSNAP_TORCH=off: no look for PyTorch, no line;
 #   pystacks      entries made from Python (pystacks.py): by default the
-#                 alloc has <= 4 native frames then the Python frames, the
+#                 alloc has the Python frames and no native frame (4 with
+#                 MEMSNAP_TORCH_NATIVE_DEPTH=4, before the Python ones), the
 #                 frees no stack; MEMSNAP_TORCH_FREE_STACKS=1 and
 #                 MEMSNAP_TORCH_NATIVE_DEPTH turn each back on; bad values
 #                 of both are refused (memsnap run: exit 2; by hand: one
@@ -91,16 +92,20 @@ pystacks)
     P=(python3 "$here/pystacks.py" "$DEEP_LIB" 12)
     run -o "$T/d.msnap" -- "${P[@]}" > "$T/out" 2> "$T/err" || fail "default: $(cat "$T/err")"
     grep -qx "pystacks done" "$T/out" || fail "output changed"
-    check pystacks "$T/d.msnap" 0 4
-    MEMSNAP_TORCH_FREE_STACKS=1 run -o "$T/f.msnap" -- "${P[@]}" > /dev/null 2> "$T/err" || fail "free stacks"
-    check pystacks "$T/f.msnap" 1 4
+    # the default (auto): a thread with Python frames unwinds no native frame
+    check pystacks "$T/d.msnap" 0 0
+    MEMSNAP_TORCH_NATIVE_DEPTH=auto MEMSNAP_TORCH_FREE_STACKS=1 run -o "$T/f.msnap" -- "${P[@]}" \
+        > /dev/null 2> "$T/err" || fail "free stacks"
+    check pystacks "$T/f.msnap" 1 0
+    MEMSNAP_TORCH_NATIVE_DEPTH=4 run -o "$T/4.msnap" -- "${P[@]}" > /dev/null 2> "$T/err" || fail "native 4"
+    check pystacks "$T/4.msnap" 0 4
     MEMSNAP_TORCH_NATIVE_DEPTH=32 run -o "$T/n.msnap" -- "${P[@]}" > /dev/null 2> "$T/err" || fail "native 32"
     check pystacks "$T/n.msnap" 0 32
     MEMSNAP_TORCH_NATIVE_DEPTH=0 run -o "$T/z.msnap" -- "${P[@]}" > /dev/null 2> "$T/err" || fail "native 0"
     check pystacks "$T/z.msnap" 0 0
     for bad in "MEMSNAP_TORCH_FREE_STACKS=yes|expected 0 or 1" \
-               "MEMSNAP_TORCH_NATIVE_DEPTH=129|expected an integer from 0 to 128" \
-               "MEMSNAP_TORCH_NATIVE_DEPTH=-1|expected an integer from 0 to 128"; do
+               "MEMSNAP_TORCH_NATIVE_DEPTH=129|expected auto or an integer from 0 to 128" \
+               "MEMSNAP_TORCH_NATIVE_DEPTH=-1|expected auto or an integer from 0 to 128"; do
         kv=${bad%%|*}; want=${bad#*|}
         env "$kv" "$MEMSNAP" run -o "$T/bad.msnap" -- true 2> "$T/err"; rc=$?
         [ $rc = 2 ] || fail "memsnap run with $kv: exit $rc, expected 2"
