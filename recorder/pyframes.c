@@ -68,13 +68,20 @@ typedef struct py_layout {
     int rt_head_lock;     /* _PyRuntimeState.interpreters.mutex (a PyThread_type_lock) */
     int rt_main;          /* _PyRuntimeState.interpreters.main */
     int co_version;       /* 3.12: PyCodeObject.co_version (-1: not used) */
+    int fr_lasti;         /* 3.9, 3.10: PyFrameObject.f_lasti (-1: 3.11+) */
 } py_layout;
 
 static const py_layout layouts[] = {
-    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72, 24, 32, 48, -1},
-    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56, 24, 32, 48, 92},
+    /* 3.9 and 3.10: frames are PyFrameObjects chained by f_back from
+     * PyThreadState.frame, each run by its own eval-loop call; code objects
+     * have no qualified name (co_name stands in) and 3.9's table is
+     * co_lnotab. */
+    {9, 16, -1, 24, 32, 24, -1, -1, -1, 40, 104, 112, 120, -1, -1, 48, 72, 16, 24, 40, -1, 104},
+    {10, 16, -1, 24, 32, 24, -1, -1, -1, 40, 104, 112, 120, -1, -1, 48, 72, 16, 24, 40, -1, 96},
+    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72, 24, 32, 48, -1, -1},
+    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56, 24, 32, 48, 92, -1},
     /* 3.13's head lock is a PyMutex: threads without the GIL are not read. */
-    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56, -1, -1, -1, -1},
+    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56, -1, -1, -1, -1, -1},
 };
 
 /* Common to 3.11-3.13 (non-free-threaded builds). */
@@ -468,12 +475,22 @@ static void notice(const char *msg)
 static int py_start(void)
 {
     const unsigned long *ver = sym("Py_Version");
-    if (!ver) {
-        if (sym("PyCode_Type") && sym("Py_GetVersion"))
-            notice("Python frames need CPython 3.11 or later");
+    unsigned major, minor;
+    if (ver) {
+        major = (unsigned)(*ver >> 24 & 0xff);
+        minor = (unsigned)(*ver >> 16 & 0xff);
+    } else if (sym("PyCode_Type") && sym("Py_GetVersion")) {
+        /* Before 3.11 there is no Py_Version: 3.10 and 3.9 are told apart
+         * by what each added to the C API (nothing is called). */
+        major = 3;
+        minor = sym("PyIter_Send") ? 10 : sym("PyThreadState_GetFrame") ? 9 : 0;
+        if (!minor) {
+            notice("Python frames need CPython 3.9 or later");
+            return PY_OFF;
+        }
+    } else {
         return PY_OFF;
     }
-    unsigned major = (unsigned)(*ver >> 24 & 0xff), minor = (unsigned)(*ver >> 16 & 0xff);
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
         if (major == 3 && layouts[i].minor == (int)minor)
             L = &layouts[i];
@@ -533,6 +550,17 @@ static int py_start(void)
  * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost).
  * Returns how many, or -1 when a frame's code is not a code object (the
  * layout is not what we think). */
+static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil, int o_version)
+{
+    if (!cache)
+        return code_id(co, gil);
+    seen *s = &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)];
+    if (s->co == co &&
+        (s->referenced || (s->version && RD(co, o_version, uint32_t) == s->version)))
+        return s->id;
+    return s->co == co && seen_hit(s, co, L) ? s->id : seen_miss(s, co, gil);
+}
+
 static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp)
 {
     /* The offsets in locals: the loop's loads then need no other memory. */
@@ -555,18 +583,7 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
             /* Incomplete frames (not yet at their first traceable
              * instruction) are skipped, as CPython's tracebacks do. */
             if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)RD(co, o_first, int)) {
-                uint32_t id;
-                seen *s = NULL;
-                if (cache) {
-                    s = &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)];
-                    if (s->co == co &&
-                        (s->referenced || (s->version && RD(co, o_version, uint32_t) == s->version)))
-                        id = s->id;
-                    else
-                        id = s->co == co && seen_hit(s, co, L) ? s->id : seen_miss(s, co, gil);
-                } else {
-                    id = code_id(co, gil);
-                }
+                uint32_t id = frame_code_id(cache, co, gil, o_version);
                 if (id) {
                     uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
                     py[np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | (off & 0x7fffffffu);
@@ -578,6 +595,35 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
         }
         if (o_entry >= 0 && fr[o_entry])
             g++;                    /* 3.11: the frame an eval-loop call was given */
+        fr = RD(fr, o_prev, const char *);
+    }
+    return np;
+}
+
+/* walk_frames for 3.9 and 3.10: PyFrameObjects from PyThreadState.frame by
+ * f_back, each run by an eval-loop call of its own; f_lasti is the last
+ * instruction's byte offset (3.9) or code-unit index (3.10), -1 before the
+ * first. */
+static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp)
+{
+    const int o_code = L->fr_code, o_prev = L->fr_previous, o_lasti = L->fr_lasti,
+              unit = L->minor >= 10 ? 2 : 1;
+    const void *code_type = py_code_type;
+    seen_cache *cache = caches ? cache_get() : NULL;
+    int np = 0, g = 0;
+    const char *fr = RD(ts, L->cf_current, const char *);
+    for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++, g++) {
+        const char *co = RD(fr, o_code, const char *);
+        if (!co || RD(co, OB_TYPE, const void *) != code_type)
+            return -1;
+        int lasti = RD(fr, o_lasti, int);
+        if (lasti >= 0) {
+            uint32_t id = frame_code_id(cache, co, gil, -1);
+            if (id) {
+                py[np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | ((uint64_t)lasti * unit & 0x7fffffffu);
+                grp[np++] = (uint16_t)g;
+            }
+        }
         fr = RD(fr, o_prev, const char *);
     }
     return np;
@@ -629,7 +675,8 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
     }
     int np = -1;
     if (RD(ts, L->ts_interp, void *) == py_main_interp())
-        np = walk_frames(ts, gil, py, grp, g_cfg.py_depth < cap ? g_cfg.py_depth : cap);
+        np = (L->fr_lasti >= 0 ? walk_legacy : walk_frames)(ts, gil, py, grp,
+                                                             g_cfg.py_depth < cap ? g_cfg.py_depth : cap);
     if (head_lock)
         py_unlock(head_lock);
     return np > 0 ? np : -1;
@@ -713,6 +760,43 @@ int pyframes_line_at(const uint8_t *t, uint32_t len, int first_line, uint32_t of
     return -1;
 }
 
+int pyframes_line_at_310(const uint8_t *t, uint32_t len, int first_line, uint32_t off)
+{
+    /* (bytes, line delta) pairs; a line delta of -128 means "no line".
+     * Empty ranges move the line too. */
+    uint32_t start, end = 0;
+    int line = first_line, cur = -1;
+    for (uint32_t i = 0; i + 1 < len; i += 2) {
+        start = end;
+        end += t[i];
+        int8_t d = (int8_t)t[i + 1];
+        if (d == -128) {
+            cur = -1;
+        } else {
+            line += d;
+            cur = line;
+        }
+        if (off >= start && off < end)
+            return cur;
+    }
+    return -1;
+}
+
+int pyframes_line_at_39(const uint8_t *t, uint32_t len, int first_line, uint32_t off)
+{
+    /* co_lnotab: (bytes, line delta) pairs; the line of off is the first
+     * line plus the deltas of every pair whose running offset is <= off. */
+    uint32_t addr = 0;
+    int line = first_line;
+    for (uint32_t i = 0; i + 1 < len; i += 2) {
+        addr += t[i];
+        if (addr > off)
+            break;
+        line += (int8_t)t[i + 1];
+    }
+    return line;
+}
+
 int pyframes_name(uint64_t ip, const char **fn, const char **file, int *line, uint64_t *off)
 {
     static const char empty[] = "";
@@ -725,8 +809,10 @@ int pyframes_name(uint64_t ip, const char **fn, const char **file, int *line, ui
     const code_entry *e = &entries[id];
     *fn = arena + e->qual;
     *file = arena + e->file;
-    int l = e->table_len ? pyframes_line_at((const uint8_t *)arena + e->table, e->table_len,
-                                            e->first_line, (uint32_t)*off)
+    int (*line_at)(const uint8_t *, uint32_t, int, uint32_t) =
+        L->minor >= 11 ? pyframes_line_at : L->minor == 10 ? pyframes_line_at_310 : pyframes_line_at_39;
+    int l = e->table_len ? line_at((const uint8_t *)arena + e->table, e->table_len,
+                                   e->first_line, (uint32_t)*off)
                          : e->first_line;
     *line = l > 0 ? l : 0;
     return 0;

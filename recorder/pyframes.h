@@ -2,7 +2,7 @@
  * (core.c), the writer (writer.c) and pyframes.c.
  *
  * When the thread that records an event holds the GIL of the main CPython
- * interpreter (3.11, 3.12 or 3.13), pyframes_merge() reads that thread's
+ * interpreter (3.9 to 3.13), pyframes_merge() reads that thread's
  * interpreter frames straight from memory and puts them into the native
  * stack where the evaluation loop ran them: each group of Python frames that
  * one _PyEval_EvalFrameDefault call ran replaces that call's native frame,
@@ -50,5 +50,8 @@ uint32_t pyframes_code_count(void);
  * (co_linetable) of a code object that starts at first_line; -1 when the
  * table says "no line" or off lies past its end.  Pure: unit-tested. */
 int pyframes_line_at(const uint8_t *table, uint32_t len, int first_line, uint32_t off);
+/* The same for 3.10's co_linetable and 3.9's co_lnotab. */
+int pyframes_line_at_310(const uint8_t *table, uint32_t len, int first_line, uint32_t off);
+int pyframes_line_at_39(const uint8_t *table, uint32_t len, int first_line, uint32_t off);
 
 #endif
