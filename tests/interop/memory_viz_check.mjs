@@ -138,8 +138,10 @@ function importMap() {
     const s = (scopes[`/nm/${t.prefix}`] = {});
     for (const p of t.pkgs) s[p.name] = `/nm/${p.rel}/${p.entry}`;
   }
-  const all = trees.flatMap(t => t.pkgs.map(p => ({ ...p, tree: t })))
-    .concat(trees.slice(1).map(t => ({ ...t.root, tree: t })));
+  // every package with the tree its own bare imports resolve in (an alias
+  // with a nested node_modules: that one)
+  const all = trees.flatMap(t => t.pkgs.map(p => ({
+    ...p, tree: trees.find(n => n.root && n.root.dirName === p.dirName && t === trees[0]) || t })));
   const urls = cdnImports();
   const wanted = urls.map(u => [u, /\/(d3(?:-[a-z0-9]+)*)@(\d+)/.exec(u)]);
   const d3want = wanted.find(([, m]) => m && m[1] === 'd3');
