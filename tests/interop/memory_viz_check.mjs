@@ -320,6 +320,7 @@ async function hoverLargest() {
     return [...v.querySelectorAll('pre')].map(p => p.textContent).join('\\n'); })()`);
 }
 
+// A view's name as a file name part: "Active Memory Timeline" -> active-memory-timeline.
 const slug = s => s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
 
 const [domS, loadS] = await dropPickle();

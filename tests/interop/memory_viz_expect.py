@@ -32,6 +32,7 @@ def header_t0_ns(snap):
 
 
 def main():
+    """Writes OUT.json from the command line's files; 0, or 2 on a usage error."""
     if len(sys.argv) != 4:
         sys.stderr.write("usage: memory_viz_expect.py SNAP.msnap EXPORT.pickle OUT.json\n")
         return 2
