@@ -57,9 +57,9 @@ for (const k of ['viz', 'modules', 'chromium', 'pickle', 'expect', 'shots'])
 
 // Prints a one-line usage error and exits 2.
 function usage(why) {
-  console.error(`memory_viz_check: ${why}\nusage: node memory_viz_check.mjs --viz FILE ` +
+  console.error(`memory_viz_check: ${why} (usage: node memory_viz_check.mjs --viz FILE ` +
                 '--modules DIR --chromium PATH --pickle FILE --expect FILE --shots PREFIX ' +
-                '[--history-max N]');
+                '[--history-max N])');
   process.exit(2);
 }
 
