@@ -1,10 +1,13 @@
-/* dump_model SNAP [oom|peak|end|TIME]: prints what the renderer's model
- * (viz/model.h) holds after both passes, as text for golden files: the
- * process's peaks as render and compare read them, each device's peaks, and
- * the segment layout at the chosen moment span by span (what the segment
- * map paints).  Exit 0, or 2 with a one-line message. */
+/* dump_model SNAP [oom|peak|end|TIME] [marks:WORD]: prints what the
+ * renderer's model (viz/model.h) holds after both passes, as text for golden
+ * files: the process's peaks as render and compare read them, each device's
+ * peaks, and the segment layout at the chosen moment span by span (what the
+ * segment map paints).  With marks:WORD (render's --x marks:WORD) it first
+ * prints the marks axis: how many marks were read, the x range and each
+ * OOM's place on it, in mark units.  Exit 0, or 2 with a one-line message. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "model.h"
 
@@ -20,14 +23,23 @@ static const char *span_name(int what)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: dump_model SNAP [oom|peak|end|TIME]\n");
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: dump_model SNAP [oom|peak|end|TIME] [marks:WORD]\n");
         return 2;
     }
     sm_opts o = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
-    if (argc == 3 && sm_parse_at(argv[2], &o.at, &o.at_t_ns)) {
+    if (argc >= 3 && sm_parse_at(argv[2], &o.at, &o.at_t_ns)) {
         fprintf(stderr, "dump_model: bad moment \"%s\"\n", argv[2]);
         return 2;
+    }
+    if (argc == 4) {
+        if (strncmp(argv[3], "marks:", 6) || !argv[3][6] ||
+            strlen(argv[3] + 6) >= sizeof o.x_word) {
+            fprintf(stderr, "dump_model: bad axis \"%s\" (marks:WORD)\n", argv[3]);
+            return 2;
+        }
+        o.x_mode = SM_X_MARKS;
+        snprintf(o.x_word, sizeof o.x_word, "%s", argv[3] + 6);
     }
     sm_model *m = sm_new(&o);
     char err[512];
@@ -35,6 +47,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", m ? err : "out of memory");
         sm_free(m);
         return 2;
+    }
+    if (o.x_mode == SM_X_MARKS) {
+        const char *word;
+        size_t nmarks = sm_marks(m, &word), nooms;
+        uint64_t lo, hi;
+        sm_x_range(m, &lo, &hi);
+        printf("marks %zu of \"%s\", x %.3f to %.3f\n", nmarks, word,
+               lo / SM_MARK_SCALE, hi / SM_MARK_SCALE);
+        const sm_oom *oo = sm_ooms(m, &nooms, NULL);
+        for (size_t i = 0; i < nooms; i++)
+            printf("oom at event %" PRIu64 ": x %.3f\n", oo[i].event_index,
+                   sm_x_of_event(m, oo[i].event_index, oo[i].t_ns) / SM_MARK_SCALE);
     }
     uint64_t stacked, reserved;
     sm_peak_totals(m, &stacked, &reserved);

@@ -95,6 +95,24 @@ frag-recorded)    # under the recorder: the OOM annotation and both layers are i
     "$MEMSNAP" summary --json --marks "$T/s.msnap" > "$T/sum.json" || true
     grep -q '"allocated_seen":true' "$T/sum.json" || fail "no allocated layer in the snapshot"
     grep -q 'memsnap-decode: out of memory' "$T/sum.json" || fail "no OOM annotation in the snapshot"
+    # a mark at every simulated hour up to the OOM, in order, then the OOM's
+    # own mark with the hour the summary line gives; render --x marks:hour
+    # puts the OOM there (dump_model prints the renderer's marks axis)
+    oom_hour=$(val oom_hour)
+    grep -o '"message":"memsnap-decode: [^"]*"' "$T/sum.json" > "$T/marks"
+    cat "$T/marks"
+    last=${oom_hour%.*}
+    { for h in $(seq 0 "$last"); do echo "\"message\":\"memsnap-decode: simulated hour $h\""; done
+      grep 'out of memory' "$T/marks"; } > "$T/marks.want"
+    cmp -s "$T/marks" "$T/marks.want" || { diff "$T/marks.want" "$T/marks"; fail "the marks are not hours 0..$last then the OOM"; }
+    grep -q "out of memory at step $(val oom_step), simulated hour $oom_hour: " "$T/marks" ||
+        fail "the OOM mark does not say hour $oom_hour"
+    "$DUMP_MODEL" "$T/s.msnap" oom marks:hour > "$T/axis" || fail "dump_model marks:hour"
+    head -2 "$T/axis"
+    grep -qx "marks $((last + 2)) of \"hour\", x 0.000 to $oom_hour[0-9]" "$T/axis" ||
+        fail "the marks axis is not $((last + 2)) marks from hour 0 to $oom_hour"
+    grep -q "^oom at event [0-9]*: x $oom_hour[0-9]\$" "$T/axis" || fail "the OOM is not at hour $oom_hour"
+    "$MEMSNAP" render --x marks:hour "$T/s.msnap" -o "$T/hour" > /dev/null || fail "render --x marks:hour"
     "$MEMSNAP" summary "$T/s.msnap" > "$T/sum.txt" || true
     grep -q "^fragmentation" "$T/sum.txt" || fail "summary found no fragmentation"
     # sites are named by the workload's code, not by memsnap's allocator
@@ -108,6 +126,23 @@ frag-recorded)    # under the recorder: the OOM annotation and both layers are i
     if grep '^      site: ' "$T/sum.txt" | grep -Eq 'site: (ms_|memsnap_|slow_path)'; then
         fail "a site is named by memsnap's allocator"
     fi
+    ;;
+hour-marks)  # a run that finishes (the demo's expandable one): a mark per simulated hour, 0 to 8
+    "$MEMSNAP" run --sim-device 80G -q -o "$T/s.msnap" -- "$DECODE" -q --bytes "${F[@]}" \
+        --alloc expandable > "$T/out" || fail "memsnap run: exit $?"
+    [ "$(val sim_hours)" = 8.00 ] || fail "ran $(val sim_hours) hours, not 8"
+    "$MEMSNAP" summary --json --marks "$T/s.msnap" | grep -o '"message":"memsnap-decode: [^"]*"' > "$T/marks"
+    printf '"message":"memsnap-decode: simulated hour %d"\n' $(seq 0 8) > "$T/marks.want"
+    cmp -s "$T/marks" "$T/marks.want" || { diff "$T/marks.want" "$T/marks"; fail "the marks are not hours 0 to 8"; }
+    "$DUMP_MODEL" "$T/s.msnap" end marks:hour > "$T/axis" || fail "dump_model marks:hour"
+    head -1 "$T/axis"
+    # past the last mark the axis follows the slope of the last two: the
+    # shutdown's frees come after the hour 8 mark
+    grep -qx 'marks 9 of "hour", x 0.000 to 8\.[0-9]*' "$T/axis" || fail "axis: $(head -1 "$T/axis")"
+    # without the recorder the workload writes no mark and runs the same
+    "$DECODE" -q --bytes "${F[@]}" --alloc expandable > "$T/out2" || fail "exit $?"
+    [ "$(sed 's/ wall_s=.*//' "$T/out")" = "$(sed 's/ wall_s=.*//' "$T/out2")" ] ||
+        fail "the summary line differs without the recorder"
     ;;
 frag-views)  # the demo's runs, recorded: fragmentation and the views agree
     # At each run's peak of reserved, 1 - largest_free/total_free inside

@@ -127,6 +127,7 @@ typedef struct server {
     CUdeviceptr *h_pages;
     /* the fatal out-of-memory, if any */
     int oom;
+    int next_hour_mark;   /* the next whole simulated hour to mark (hour_marks) */
 } server_t;
 
 static int ladder_next(const options_t *o, int cap, int need)
@@ -175,6 +176,36 @@ static void note_peaks(server_t *sv)
         sv->r->peak_reserved = pre;
 }
 
+/* Under the memsnap recorder, adds `text` to the snapshot as a mark
+ * (memsnap_annotate, found with dlsym so the workload runs without the
+ * recorder too: then it does nothing). */
+static void annotate(const char *text)
+{
+    static int looked;
+    static int (*fn)(const char *);
+    if (!looked) {
+        fn = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memsnap_annotate");
+        looked = 1;
+    }
+    if (fn)
+        fn(text);
+}
+
+/* Writes "memsnap-decode: simulated hour K" for every whole hour K the
+ * simulated clock has reached since the last call (0 at the start), so the
+ * snapshot carries the workload's own clock: `memsnap render --x marks:hour`
+ * reads its axis from these marks.  The events before a mark happened before
+ * that hour (a step's allocations come before its time is added). */
+static void hour_marks(server_t *sv)
+{
+    while (sv->next_hour_mark * 3600.0 <= sv->t) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "memsnap-decode: simulated hour %d", sv->next_hour_mark);
+        annotate(msg);
+        sv->next_hour_mark++;
+    }
+}
+
 /* Records the out-of-memory that ends the run; returns -1. */
 static int record_oom(server_t *sv, uint64_t n, const char *what)
 {
@@ -191,17 +222,14 @@ static int record_oom(server_t *sv, uint64_t n, const char *what)
     snprintf(r->oom_what, sizeof r->oom_what, "%s", what);
     /* under the memsnap recorder: a note in the snapshot and a dump (ring
      * mode writes the state at this moment); no-ops without it */
-    int (*annotate)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memsnap_annotate");
     int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memsnap_dump");
-    if (annotate) {
-        char msg[256];
-        snprintf(msg, sizeof msg,
-                 "memsnap-decode: out of memory at step %ld, simulated hour %.2f: %s of %llu "
-                 "bytes, allocated %llu, reserved %llu",
-                 r->steps, r->oom_hours, what, (unsigned long long)n,
-                 (unsigned long long)al, (unsigned long long)re);
-        annotate(msg);
-    }
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "memsnap-decode: out of memory at step %ld, simulated hour %.2f: %s of %llu "
+             "bytes, allocated %llu, reserved %llu",
+             r->steps, r->oom_hours, what, (unsigned long long)n,
+             (unsigned long long)al, (unsigned long long)re);
+    annotate(msg);
     if (dump)
         dump("oom");
     if (!sv->o->quiet)
@@ -696,6 +724,7 @@ int server_run(const options_t *o, mem_t *m, gpu_t *g, results_t *r)
     sv.next_arrival = o->rate > 0 ? -log(rng_unit()) / o->rate : 1e30;
 
     while (!rc && sv.t < sv.t_end && (!o->max_steps || r->steps < o->max_steps)) {
+        hour_marks(&sv);
         nvtxRangePushA("schedule");
         arrivals(&sv);
         admit(&sv);
@@ -731,6 +760,8 @@ int server_run(const options_t *o, mem_t *m, gpu_t *g, results_t *r)
             }
         }
     }
+    if (!rc)   /* the hour the run ended on, when it ended on one */
+        hour_marks(&sv);
 done:
     r->sim_hours = sv.t / 3600;
     if (r->floor_first == UINT64_MAX)
