@@ -321,16 +321,20 @@ static uint32_t code_id(const void *co, int gil)
 #define SEEN_CACHES 1024u
 
 typedef struct seen {
-    const void *co, *q, *fn, *lt;
+    /* What a hit needs when the identity is proven (a reference of ours,
+     * or 3.12's co_version): the first 24 bytes, one cache line. */
+    const void *co;
+    uint32_t id;                     /* 0: empty */
+    uint32_t version;                /* 3.12's co_version (0: none) */
+    uint32_t referenced, name_words;
+    /* The fingerprint, for the rest. */
+    const void *q, *fn, *lt;
     int64_t lt_len, q_len;
     uint64_t lt16[2], lt_mask[2];    /* the table's first bytes, and which count */
     uint64_t name[SEEN_NAME_WORDS];  /* the name's text and NUL, zero-padded */
     uint64_t name_last_mask;         /* bytes of the last name word that count */
     int first_line;
-    uint32_t id;                     /* 0: empty */
-    uint32_t name_words, referenced;
-    uint32_t version;                /* 3.12's co_version (0: none) */
-} seen;
+} __attribute__((aligned(64))) seen;
 
 typedef struct seen_cache {
     seen way[SEEN_WAYS];
