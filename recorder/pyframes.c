@@ -65,10 +65,12 @@ typedef struct py_layout {
     int str_ascii_data;   /* sizeof(PyASCIIObject) */
     int str_compact_data; /* sizeof(PyCompactUnicodeObject) */
     int rt_finalizing;    /* _PyRuntimeState._finalizing (-1: no released-GIL reads) */
-    int rt_head_lock;     /* _PyRuntimeState.interpreters.mutex (a PyThread_type_lock) */
+    int rt_head_lock;     /* _PyRuntimeState.interpreters.mutex: a PyThread_type_lock,
+                             or (3.13) a PyMutex, one byte in place */
     int rt_main;          /* _PyRuntimeState.interpreters.main */
     int co_version;       /* 3.12: PyCodeObject.co_version (-1: not used) */
     int fr_lasti;         /* 3.9, 3.10: PyFrameObject.f_lasti (-1: 3.11+) */
+    int rt_mutex;         /* 1: rt_head_lock is a PyMutex (3.13) */
 } py_layout;
 
 static const py_layout layouts[] = {
@@ -76,12 +78,13 @@ static const py_layout layouts[] = {
      * PyThreadState.frame, each run by its own eval-loop call; code objects
      * have no qualified name (co_name stands in) and 3.9's table is
      * co_lnotab. */
-    {9, 16, -1, 24, 32, 24, -1, -1, -1, 40, 104, 112, 120, -1, -1, 48, 72, 16, 24, 40, -1, 104},
-    {10, 16, -1, 24, 32, 24, -1, -1, -1, 40, 104, 112, 120, -1, -1, 48, 72, 16, 24, 40, -1, 96},
-    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72, 24, 32, 48, -1, -1},
-    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56, 24, 32, 48, 92, -1},
-    /* 3.13's head lock is a PyMutex: threads without the GIL are not read. */
-    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56, -1, -1, -1, -1, -1},
+    {9, 16, -1, 24, 32, 24, -1, -1, -1, 40, 104, 112, 120, -1, -1, 48, 72, 16, 24, 40, -1, 104, 0},
+    {10, 16, -1, 24, 32, 24, -1, -1, -1, 40, 104, 112, 120, -1, -1, 48, 72, 16, 24, 40, -1, 96, 0},
+    {11, 16, 56, 8, 32, 48, 56, 69, 68, 72, 112, 128, 136, 168, 184, 48, 72, 24, 32, 48, -1, -1, 0},
+    {12, 16, 56, 0, 0, 8, 56, 70, -1, 68, 112, 128, 136, 176, 192, 40, 56, 24, 32, 48, 92, -1, 0},
+    /* 3.13: the head lock is a PyMutex, and co_version counts per
+     * interpreter (only the main one's frames are read). */
+    {13, 16, -1, 72, 0, 8, 56, 70, -1, 68, 112, 128, 136, 184, 200, 40, 56, 608, 624, 640, 92, -1, 1},
 };
 
 /* Common to 3.11-3.13 (non-free-threaded builds). */
@@ -106,7 +109,7 @@ static incref_fn py_incref;
 static const void *py_code_type;
 static const char *py_runtime;       /* &_PyRuntime (released-GIL reads only) */
 static lock_fn py_lock;              /* PyThread_acquire_lock */
-static unlock_fn py_unlock;          /* PyThread_release_lock */
+static unlock_fn py_unlock;          /* PyThread_release_lock, or (3.13) PyMutex_Unlock */
 static uintptr_t eval_lo, eval_hi;   /* _PyEval_EvalFrameDefault's code */
 
 /* ---- the code table --------------------------------------------------------------- */
@@ -515,17 +518,17 @@ static int py_start(void)
         notice("this Python lacks an exported function memsnap reads frames with");
         return PY_OFF;
     }
-    /* Threads that released the GIL (3.11, 3.12): their frames are read
-     * under the runtime's head lock, which finalization takes before it
-     * frees other threads' states.  The layout is checked: the runtime's
+    /* Threads that released the GIL: their frames are read under the
+     * runtime's head lock, which finalization takes before it frees other
+     * threads' states.  The layout is checked: the runtime's
      * main-interpreter field must hold what PyInterpreterState_Main says. */
     if (L->rt_head_lock >= 0) {
         py_runtime = sym("_PyRuntime");
-        py_lock = (lock_fn)sym("PyThread_acquire_lock");
-        py_unlock = (unlock_fn)sym("PyThread_release_lock");
-        if (!py_runtime || !py_lock || !py_unlock ||
+        py_lock = L->rt_mutex ? NULL : (lock_fn)sym("PyThread_acquire_lock");
+        py_unlock = (unlock_fn)sym(L->rt_mutex ? "PyMutex_Unlock" : "PyThread_release_lock");
+        if (!py_runtime || (!L->rt_mutex && !py_lock) || !py_unlock ||
             RD(py_runtime, L->rt_main, void *) != py_main_interp() ||
-            !RD(py_runtime, L->rt_head_lock, void *))
+            (!L->rt_mutex && !RD(py_runtime, L->rt_head_lock, void *)))
             py_runtime = NULL;
     }
     void *eval = sym("_PyEval_EvalFrameDefault");
@@ -665,10 +668,21 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
          * finalization has begun. */
         if (!py_runtime || g_cfg.py_frames != 1)
             return -1;
-        head_lock = RD(py_runtime, L->rt_head_lock, void *);
         int got = 0;
-        for (int tries = 0; tries < 4 && !(got = py_lock(head_lock, 0)); tries++)
-            ;
+        if (L->rt_mutex) {
+            /* A PyMutex: locked is bit 0 of its byte; taken by the same
+             * compare-and-swap as PyMutex_Lock's fast path, given back by
+             * PyMutex_Unlock (which wakes a waiter parked meanwhile). */
+            head_lock = (void *)(py_runtime + L->rt_head_lock);
+            for (int tries = 0; tries < 4 && !got; tries++) {
+                uint8_t unlocked = 0;
+                got = atomic_compare_exchange_strong((_Atomic uint8_t *)head_lock, &unlocked, 1);
+            }
+        } else {
+            head_lock = RD(py_runtime, L->rt_head_lock, void *);
+            for (int tries = 0; tries < 4 && !(got = py_lock(head_lock, 0)); tries++)
+                ;
+        }
         if (!got)
             return -1;
         if (atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),

@@ -76,15 +76,11 @@ for line in open(sys.argv[1]):
 PY
         ;;
     thread-released)  # ctypes.CDLL releases the GIL, as PyTorch's ops do
-        # 3.9-3.12: Python frames all the same (read under the head lock);
-        # 3.13: native frames only.  --python-frames gil: native frames only.
+        # Python frames all the same (read under the head lock);
+        # --python-frames gil: native frames only.
         "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
-        if "$py" -c 'import sys; sys.exit(sys.version_info[:2] >= (3, 13))'; then
-            python3 "$CHECK" "$T/s.msnap" \
-                "frames:alloc:2097152:$(chain main 'level1_entry(device, 2 << 20, False)')" || fail "pycheck"
-        else
-            python3 "$CHECK" "$T/s.msnap" native:alloc:2097152 || fail "pycheck (3.13+)"
-        fi
+        python3 "$CHECK" "$T/s.msnap" \
+            "frames:alloc:2097152:$(chain main 'level1_entry(device, 2 << 20, False)')" || fail "pycheck"
         "${run[@]}" --python-frames gil -o "$T/g.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
         python3 "$CHECK" "$T/g.msnap" native:alloc:2097152 \
             "frames:alloc:1048576:$(chain main 'level1_entry(device, 1 << 20, True)')" || fail "pycheck gil"
@@ -127,10 +123,7 @@ PY
     churn)  # code objects freed and their addresses reused: every frame named right
         "${run[@]}" --no-symbolize -o "$T/s.msnap" -- "$py" "$PROG" churn > "$T/out" || fail "exit $?"
         grep -qx "churn done" "$T/out" || fail "output: $(cat "$T/out")"
-        # 3.13+: threads without the GIL get native frames only
-        local mode=""
-        "$py" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 13))' && mode=:gil
-        python3 "$CHECK" "$T/s.msnap" churn:300$mode || fail "pycheck"
+        python3 "$CHECK" "$T/s.msnap" churn:300 || fail "pycheck"
         ;;
     tools)  # symbolize keeps Python frames; export names them; import marks .py frames
         "${run[@]}" --no-symbolize -o "$T/s.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
