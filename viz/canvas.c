@@ -12,8 +12,11 @@
  * again), as cairo's image-surface contract asks.
  *
  * Text: DejaVu Sans through cairo's toy font API (fontconfig finds it in
- * fonts-dejavu-core), grey antialiasing, metrics not hinted so a width
- * measured here is the width an SVG viewer lays out with the same font.
+ * fonts-dejavu-core), grey antialiasing, slight hinting, hinted metrics
+ * (whole-pixel advances: at 10 pixels unhinted advances put glyphs at
+ * uneven whole-pixel positions, "1.00 0").  The SVG gives every <text> the
+ * width measured here (textLength), so a viewer's unhinted layout, or a
+ * substitute font, takes the same room and never runs into what is next.
  * The size puts the capital letters CANVAS_CAP_H * scale pixels high
  * (DejaVu's cap height is 0.729 em).  Measuring uses a 1 x 1 surface of its
  * own, made once (the renderer is single-threaded). */
@@ -313,7 +316,7 @@ static void set_font(cairo_t *cr, int scale)
         fo = cairo_font_options_create();
         cairo_font_options_set_antialias(fo, CAIRO_ANTIALIAS_GRAY);
         cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_SLIGHT);
-        cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
+        cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_ON);
     }
     cairo_select_font_face(cr, FONT_FAMILY, CAIRO_FONT_SLANT_NORMAL,
                            CAIRO_FONT_WEIGHT_NORMAL);
@@ -736,15 +739,19 @@ static void svg_write(const canvas *c, FILE *f)
             continue;
         }
         case OP_TEXT:
-            fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"%.2f\" fill=\"#%06x\">",
-                    o->x0, o->y0 + CANVAS_CAP_H * o->a, FONT_PX * o->a, o->rgb);
+            fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"%.2f\" fill=\"#%06x\" "
+                       "textLength=\"%d\" lengthAdjust=\"spacing\">",
+                    o->x0, o->y0 + CANVAS_CAP_H * o->a, FONT_PX * o->a, o->rgb,
+                    canvas_text_w(L->strs + o->s, o->a));
             xml_text(f, L->strs + o->s);
             fputs("</text>\n", f);
             break;
         case OP_TEXT_UP:
             fprintf(f, "<text transform=\"translate(%d %d) rotate(-90)\" x=\"0\" "
-                       "y=\"%d\" font-size=\"%.2f\" fill=\"#%06x\">",
-                    o->x0, o->y0, CANVAS_CAP_H * o->a, FONT_PX * o->a, o->rgb);
+                       "y=\"%d\" font-size=\"%.2f\" fill=\"#%06x\" "
+                       "textLength=\"%d\" lengthAdjust=\"spacing\">",
+                    o->x0, o->y0, CANVAS_CAP_H * o->a, FONT_PX * o->a, o->rgb,
+                    canvas_text_w(L->strs + o->s, o->a));
             xml_text(f, L->strs + o->s);
             fputs("</text>\n", f);
             break;

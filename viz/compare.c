@@ -406,9 +406,13 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
     int y = 8, x0 = 10;
     char buf[512], l0[16], l1[16];
     int n = cmp->n;
-    if (c)
+    if (c) {
+        canvas_group(c, "title", NULL);
         canvas_text(c, x0, y, "Comparison: GPU memory of each snapshot, one y scale",
                     TEXT, ts + 1);
+        canvas_group_end(c);
+        canvas_group(c, "subtitle", NULL);
+    }
     y += CANVAS_LINE_H * (ts + 1) + 6;
     if (c) {
         snprintf(buf, sizeof buf,
@@ -440,6 +444,7 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
         } else {
             canvas_text(c, x0, y, buf, MUTED, ts);
         }
+        canvas_group_end(c);
     } else {
         y += (CANVAS_LINE_H + 3) * ts;
     }
@@ -455,21 +460,35 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                 colw[k] = w;
         }
     }
+    if (c)
+        canvas_group(c, "table", NULL);
     for (int i = -1; i < n; i++) {
         table_cells(cmp, names, i, cells);
         int x = x0;
-        if (c && i < 0)
-            canvas_rect(c, x0 - 4, y - 2, width - 10, y + lh - 2, 0xeef2f7);
+        if (c) {
+            canvas_group(c, i < 0 ? "table-head" : "table-row", cells[0]);
+            if (i < 0)
+                canvas_rect(c, x0 - 4, y - 2, width - 10, y + lh - 2, 0xeef2f7);
+        }
         for (int k = 0; k < NCOL && c; k++) {
+            /* a cell that would pass the right edge is cut there */
+            if (canvas_text_w(cells[k], ts) > width - 10 - x)
+                canvas_fit(cells[k], width - 10 - x, ts);
             canvas_text(c, x, y + 1, cells[k], i < 0 ? MUTED : TEXT, ts);
             x += colw[k];
             if (x > width - 20)
                 break;
         }
+        if (c)
+            canvas_group_end(c);
         y += lh;
     }
+    if (c)
+        canvas_group_end(c);
     y += 6;
     /* changes */
+    if (c)
+        canvas_group(c, "changes", NULL);
     for (int j = 1; j < n; j++) {
         viz_cmp_letter(j, l1, sizeof l1);
         viz_cmp_letter(0, l0, sizeof l0);
@@ -495,6 +514,7 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                          msnap_size_text_short(absdiff(ch->after, ch->before), d, sizeof d));
                 int sx = x0 + 12 * ts;
                 int sy = y + ts;
+                canvas_group(c, "change", lab);
                 canvas_rect(c, sx, sy, sx + 10 * ts, sy + CANVAS_CAP_H * ts, ch->colour);
                 int x = sx + 14 * ts;
                 x += canvas_text(c, x, y, buf, up ? UP : DOWN, ts);
@@ -502,12 +522,16 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                 snprintf(buf, sizeof buf, "%s -> %s  %s",
                          msnap_size_text_short(ch->before, a, sizeof a),
                          msnap_size_text_short(ch->after, b, sizeof b), lab);
+                canvas_fit(buf, width - 10 - x, ts);
                 canvas_text(c, x, y, buf, TEXT, ts);
+                canvas_group_end(c);
             }
             y += lh;
         }
         y += 4;
     }
+    if (c)
+        canvas_group_end(c);
     return y + 8;
 }
 
@@ -546,10 +570,16 @@ int viz_multi(sm_model **models, const char **names, int n, canvas *c,
     if (rc == 0) {
         char buf[256];
         snprintf(buf, sizeof buf, "GPU memory over time: %d files (one per rank), one y scale", n);
+        canvas_fit(buf, width - 20, ts + 1);
+        canvas_group(c, "title", NULL);
         canvas_text(c, 10, 8, buf, TEXT, ts + 1);
-        canvas_text(c, 10, 8 + CANVAS_LINE_H * (ts + 1) + 6,
-                    "A panel per file and device; same colour = same allocation "
-                    "site (matched by its frames) in every panel.", MUTED, ts);
+        canvas_group_end(c);
+        snprintf(buf, sizeof buf, "A panel per file and device; same colour = same "
+                 "allocation site (matched by its frames) in every panel.");
+        canvas_fit(buf, width - 20, ts);
+        canvas_group(c, "subtitle", NULL);
+        canvas_text(c, 10, 8 + CANVAS_LINE_H * (ts + 1) + 6, buf, MUTED, ts);
+        canvas_group_end(c);
     }
     free(pan);
     free(titles);

@@ -102,8 +102,12 @@ typedef struct item {
 static int flow(canvas *c, const item *it, int n, int x0, int x1, int y, int ts)
 {
     int lh = (CANVAS_LINE_H + 4) * ts, x = x0, rows = n ? 1 : 0;
+    char text[sizeof it->text];
     for (int i = 0; i < n; i++) {
-        int w = 14 * ts + 6 + canvas_text_w(it[i].text, ts) + 14 * ts;
+        /* an item wider than a whole row is cut to the row */
+        snprintf(text, sizeof text, "%s", it[i].text);
+        canvas_fit(text, x1 - x0 - 28 * ts - 6, ts);
+        int w = 14 * ts + 6 + canvas_text_w(text, ts) + 14 * ts;
         if (x > x0 && x + w > x1) {
             x = x0;
             y += lh;
@@ -111,11 +115,13 @@ static int flow(canvas *c, const item *it, int n, int x0, int x1, int y, int ts)
         }
         if (c) {
             int sy = y + ts, sh = CANVAS_CAP_H * ts;
+            canvas_group(c, "legend-item", text);
             canvas_rect(c, x, sy, x + 12 * ts, sy + sh, it[i].colour);
             if (it[i].hatch)
                 canvas_hatch(c, x, sy, x + 12 * ts, sy + sh, 0x9a9a9a, 6);
             canvas_frame(c, x, sy, x + 12 * ts, sy + sh, OUTLINE);
-            canvas_text(c, x + 14 * ts + 4, y, it[i].text, TEXT, ts);
+            canvas_text(c, x + 14 * ts + 4, y, text, TEXT, ts);
+            canvas_group_end(c);
         }
         x += w;
     }
@@ -416,6 +422,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     }
 
     /* Title. */
+    canvas_group(c, "title", NULL);
     const char *when = l->at == SM_AT_OOM ? "at the first OOM"
                      : l->at == SM_AT_PEAK ? "at the peak of reserved memory"
                      : l->at == SM_AT_TIME ? "at the chosen time"
@@ -427,8 +434,10 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         canvas_text(c, margin, 8, buf, TEXT, ts);
     } else
         canvas_text(c, margin, 8, buf, TEXT, ts + 1);
+    canvas_group_end(c);
 
     /* Numbers. */
+    canvas_group(c, "numbers", NULL);
     int y = title_h;
     snprintf(buf, sizeof buf,
              "One row per segment, laid out by address; every pixel is %s%s.",
@@ -499,7 +508,9 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     if (!l->nsegs)
         canvas_text(c, margin, y + 10, "No segments were live at this moment.",
                     MUTED, ts);
+    canvas_group_end(c);
     if (req) {
+        canvas_group(c, "oom-request", NULL);
         int ry = title_h + stats_h;
         canvas_text(c, margin, ry, "The failed request next to the largest free "
                     "blocks inside reserved (one scale):", TEXT, ts);
@@ -534,6 +545,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         }
         if (geom)
             geom->req_x = bar_x;
+        canvas_group_end(c);
     }
     y = rows_top;
 
@@ -551,17 +563,22 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         return -1;
     }
     int cur_dev = -2;
+    canvas_group(c, "segments", NULL);
     for (size_t ri = 0; ri < shown && y < H; ri++) {
         size_t si = row_seg[ri];
         const sm_segment *s = &l->segs[si];
         if (s->device != cur_dev) {
             cur_dev = s->device;
             snprintf(buf, sizeof buf, "device %d", cur_dev == SM_DEV_UNKNOWN ? -1 : cur_dev);
+            canvas_group(c, "device", buf);
             canvas_text(c, margin, y + 3 * ts, buf, TEXT, ts);
             canvas_hline(c, margin + canvas_text_w(buf, ts) + 8, width - margin,
                          y + 3 * ts + CANVAS_CAP_H * ts / 2, 1, 0xbbbbbb, 0);
+            canvas_group_end(c);
             y += dev_h;
         }
+        snprintf(buf, sizeof buf, "0x%" PRIx64, s->addr);
+        canvas_group(c, row_n[ri] > 1 ? "segment folded" : "segment", buf);
         int lines = (int)seg_lines(s->size, bpp, bar_w);
         if (row_n[ri] > 1) {
             /* a folded row: the count and what fills them, from the bar's
@@ -577,6 +594,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             viz_fit_label(lab, 60);
             snprintf(buf, sizeof buf, "%u x %s %s", row_n[ri],
                      msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
+            canvas_fit(buf, label_w - 6, ts);
             canvas_text(c, margin, y + 2, buf, TEXT, ts);
             snprintf(buf, sizeof buf, "%u x %s segments, full: %s", row_n[ri],
                      msnap_size_text_short(s->size, a, sizeof a), lab);
@@ -592,6 +610,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         } else {
             snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
                      msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
+            canvas_fit(buf, label_w - 6, ts);
             canvas_text(c, margin, y + 2, buf, TEXT, ts);
         }
         if (geom) {
@@ -638,16 +657,18 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                     best_w[p0] = -spn->what;
             }
             int ry = y + ln * line_h;
-            for (int p = 0; p < npx; p++) {
-                uint32_t col = best_b[p] ? best_c[p] : VIZ_FREE;
-                int what = best_w[p] < 0 ? -best_w[p] : best_w[p];
-                canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h, col);
-                if (what == SM_SPAN_UNMAPPED)
+            /* the colours, then the hatching, then the block ticks: each a
+             * run of columns (one path per colour run in the SVG) */
+            for (int p = 0; p < npx; p++)
+                canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
+                            best_b[p] ? best_c[p] : VIZ_FREE);
+            for (int p = 0; p < npx; p++)
+                if ((best_w[p] < 0 ? -best_w[p] : best_w[p]) == SM_SPAN_UNMAPPED)
                     canvas_hatch(c, bar_x + p, ry, bar_x + p + 1, ry + row_h, 0x9a9a9a, 6);
+            for (int p = 0; p < npx; p++)
                 if (best_w[p] < 0)
                     canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
-                                rgb_darken(col, 90));
-            }
+                                rgb_darken(best_b[p] ? best_c[p] : VIZ_FREE, 90));
             canvas_frame(c, bar_x - 1, ry - 1, bar_x + npx + 1, ry + row_h + 1, OUTLINE);
         }
         /* Frame the largest free block of its device. */
@@ -674,7 +695,9 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             }
         }
         y += lines * line_h;
+        canvas_group_end(c);
     }
+    canvas_group_end(c);
     if (hidden) {
         snprintf(buf, sizeof buf, "... %zu more segments not drawn (too many "
                  "for the height; --all-segments draws every one)", hidden_segs);
@@ -689,11 +712,13 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
 
     /* Legend, plus a note for the red frame. */
     int ly = H - legend_h;
+    canvas_group(c, "legend", NULL);
     if (sm_blocks_seen(m)) {
         canvas_frame(c, margin, ly - 2 - row_h, margin + 12 * ts, ly - 2 - row_h + CANVAS_CAP_H * ts, LARGEST);
         canvas_text(c, margin + 14 * ts + 4, ly - 2 - row_h - ts, "largest free block (red frame)", TEXT, ts);
     }
     flow(c, it, nit, margin, width - margin, ly, ts);
+    canvas_group_end(c);
     free(it);
     (void)total;
     return 0;

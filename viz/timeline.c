@@ -256,8 +256,14 @@ static int legend_flow(canvas *c, const legend_item *it, int n, int x0,
                        int x1, int y, int ts)
 {
     int lh = (CANVAS_LINE_H + 4) * ts, x = x0, rows = n ? 1 : 0;
+    char text[sizeof it->text];
+    if (c)
+        canvas_group(c, "legend", NULL);
     for (int i = 0; i < n; i++) {
-        int w = 14 * ts + 6 + canvas_text_w(it[i].text, ts) + 14 * ts;
+        /* an item wider than a whole row is cut to the row */
+        snprintf(text, sizeof text, "%s", it[i].text);
+        canvas_fit(text, x1 - x0 - 28 * ts - 6, ts);
+        int w = 14 * ts + 6 + canvas_text_w(text, ts) + 14 * ts;
         if (x > x0 && x + w > x1) {
             x = x0;
             y += lh;
@@ -265,6 +271,7 @@ static int legend_flow(canvas *c, const legend_item *it, int n, int x0,
         }
         if (c) {
             int sy = y + 1 * ts, sh = CANVAS_CAP_H * ts;
+            canvas_group(c, "legend-item", text);
             switch (it[i].style) {
             case 0: canvas_rect(c, x, sy, x + 12 * ts, sy + sh, it[i].colour);
                     canvas_frame(c, x, sy, x + 12 * ts, sy + sh, rgb_darken(it[i].colour, 60));
@@ -273,10 +280,13 @@ static int legend_flow(canvas *c, const legend_item *it, int n, int x0,
             case 2: canvas_hline(c, x, x + 12 * ts, sy + sh / 2 - ts / 2, ts, it[i].colour, 3); break;
             default: canvas_blend_rect(c, x, sy - ts, x + 12 * ts, sy + sh + ts, it[i].colour, 60); break;
             }
-            canvas_text(c, x + 14 * ts + 4, y, it[i].text, TEXT, ts);
+            canvas_text(c, x + 14 * ts + 4, y, text, TEXT, ts);
+            canvas_group_end(c);
         }
         x += w;
     }
+    if (c)
+        canvas_group_end(c);
     return rows * lh;
 }
 
@@ -526,15 +536,20 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     int y = top + 8;
 
     /* title and subtitle, wrapped to the width */
+    canvas_group(c, "panel", p->title);
     int ncw = W - 20;
+    canvas_group(c, "title", NULL);
     int tl = text_wrapped(c, 10, y, p->title, TEXT, ts + 1, W - 20,
                           (CANVAS_LINE_H + 2) * (ts + 1), TITLE_MAXL);
+    canvas_group_end(c);
     y += (CANVAS_LINE_H + 2) * (ts + 1) * tl + 4;
     char s1[512], s2[512];
     panel_subtitle(p, s1, s2, sizeof s1);
     int lh = (CANVAS_LINE_H + 3) * ts;
+    canvas_group(c, "subtitle", NULL);
     y += lh * text_wrapped(c, 10, y, s1, MUTED, ts, ncw, lh, SUB_MAXL);
     y += lh * text_wrapped(c, 10, y, s2, MUTED, ts, ncw, lh, SUB_MAXL) + 4;
+    canvas_group_end(c);
 
     /* geometry */
     int lane_h = (CANVAS_LINE_H + 4) * ts;
@@ -563,6 +578,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     const sm_range *rg = sm_ranges(m, &nr, NULL);
 
     /* NVTX lanes and shading (depth 0) */
+    canvas_group(c, "nvtx", NULL);
     for (size_t i = 0; i < nr; i++) {
         int x0 = g.x0 + sm_col_of(m, rg[i].t0), x1 = g.x0 + sm_col_of(m, rg[i].t1) + 1;
         if (rg[i].lane >= p->lanes)
@@ -588,8 +604,10 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     if (p->lanes) {
         canvas_text(c, 10, lanes_y + 2 * ts, "NVTX", MUTED, ts);
     }
+    canvas_group_end(c);
 
     /* grid and y ticks */
+    canvas_group(c, "axis-y", NULL);
     uint64_t ystep = size_step(g.ymax);
     for (uint64_t val = 0; val <= g.ymax; val += ystep) {
         int yy = viz_y_of(&g, val);
@@ -602,7 +620,9 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         if (g.ymax - val < ystep)
             break;
     }
+    canvas_group_end(c);
     /* x ticks */
+    canvas_group(c, "axis-x", NULL);
     int label_w = canvas_text_w("00.00 min", ts) + 16;
     int nt = o->columns / label_w;
     uint64_t xstep = o->x_mode != SM_X_TIME ? count_step(xhi - xlo, nt)
@@ -650,6 +670,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     canvas_fit(xt, o->columns, ts);
     canvas_text(c, g.x0 + (o->columns - canvas_text_w(xt, ts)) / 2,
                 g.y1 + 8 + (CANVAS_LINE_H + 6) * ts, xt, MUTED, ts);
+    canvas_group_end(c);
 
     /* stacked area: the sites bottom to top in the order they first
      * allocated (viz_stack_order), "other" on top; the leak suspect's band
@@ -718,6 +739,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     canvas_group_end(c);
     /* counters series where events do not reach */
     if (p->has_counters && v->cols) {
+        canvas_group(c, "counters", NULL);
         int first_col = sm_col_of(m, sm_first_event_t(m));
         /* Straight segments between consecutive counters samples. */
         int px = -1, py = -1, pya = -1;
@@ -745,9 +767,11 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             int tx = g.x0 + first_col - tw - 4;
             canvas_text(c, tx < g.x0 + 2 ? g.x0 + first_col + 4 : tx, g.y0 + 4, buf, MUTED, ts);
         }
+        canvas_group_end(c);
     }
     /* reserved line: the highest value of each column, joined */
     int prev = -1;
+    canvas_group(c, "reserved", NULL);
     for (int col = 0; col < o->columns && v->cols; col++) {
         const sm_col *k = &v->cols[col];
         if (!k->has) {
@@ -763,20 +787,25 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         canvas_rect(c, g.x0 + col, ya - 1, g.x0 + col + 1, yb + 1, VIZ_RESERVED);
         prev = yr;
     }
+    canvas_group_end(c);
     /* capacity and cap */
     if (p->show_capacity) {
+        canvas_group(c, "capacity", NULL);
         int yy = viz_y_of(&g, p->capacity);
         canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAPACITY, 6);
         snprintf(buf, sizeof buf, "device capacity %s",
                  msnap_size_text(p->capacity, a, sizeof a));
         canvas_text(c, g.x1 - canvas_text_w(buf, ts) - 4,
                     yy - (CANVAS_LINE_H + 1) * ts, buf, CAPACITY, ts);
+        canvas_group_end(c);
     }
     if (p->show_cap) {
+        canvas_group(c, "cap", NULL);
         int yy = viz_y_of(&g, p->cap);
         canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAP, 6);
         snprintf(buf, sizeof buf, "cap %s", msnap_size_text(p->cap, a, sizeof a));
         canvas_text(c, g.x0 + 6, yy - (CANVAS_LINE_H + 1) * ts, buf, CAP, ts);
+        canvas_group_end(c);
     }
     /* OOMs */
     size_t no;
@@ -788,10 +817,6 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             continue;
         uint64_t xv = sm_x_of_event(m, oo[i].event_index, oo[i].t_ns);
         int xx = g.x0 + sm_col_of(m, xv);
-        canvas_vline(c, xx, g.y0, g.y1 - 1, ts, VIZ_OOM, 0);
-        int yb = viz_y_of(&g, oo[i].allocated);
-        int ya = viz_y_of(&g, oo[i].allocated + oo[i].requested);
-        canvas_rect(c, xx + ts + 1, ya, xx + ts + 1 + 5 * ts, yb, VIZ_OOM);
         char where[64] = "";
         if (o->x_mode != SM_X_TIME) {
             where[0] = ' ';
@@ -807,6 +832,11 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         snprintf(buf, sizeof buf, "%s%s: requested %s",
                  oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error", where,
                  msnap_size_text(oo[i].requested, a, sizeof a));
+        canvas_group(c, "oom", buf);
+        canvas_vline(c, xx, g.y0, g.y1 - 1, ts, VIZ_OOM, 0);
+        int yb = viz_y_of(&g, oo[i].allocated);
+        int ya = viz_y_of(&g, oo[i].allocated + oo[i].requested);
+        canvas_rect(c, xx + ts + 1, ya, xx + ts + 1 + 5 * ts, yb, VIZ_OOM);
         int tw = canvas_text_w(buf, ts);
         if (xx - last_label_x > tw + 10) {
             int tx = xx + 8 * ts;
@@ -816,6 +846,7 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             canvas_text(c, tx, g.y0 + 4, buf, VIZ_OOM, ts);
             last_label_x = xx;
         }
+        canvas_group_end(c);
     }
     /* the leak suspect's label, above the last column of its band */
     if (leak_rank >= 0 && leak_x >= 0) {
@@ -845,21 +876,26 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             int ty = leak_y - (CANVAS_LINE_H + 4) * ts;
             if (ty < g.y0 + (CANVAS_LINE_H + 6) * ts)
                 ty = leak_y + 4 * ts;
+            canvas_group(c, "leak-label", NULL);
             canvas_rect(c, tx - 2, ty - 1, tx + tw + 2, ty + CANVAS_LINE_H * ts + 1, 0xffffff);
             canvas_text(c, tx, ty, buf, VIZ_LEAK, ts);
+            canvas_group_end(c);
             break;
         }
     }
     if (geom)
         geom->leak_rank = leak_rank;
     /* axes */
+    canvas_group(c, "axes", NULL);
     canvas_vline(c, g.x0 - 1, g.y0, g.y1, 1, AXIS, 0);
     canvas_hline(c, g.x0 - 1, g.x1 - 1, g.y1, 1, AXIS, 0);
+    canvas_group_end(c);
 
     /* legend */
     legend_flow(c, p->items, p->nitems, left_margin(ts), W - right_margin(ts),
                 top + h - legend_h - 8, ts);
     (void)own_legend_h;
+    canvas_group_end(c);   /* panel */
 }
 
 void viz_mark_label(const sm_model *m, uint64_t x, uint64_t step, char *buf,
