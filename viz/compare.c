@@ -408,8 +408,12 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
     int n = cmp->n;
     if (c) {
         canvas_group(c, "title", NULL);
-        canvas_text(c, x0, y, "Comparison: GPU memory of each snapshot, one y scale",
-                    TEXT, ts + 1);
+        /* a narrow picture takes the title at the text scale, cut if
+         * even that does not fit */
+        snprintf(buf, sizeof buf, "Comparison: GPU memory of each snapshot, one y scale");
+        int tsz = canvas_text_w(buf, ts + 1) <= width - 20 ? ts + 1 : ts;
+        canvas_fit(buf, width - 20, tsz);
+        canvas_text(c, x0, y, buf, TEXT, tsz);
         canvas_group_end(c);
         canvas_group(c, "subtitle", NULL);
     }

@@ -98,6 +98,17 @@ typedef struct item {
     int hatch;
 } item;
 
+/* Draws one line of the numbers at (x, y), cut with ".." to max_w pixels
+ * (only narrow pictures, --width below about 700, need the cut). */
+static void text_fit(canvas *c, int max_w, int x, int y, const char *s,
+                     uint32_t colour, int ts)
+{
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s", s);
+    canvas_fit(buf, max_w, ts);
+    canvas_text(c, x, y, buf, colour, ts);
+}
+
 /* Flows legend items; draws when c != NULL; returns the height. */
 static int flow(canvas *c, const item *it, int n, int x0, int x1, int y, int ts)
 {
@@ -443,9 +454,9 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
              "One row per segment, laid out by address; every pixel is %s%s.",
              bpp >= 1 ? "" : "less than 1 B",
              bpp >= 1 ? msnap_size_text_short((uint64_t)llround(bpp), a, sizeof a) : "");
-    canvas_text(c, margin, y, buf, MUTED, ts);
+    text_fit(c, width - 2 * margin, margin, y, buf, MUTED, ts);
     y += (CANVAS_LINE_H + 3) * ts;
-    canvas_text(c, margin, y, sm_blocks_seen(m)
+    text_fit(c, width - 2 * margin, margin, y, sm_blocks_seen(m)
                     ? "Colour = allocation site of the block; white = free."
                     : "No allocator blocks: segments show their own allocation site.",
                 MUTED, ts);
@@ -471,13 +482,13 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             snprintf(buf + n, sizeof buf - n, " (+%s of address space not mapped)",
                      msnap_size_text(dl->segment_bytes - dl->mapped_bytes, d1, sizeof d1));
         }
-        canvas_text(c, margin, y, buf, TEXT, ts);
+        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
         y += (CANVAS_LINE_H + 3) * ts;
         if (sm_blocks_seen(m)) {
             snprintf(buf, sizeof buf, "  free inside reserved %s, largest free block %s",
                      msnap_size_text(dl->total_free, a, sizeof a),
                      msnap_size_text(dl->largest_free, b, sizeof b));
-            canvas_text(c, margin, y, buf, TEXT, ts);
+            text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
             y += (CANVAS_LINE_H + 3) * ts;
             if (dl->total_free)
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = %.3f",
@@ -486,11 +497,11 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = 0 (nothing free)");
         } else {
             snprintf(buf, sizeof buf, "  free inside reserved: unknown (no allocator blocks)");
-            canvas_text(c, margin, y, buf, TEXT, ts);
+            text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
             y += (CANVAS_LINE_H + 3) * ts;
             snprintf(buf, sizeof buf, "  1 - largest_free/total_free: n/a");
         }
-        canvas_text(c, margin, y, buf, TEXT, ts);
+        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
         y += (CANVAS_LINE_H + 3) * ts;
         if (sm_blocks_seen(m) && v->peak_reserved)
             snprintf(buf, sizeof buf,
@@ -502,7 +513,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved: n/a (peak reserved %s)",
                      msnap_size_text(v->peak_reserved, a, sizeof a));
-        canvas_text(c, margin, y, buf, TEXT, ts);
+        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
         y += (CANVAS_LINE_H + 3) * ts;
     }
     if (!l->nsegs)
@@ -512,7 +523,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     if (req) {
         canvas_group(c, "oom-request", NULL);
         int ry = title_h + stats_h;
-        canvas_text(c, margin, ry, "The failed request next to the largest free "
+        text_fit(c, width - 2 * margin, margin, ry, "The failed request next to the largest free "
                     "blocks inside reserved (one scale):", TEXT, ts);
         ry += (CANVAS_LINE_H + 3) * ts;
         uint64_t big = req > fr[0] ? req : fr[0];
@@ -701,7 +712,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     if (hidden) {
         snprintf(buf, sizeof buf, "... %zu more segments not drawn (too many "
                  "for the height; --all-segments draws every one)", hidden_segs);
-        canvas_text(c, margin, y + 2, buf, MUTED, ts);
+        text_fit(c, width - 2 * margin, margin, y + 2, buf, MUTED, ts);
         y += line_h;
     }
     free(best_w);
