@@ -599,11 +599,11 @@ static void xml_text(FILE *f, const char *s)
 }
 
 /* Whether ops a and b (b right after a) continue one run: the same kind and
- * paint, b starting where a ends on x. */
+ * paint, b starting at or right of where a ends on x. */
 static int same_run(const op *a, const op *b)
 {
     return b->kind == a->kind && b->rgb == a->rgb && b->a == a->a &&
-           b->x0 == a->x1 &&
+           b->x0 >= a->x1 &&
            (a->kind == OP_RECT || a->kind == OP_BLEND || a->kind == OP_HATCH);
 }
 
@@ -618,26 +618,64 @@ static void svg_paint(FILE *f, const op *o)
         fprintf(f, " fill-opacity=\"%.3f\"", o->a / 255.0);
 }
 
-/* Path of the union of the run r[0..n): columns [x0, x1) side by side,
- * each [y0, y1): along the tops left to right, down the last column,
- * along the bottoms right to left.  Repeated H or V steps are folded. */
+/* A pen for path data of horizontal and vertical steps: a step along the
+ * same axis as the one before replaces it, a step to where the pen is
+ * already is dropped. */
+typedef struct pen {
+    FILE *f;
+    int x, y;        /* where the written steps end */
+    int axis, v;     /* the pending step: axis 'H' or 'V' (0 none), to v */
+} pen;
+
+static void pen_flush(pen *p)
+{
+    if (p->axis == 'H' && p->v != p->x)
+        fprintf(p->f, "H%d", p->x = p->v);
+    else if (p->axis == 'V' && p->v != p->y)
+        fprintf(p->f, "V%d", p->y = p->v);
+    p->axis = 0;
+}
+
+static void pen_step(pen *p, int axis, int v)
+{
+    if (p->axis != axis && v == (axis == 'H' ? p->x : p->y))
+        return;   /* no move: the pending step on the other axis goes on */
+    if (p->axis && p->axis != axis)
+        pen_flush(p);
+    p->axis = axis;
+    p->v = v;
+}
+
+/* Path of the union of the run r[0..n): rectangles left to right, each
+ * [x0, x1) x [y0, y1), gaps between them allowed: along the tops left to
+ * right, down the last one, along the bottoms right to left.  Across a gap
+ * both walks run at the bottom of the rectangle before it, so the gap
+ * encloses nothing; at every x the path crosses once at the top and once
+ * at the bottom, so it fills exactly the rectangles (any fill rule). */
 static void svg_run_path(FILE *f, const op *r, size_t n)
 {
-    fprintf(f, "M%d %d", r[0].x0, r[0].y0);
-    int cy = r[0].y0;
+    pen p = {f, r[0].x0, r[0].y0, 0, 0};
+    fprintf(f, "M%d %d", p.x, p.y);
     for (size_t k = 0; k < n; k++) {
-        if (r[k].y0 != cy)
-            fprintf(f, "V%d", cy = r[k].y0);
-        if (k + 1 == n || r[k + 1].y0 != cy)
-            fprintf(f, "H%d", r[k].x1);
+        if (k > 0) {
+            if (r[k].x0 > r[k - 1].x1) {
+                pen_step(&p, 'V', r[k - 1].y1);
+                pen_step(&p, 'H', r[k].x0);
+            }
+            pen_step(&p, 'V', r[k].y0);
+        }
+        pen_step(&p, 'H', r[k].x1);
     }
-    fprintf(f, "V%d", cy = r[n - 1].y1);
+    pen_step(&p, 'V', r[n - 1].y1);
     for (size_t k = n; k-- > 0;) {
-        if (r[k].y1 != cy)
-            fprintf(f, "V%d", cy = r[k].y1);
-        if (k == 0 || r[k - 1].y1 != cy)
-            fprintf(f, "H%d", r[k].x0);
+        pen_step(&p, 'H', r[k].x0);
+        if (k > 0) {
+            pen_step(&p, 'V', r[k - 1].y1);
+            if (r[k].x0 > r[k - 1].x1)
+                pen_step(&p, 'H', r[k - 1].x1);
+        }
     }
+    pen_flush(&p);
     fputc('Z', f);
 }
 
