@@ -36,7 +36,6 @@
 #define SVG_FONTS "DejaVu Sans, Verdana, Bitstream Vera Sans, sans-serif"
 #define FONT_PX (CANVAS_CAP_H / 0.729)  /* font size at scale 1 */
 #define NO_STR UINT32_MAX
-#define MAX_DEPTH 8
 
 enum op_kind { OP_RECT, OP_BLEND, OP_HATCH, OP_FRAME, OP_HLINE, OP_VLINE,
                OP_LINE, OP_TEXT, OP_TEXT_UP, OP_GROUP, OP_END };

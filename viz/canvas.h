@@ -97,8 +97,9 @@ void canvas_text_up(canvas *c, int x, int y, const char *s, uint32_t rgb,
 /* Groups: the operations until the matching canvas_group_end form one
  * element of the SVG, <g class="cls"> (with data-label="label" when label
  * is not NULL), so a reader or a test finds the title, the legend, each
- * site's band.  cls is letters, digits and '-'.  Groups nest (up to 8
- * levels); the PNG ignores them. */
+ * site's band.  cls is one or more class names (letters, digits, '-')
+ * separated by spaces.  Groups nest; a group with nothing in it is left
+ * out; the PNG ignores them. */
 void canvas_group(canvas *c, const char *cls, const char *label);
 void canvas_group_end(canvas *c);
 
