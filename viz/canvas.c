@@ -317,8 +317,11 @@ static void set_font(cairo_t *cr, int scale)
         cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_SLIGHT);
         cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_ON);
     }
-    cairo_select_font_face(cr, FONT_FAMILY, CAIRO_FONT_SLANT_NORMAL,
-                           CAIRO_FONT_WEIGHT_NORMAL);
+    static cairo_font_face_t *face;   /* made once: fontconfig matches once */
+    if (!face)
+        face = cairo_toy_font_face_create(FONT_FAMILY, CAIRO_FONT_SLANT_NORMAL,
+                                          CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_face(cr, face);
     cairo_set_font_size(cr, FONT_PX * (scale < 1 ? 1 : scale));
     cairo_set_font_options(cr, fo);
 }
@@ -374,6 +377,8 @@ int canvas_fit(char *s, int max_w, int scale)
         else
             hi = mid - 1;
     }
+    while (lo > 0 && s[lo - 1] == ' ')   /* "step.." rather than "step .." */
+        lo--;
     memcpy(t, s, lo);
     memcpy(t + lo, "..", 3);
     if (canvas_text_w(t, scale) <= max_w)
