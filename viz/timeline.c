@@ -87,13 +87,20 @@ int viz_text_scale(int width)
 /* Left margin: room for "1023.5 MiB" at the text scale. */
 static int left_margin(int ts)
 {
-    return canvas_text_w("1023.5 MiB", ts) + 18;
+    /* Constants, not canvas_text_w: the plot's columns (this margin) are
+     * needed before the model's two passes, and measuring there would start
+     * cairo and fontconfig before them; their start-up allocations made the
+     * passes about 9% slower (10M events: 3.4 s -> 3.7 s, the heap laid out
+     * differently).  "1023.5 MiB" is 54 pixels per text scale in DejaVu
+     * Sans; test_viz checks that the label fits. */
+    return 56 * ts + 18;
 }
 
-/* Right margin: room for half of a tick label past the last column. */
+/* Right margin: room for half of a tick label past the last column ("0000"
+ * is 24 pixels per scale; constant for the reason above). */
 static int right_margin(int ts)
 {
-    return canvas_text_w("0000", ts) + 10;
+    return 25 * ts + 10;
 }
 
 int viz_timeline_columns(int width)

@@ -258,6 +258,13 @@ static char *slurp(const char *path)
 static void test_canvas_text_and_svg(void)
 {
     CHECK(canvas_text_w("iiii", 1) < canvas_text_w("MMMM", 1));
+    /* the timeline's left margin (constant, timeline.c) holds the widest y
+     * tick label, 8 pixels from the axis, at both text scales */
+    for (int width = 800; width <= 1600; width += 800) {
+        int ts = viz_text_scale(width);
+        CHECK(canvas_text_w("1023.5 MiB", ts) + 8 + 2 <=
+              width - viz_timeline_columns(width) - (25 * ts + 10) - 2);
+    }
     int w1 = canvas_text_w("GPU memory over time", 1);
     int w2 = canvas_text_w("GPU memory over time", 2);
     CHECK(w1 > 60 && abs(w2 - 2 * w1) <= 4);
