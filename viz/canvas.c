@@ -25,6 +25,8 @@
 #include <cairo.h>
 #include <errno.h>
 #include <math.h>
+#include <png.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -578,12 +580,50 @@ uint32_t canvas_get(const canvas *c, int x, int y)
     return ((const uint32_t *)(data + (size_t)y * (size_t)stride))[x] & 0xffffffu;
 }
 
-/* cairo's PNG writer into a stdio stream. */
-static cairo_status_t write_stdio(void *closure, const unsigned char *d,
-                                  unsigned int n)
+/* Writes the raster as an 8-bit RGB PNG to f through libpng rather than
+ * cairo's own writer, which leaves libpng's defaults: every row tried with
+ * all five filters.  One filter (Up: the pictures are bands and rows that
+ * repeat downwards) and zlib level 6 write the 10M-event pictures in less
+ * time at about the same size (docs/benchmarks.md).  The surface's 32-bit
+ * pixels go in as they are: libpng drops the filler byte and swaps to RGB.
+ * NULL ok, else what failed. */
+static const char *png_out(cairo_surface_t *surf, FILE *f)
 {
-    return fwrite(d, 1, n, closure) == n ? CAIRO_STATUS_SUCCESS
-                                         : CAIRO_STATUS_WRITE_ERROR;
+    const char *volatile why;
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    why = "out of memory";
+    if (!info)
+        goto done;
+    if (setjmp(png_jmpbuf(png))) {
+        why = "libpng error";
+        goto done;
+    }
+    int w = cairo_image_surface_get_width(surf), h = cairo_image_surface_get_height(surf);
+    int stride = cairo_image_surface_get_stride(surf);
+    const uint8_t *data = cairo_image_surface_get_data(surf);
+    png_init_io(png, f);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
+    png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_FILTER_UP);
+    png_set_compression_level(png, 6);
+    png_write_info(png, info);
+    /* CAIRO_FORMAT_RGB24 is a native-endian 0x00RRGGBB word per pixel */
+    const uint32_t one = 1;
+    if (*(const uint8_t *)&one) {
+        png_set_bgr(png);
+        png_set_filler(png, 0, PNG_FILLER_AFTER);
+    } else {
+        png_set_filler(png, 0, PNG_FILLER_BEFORE);
+    }
+    for (int y = 0; y < h; y++)
+        png_write_row(png, (png_const_bytep)(data + (size_t)y * (size_t)stride));
+    png_write_end(png, NULL);
+    why = NULL;
+done:
+    png_destroy_write_struct(png ? &png : NULL, info ? &info : NULL);
+    return why;
 }
 
 /* ---- SVG ---- */
@@ -854,10 +894,7 @@ int canvas_write(const canvas *c, const char *path, canvas_format fmt,
     }
     const char *why = NULL;
     if (fmt == CANVAS_PNG) {
-        cairo_status_t st = cairo_surface_write_to_png_stream(c->list->surf,
-                                                              write_stdio, f);
-        if (st != CAIRO_STATUS_SUCCESS)
-            why = cairo_status_to_string(st);
+        why = png_out(c->list->surf, f);
     } else {
         svg_write(c, f);
     }
