@@ -4,10 +4,10 @@
  * This file parses the arguments and prints; the comparison (table, site
  * matching, the sites whose peak changed most) and the picture are the viz
  * library (viz/compare.h, docs/render.md).  Prints the table and the
- * changes, writes OUT (a PNG: the same table above a timeline panel per
- * snapshot, all on one y scale) and prints its path last.
+ * changes, writes OUT (a PNG or an SVG: the same table above a timeline
+ * panel per snapshot, all on one y scale) and prints its path last.
  *
- * Exit status: 0 ok, 2 usage error, unreadable input or an unwritable PNG
+ * Exit status: 0 ok, 2 usage error, unreadable input or an unwritable picture
  * (one line on stderr).
  */
 #include <getopt.h>
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "compare.h"
@@ -25,20 +26,22 @@
 #define MAX_FILES 26
 
 static const char usage_text[] =
-    "usage: memsnap compare A B [C...] [-o OUT.png] [--top N] [--changes N]\n"
-    "                       [--x time|events|marks[:WORD]] [--from first|0]\n"
-    "                       [--width W] [--height H]\n"
+    "usage: memsnap compare A B [C...] [-o OUT.png|OUT.svg] [--top N]\n"
+    "                       [--changes N] [--x time|events|marks[:WORD]]\n"
+    "                       [--from first|0] [--width W] [--height H]\n"
+    "                       [--format png|svg]\n"
     "\n"
     "Compares snapshots (plain or zstd; each read twice, so not stdin):\n"
     "a table per snapshot (peak allocated, peak reserved, fragmentation\n"
     "1 - largest_free/total_free at the OOM or the peak, 1 - peak allocated /\n"
     "peak reserved, OOMs, events), the allocation sites whose peak changed\n"
     "most between A and each other snapshot (sites are matched by their\n"
-    "frames, not by address), and a PNG with the same table above one\n"
+    "frames, not by address), and a picture with the same table above one\n"
     "timeline per snapshot, all on one y scale, a site in one colour in\n"
     "every panel.\n"
     "\n"
-    "  -o, --output OUT     the PNG (default: compare.png)\n"
+    "  -o, --output OUT     the picture (default: compare.png, compare.svg\n"
+    "                       with --format svg)\n"
     "  --top N              sites with their own colour per panel (default 8,\n"
     "                       at most 24)\n"
     "  --changes N          changed sites listed per snapshot (default 5, 0..20)\n"
@@ -50,6 +53,9 @@ static const char usage_text[] =
     "  --from first|0       time axes start at the first event (default) or 0\n"
     "  --width W            picture width, 320..8192 (default 1600)\n"
     "  --height H           picture height (default: automatic)\n"
+    "  --format png|svg     PNG (default) or SVG (vector: zooms, pastes; its\n"
+    "                       parts are <g class=...> groups); default: svg when\n"
+    "                       OUT ends in .svg\n"
     "  -h, --help           this help\n"
     "\n"
     "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
@@ -124,6 +130,7 @@ int cmd_compare(int argc, char **argv)
         {"from", required_argument, NULL, 'f'},
         {"width", required_argument, NULL, 'W'},
         {"height", required_argument, NULL, 'H'},
+        {"format", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     viz_args a;
@@ -132,7 +139,7 @@ int cmd_compare(int argc, char **argv)
     a.min_files = 2;
     a.max_files = MAX_FILES;
     a.stdin_msg = "needs files, not stdin (each is read twice)";
-    const char *out = "compare.png";
+    const char *out = NULL;
     int changes = 5, c, rc;
     optind = 1;
     opterr = 0;
@@ -152,6 +159,14 @@ int cmd_compare(int argc, char **argv)
     int n, width = a.width, height = a.height;
     if ((rc = viz_args_files(&a, argc, argv, &paths, &n)) != 0)
         return rc;
+    /* the format: --format, else the output name's extension, else PNG */
+    if (!a.format_set && out) {
+        size_t ol = strlen(out);
+        if (ol > 4 && !strcasecmp(out + ol - 4, ".svg"))
+            a.format = CANVAS_SVG;
+    }
+    if (!out)
+        out = a.format == CANVAS_SVG ? "compare.svg" : "compare.png";
     sm_model *models[MAX_FILES] = {0};
     const char *names[MAX_FILES];
     char err[1024];
@@ -173,7 +188,7 @@ int cmd_compare(int argc, char **argv)
         fprintf(stderr, "memsnap compare: out of memory\n");
         rc = 2;
     }
-    if (!rc && canvas_write_png(&cv, out, err, sizeof err)) {
+    if (!rc && canvas_write(&cv, out, a.format, err, sizeof err)) {
         fprintf(stderr, "memsnap compare: %s\n", err);
         rc = 2;
     }

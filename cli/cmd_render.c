@@ -1,5 +1,5 @@
-/* memsnap render: the timeline and segment-map PNGs of a snapshot, or of
- * several (one per rank).
+/* memsnap render: the timeline and segment-map pictures (PNG, or SVG with
+ * --format svg) of a snapshot, or of several (one per rank).
  *
  * This file parses the arguments; the model (two streaming passes over the
  * file) and the painters are the viz library (viz/model.h, viz/render.h,
@@ -8,8 +8,8 @@
  * per file on one y scale, and a FILEPREFIX-segments.png per file.  Prints
  * the paths written.
  *
- * Exit status: 0 ok, 2 usage error, unreadable input or a PNG that could not
- * be written (one line on stderr).
+ * Exit status: 0 ok, 2 usage error, unreadable input or a picture that could
+ * not be written (one line on stderr).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -30,9 +30,10 @@ static const char usage_text[] =
     "                      [--top N] [--x time|events|marks[:WORD]]\n"
     "                      [--from first|0]\n"
     "                      [--width W] [--height H] [--cap SIZE]\n"
-    "                      [--all-segments]\n"
+    "                      [--all-segments] [--format png|svg]\n"
     "\n"
-    "Draws two PNGs from a snapshot (plain or zstd; read twice, so not stdin):\n"
+    "Draws two PNGs (or SVGs) from a snapshot (plain or zstd; read twice, so\n"
+    "not stdin):\n"
     "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site,\n"
     "                       reserved, capacity, cap, OOMs, NVTX ranges; a panel\n"
     "                       per device\n"
@@ -70,6 +71,10 @@ static const char usage_text[] =
     "                       picture; by default three or more segments of one\n"
     "                       size, each full of one site's blocks, fold into\n"
     "                       one row \"37 x 32 MiB segments, full: SITE\")\n"
+    "  --format png|svg     PNG (default) or SVG: PREFIX-timeline.svg and\n"
+    "                       PREFIX-segments.svg, vector pictures to zoom and\n"
+    "                       paste, their parts <g class=...> groups (title,\n"
+    "                       legend, band, oom, ...)\n"
     "  -h, --help           this help\n"
     "\n"
     "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
@@ -149,6 +154,7 @@ static int render_several(char **paths, int n, const viz_args *a,
     sm_model *models[MAX_FILES] = {0};
     const char *names[MAX_FILES];
     char err[1024], pfx[4096], out[4200];
+    const char *ext = canvas_format_ext(a->format);
     for (int i = 0; i < n; i++)
         names[i] = sm_base_name(paths[i]);
     int rc = viz_args_read(a, paths, n, models);
@@ -158,13 +164,13 @@ static int render_several(char **paths, int n, const viz_args *a,
             snprintf(pfx, sizeof pfx, "%s", prefix);
         else
             common_prefix(paths, n, pfx, sizeof pfx);
-        snprintf(out, sizeof out, "%s-timeline.png", pfx);
+        snprintf(out, sizeof out, "%s-timeline.%s", pfx, ext);
         canvas cv;
         if (viz_multi(models, names, n, &cv, width, height, NULL, 0, NULL)) {
             fprintf(stderr, "memsnap render: out of memory\n");
             rc = 2;
         } else {
-            if (canvas_write_png(&cv, out, err, sizeof err)) {
+            if (canvas_write(&cv, out, a->format, err, sizeof err)) {
                 fprintf(stderr, "memsnap render: %s\n", err);
                 rc = 2;
             } else {
@@ -177,9 +183,9 @@ static int render_several(char **paths, int n, const viz_args *a,
         char fp[4096], title[512];
         default_prefix(paths[i], fp, sizeof fp);
         if (prefix)   /* -o PREFIX: PREFIX-FILE-segments.png */
-            snprintf(out, sizeof out, "%s-%s-segments.png", prefix, sm_base_name(fp));
+            snprintf(out, sizeof out, "%s-%s-segments.%s", prefix, sm_base_name(fp), ext);
         else
-            snprintf(out, sizeof out, "%s-segments.png", fp);
+            snprintf(out, sizeof out, "%s-segments.%s", fp, ext);
         snprintf(title, sizeof title, "Memory segments of %s", names[i]);
         canvas cv;
         if (viz_segmap(models[i], &cv, width, 0, title, NULL)) {
@@ -187,7 +193,7 @@ static int render_several(char **paths, int n, const viz_args *a,
             rc = 2;
             break;
         }
-        if (canvas_write_png(&cv, out, err, sizeof err)) {
+        if (canvas_write(&cv, out, a->format, err, sizeof err)) {
             fprintf(stderr, "memsnap render: %s\n", err);
             rc = 2;
         } else {
@@ -214,6 +220,7 @@ int cmd_render(int argc, char **argv)
         {"height", required_argument, NULL, 'H'},
         {"cap", required_argument, NULL, 'c'},
         {"all-segments", no_argument, NULL, 'A'},
+        {"format", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     viz_args a;
@@ -255,8 +262,9 @@ int cmd_render(int argc, char **argv)
         snprintf(pfx, sizeof pfx, "%s", prefix);
     else
         default_prefix(path, pfx, sizeof pfx);
-    snprintf(tl, sizeof tl, "%s-timeline.png", pfx);
-    snprintf(sg, sizeof sg, "%s-segments.png", pfx);
+    const char *ext = canvas_format_ext(a.format);
+    snprintf(tl, sizeof tl, "%s-timeline.%s", pfx, ext);
+    snprintf(sg, sizeof sg, "%s-segments.%s", pfx, ext);
 
     sm_model *m = NULL;
     if (viz_args_read(&a, paths, 1, &m)) {
@@ -269,7 +277,7 @@ int cmd_render(int argc, char **argv)
         sm_free(m);
         return 2;
     }
-    rc = canvas_write_png(&cv, tl, err, sizeof err);
+    rc = canvas_write(&cv, tl, a.format, err, sizeof err);
     canvas_free(&cv);
     if (rc == 0) {
         if (viz_segmap(m, &cv, width, 0, "Memory segments", NULL)) {
@@ -277,7 +285,7 @@ int cmd_render(int argc, char **argv)
             sm_free(m);
             return 2;
         }
-        rc = canvas_write_png(&cv, sg, err, sizeof err);
+        rc = canvas_write(&cv, sg, a.format, err, sizeof err);
         canvas_free(&cv);
     }
     sm_free(m);

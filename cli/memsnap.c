@@ -42,7 +42,7 @@ static const subcommand subcommands[] = {
     {"run", "run a command under the recorder, writing a snapshot", cmd_run},
     {"summary", "what a snapshot says: peaks, OOMs, leaks, top sites",
      cmd_summary},
-    {"render", "timeline and segment-map PNGs of a snapshot", cmd_render},
+    {"render", "timeline and segment-map pictures (PNG, SVG) of a snapshot", cmd_render},
     {"compare", "snapshots side by side on one scale, with the sites that changed",
      cmd_compare},
     {"symbolize", "attach function/file:line to a snapshot's stacks",

@@ -15,7 +15,7 @@ void viz_args_init(viz_args *a, const char *cmd, const char *usage)
                     .min_files = 1, .max_files = 64,
                     .stdin_msg = "needs a file, not stdin",
                     .o = {.top = 8, .x_mode = SM_X_TIME, .at = SM_AT_DEFAULT},
-                    .width = 1600, .height = 0};
+                    .width = 1600, .height = 0, .format = CANVAS_PNG};
 }
 
 int viz_args_bad(const viz_args *a, const char *what, const char *arg)
@@ -75,6 +75,12 @@ int viz_args_option(viz_args *a, int c, const char *arg, char **argv)
                      "--height wants pixels from 200 to %d, got", a->max_height);
             return viz_args_bad(a, what, arg);
         }
+        return VIZ_ARGS_MORE;
+    case 'F':
+        if (!strcmp(arg, "png")) a->format = CANVAS_PNG;
+        else if (!strcmp(arg, "svg")) a->format = CANVAS_SVG;
+        else return viz_args_bad(a, "--format wants png or svg, got", arg);
+        a->format_set = 1;
         return VIZ_ARGS_MORE;
     case 'h':
         fputs(a->usage, stdout);

@@ -1,5 +1,6 @@
 /* The command-line options `memsnap render` and `memsnap compare` share:
- * --top, --x, --from, --width, --height, -h/--help, the unknown-option message,
+ * --top, --x, --from, --width, --height, --format, -h/--help, the
+ * unknown-option message,
  * and the checks on the snapshot files after the options (how many, not
  * stdin: each file is read twice).  Each command keeps its own option
  * table, usage text and own options; its getopt switch hands every other
@@ -8,6 +9,7 @@
 #ifndef MEMSNAP_CLI_VIZ_ARGS_H
 #define MEMSNAP_CLI_VIZ_ARGS_H
 
+#include "canvas.h"
 #include "model.h"
 
 typedef struct viz_args {
@@ -20,6 +22,8 @@ typedef struct viz_args {
     /* results */
     sm_opts o;                /* top and x_from from here; columns set by viz_args_files */
     int width, height;        /* default 1600, 0 (automatic) */
+    canvas_format format;     /* --format png|svg; default png */
+    int format_set;           /* --format was given */
 } viz_args;
 
 /* Defaults: top 8, time axis from the first event, width 1600, height
@@ -33,7 +37,8 @@ int viz_args_bad(const viz_args *a, const char *what, const char *arg);
 int viz_args_int(const char *s, long lo, long hi, int *out);
 
 /* Handles getopt_long's character c when it is not the command's own:
- * 't' --top, 'x' --x (time, events, marks, marks:WORD), 'f' --from, 'W' --width, 'H' --height, 'h' --help, anything
+ * 't' --top, 'x' --x (time, events, marks, marks:WORD), 'f' --from,
+ * 'W' --width, 'H' --height, 'F' --format (png, svg), 'h' --help, anything
  * else an unknown option (argv for its name).  Returns VIZ_ARGS_MORE when
  * the option was taken, else the exit status (0 after --help, 2 after a
  * message). */

@@ -1,12 +1,13 @@
 #!/bin/bash
 # Installs what memsnap needs on Debian 12 / Ubuntu, if it is missing:
 # a C toolchain, CMake, pkg-config and the Debian packages of libunwind, cJSON,
-# libpng, elfutils libdw and zstd, and jq (tests read JSON output with it).
+# libpng, cairo (the pictures) with the DejaVu fonts, elfutils libdw and zstd,
+# jq (tests read JSON output with it) and xmllint (tests read the SVGs).
 # The CUDA toolkit must already be at /usr/local/cuda (or CUDA_HOME); it is
 # not a Debian package.
 # Idempotent and quiet when everything is there.
 set -euo pipefail
-pkgs="build-essential cmake pkg-config libunwind-dev libcjson-dev libpng-dev libdw-dev libelf-dev libzstd-dev zstd procps libsqlite3-dev jq"
+pkgs="build-essential cmake pkg-config libunwind-dev libcjson-dev libpng-dev libcairo2-dev fonts-dejavu-core libxml2-utils libdw-dev libelf-dev libzstd-dev zstd procps libsqlite3-dev jq"
 # packaging and its tests (cpack -G DEB, dpkg-shlibdeps, man), the fuzz build (clang, libFuzzer)
 pkgs="$pkgs dpkg-dev man-db groff-base clang libclang-rt-14-dev"
 missing=""

@@ -21,7 +21,6 @@
 #include <string.h>
 #include "findings.h"
 
-#include "font.h"
 
 #define TEXT 0x111111u
 #define MUTED 0x555555u
@@ -403,37 +402,57 @@ static void table_cells(const viz_cmp *cmp, const char **names, int i,
 static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                        int width)
 {
-    int ts = viz_text_scale(width), lh = (FONT_CELL_H + 4) * ts;
+    int ts = viz_text_scale(width), lh = (CANVAS_LINE_H + 4) * ts;
     int y = 8, x0 = 10;
     char buf[512], l0[16], l1[16];
     int n = cmp->n;
-    if (c)
-        canvas_text(c, x0, y, "Comparison: GPU memory of each snapshot, one y scale",
-                    TEXT, ts + 1);
-    y += FONT_CELL_H * (ts + 1) + 6;
+    if (c) {
+        canvas_group(c, "title", NULL);
+        /* a narrow picture takes the title at the text scale, cut if
+         * even that does not fit */
+        snprintf(buf, sizeof buf, "Comparison: GPU memory of each snapshot, one y scale");
+        int tsz = canvas_text_w(buf, ts + 1) <= width - 20 ? ts + 1 : ts;
+        canvas_fit(buf, width - 20, tsz);
+        canvas_text(c, x0, y, buf, TEXT, tsz);
+        canvas_group_end(c);
+        canvas_group(c, "subtitle", NULL);
+    }
+    y += CANVAS_LINE_H * (ts + 1) + 6;
     if (c) {
         snprintf(buf, sizeof buf,
                  "Same colour = same allocation site (matched by its frames). "
                  "frag free = 1 - largest free block / free inside reserved "
                  "(at the OOM, else the peak); frag peak = 1 - peak allocated / peak reserved.");
-        int room = (width - 20) / (FONT_CELL_W * ts);
-        if ((int)strlen(buf) > room) {
-            /* two lines */
-            char *cut = buf + room;
-            while (cut > buf && *cut != ' ')
-                cut--;
-            if (cut > buf)
+        int room = width - 20;
+        if (canvas_text_w(buf, ts) > room) {
+            /* two lines: the first as many words as fit, the second the
+             * rest (cut with ".." only if even that is too wide) */
+            char *cut = NULL;
+            for (char *sp = strchr(buf, ' '); sp; sp = strchr(sp + 1, ' ')) {
+                *sp = '\0';
+                int fits = canvas_text_w(buf, ts) <= room;
+                *sp = ' ';
+                if (!fits)
+                    break;
+                cut = sp;
+            }
+            if (cut)
                 *cut = '\0';
+            canvas_fit(buf, room, ts);
             canvas_text(c, x0, y, buf, MUTED, ts);
-            y += (FONT_CELL_H + 3) * ts;
-            canvas_text(c, x0, y, cut + 1, MUTED, ts);
+            y += (CANVAS_LINE_H + 3) * ts;
+            if (cut) {
+                canvas_fit(cut + 1, room, ts);
+                canvas_text(c, x0, y, cut + 1, MUTED, ts);
+            }
         } else {
             canvas_text(c, x0, y, buf, MUTED, ts);
         }
+        canvas_group_end(c);
     } else {
-        y += (FONT_CELL_H + 3) * ts;
+        y += (CANVAS_LINE_H + 3) * ts;
     }
-    y += (FONT_CELL_H + 3) * ts + 6;
+    y += (CANVAS_LINE_H + 3) * ts + 6;
     /* table */
     int colw[NCOL] = {0};
     char cells[NCOL][128];
@@ -445,21 +464,35 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                 colw[k] = w;
         }
     }
+    if (c)
+        canvas_group(c, "table", NULL);
     for (int i = -1; i < n; i++) {
         table_cells(cmp, names, i, cells);
         int x = x0;
-        if (c && i < 0)
-            canvas_rect(c, x0 - 4, y - 2, width - 10, y + lh - 2, 0xeef2f7);
+        if (c) {
+            canvas_group(c, i < 0 ? "table-head" : "table-row", cells[0]);
+            if (i < 0)
+                canvas_rect(c, x0 - 4, y - 2, width - 10, y + lh - 2, 0xeef2f7);
+        }
         for (int k = 0; k < NCOL && c; k++) {
+            /* a cell that would pass the right edge is cut there */
+            if (canvas_text_w(cells[k], ts) > width - 10 - x)
+                canvas_fit(cells[k], width - 10 - x, ts);
             canvas_text(c, x, y + 1, cells[k], i < 0 ? MUTED : TEXT, ts);
             x += colw[k];
             if (x > width - 20)
                 break;
         }
+        if (c)
+            canvas_group_end(c);
         y += lh;
     }
+    if (c)
+        canvas_group_end(c);
     y += 6;
     /* changes */
+    if (c)
+        canvas_group(c, "changes", NULL);
     for (int j = 1; j < n; j++) {
         viz_cmp_letter(j, l1, sizeof l1);
         viz_cmp_letter(0, l0, sizeof l0);
@@ -485,19 +518,24 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                          msnap_size_text_short(absdiff(ch->after, ch->before), d, sizeof d));
                 int sx = x0 + 12 * ts;
                 int sy = y + ts;
-                canvas_rect(c, sx, sy, sx + 10 * ts, sy + FONT_CAP_H * ts, ch->colour);
+                canvas_group(c, "change", lab);
+                canvas_rect(c, sx, sy, sx + 10 * ts, sy + CANVAS_CAP_H * ts, ch->colour);
                 int x = sx + 14 * ts;
                 x += canvas_text(c, x, y, buf, up ? UP : DOWN, ts);
                 x = sx + 14 * ts + canvas_text_w("+1023.5 MiB", ts) + 8 * ts;
                 snprintf(buf, sizeof buf, "%s -> %s  %s",
                          msnap_size_text_short(ch->before, a, sizeof a),
                          msnap_size_text_short(ch->after, b, sizeof b), lab);
+                canvas_fit(buf, width - 10 - x, ts);
                 canvas_text(c, x, y, buf, TEXT, ts);
+                canvas_group_end(c);
             }
             y += lh;
         }
         y += 4;
     }
+    if (c)
+        canvas_group_end(c);
     return y + 8;
 }
 
@@ -530,16 +568,22 @@ int viz_multi(sm_model **models, const char **names, int n, canvas *c,
     if (np < 0)
         return -1;
     int ts = viz_text_scale(width);
-    int top_h = 8 + FONT_CELL_H * (ts + 1) + 6 + (FONT_CELL_H + 3) * ts + 10;
+    int top_h = 8 + CANVAS_LINE_H * (ts + 1) + 6 + (CANVAS_LINE_H + 3) * ts + 10;
     int rc = viz_timeline_panels(pan, np, c, width, height, top_h, 1, geoms,
                                  max_geoms, ngeoms);
     if (rc == 0) {
         char buf[256];
         snprintf(buf, sizeof buf, "GPU memory over time: %d files (one per rank), one y scale", n);
+        canvas_fit(buf, width - 20, ts + 1);
+        canvas_group(c, "title", NULL);
         canvas_text(c, 10, 8, buf, TEXT, ts + 1);
-        canvas_text(c, 10, 8 + FONT_CELL_H * (ts + 1) + 6,
-                    "A panel per file and device; same colour = same allocation "
-                    "site (matched by its frames) in every panel.", MUTED, ts);
+        canvas_group_end(c);
+        snprintf(buf, sizeof buf, "A panel per file and device; same colour = same "
+                 "allocation site (matched by its frames) in every panel.");
+        canvas_fit(buf, width - 20, ts);
+        canvas_group(c, "subtitle", NULL);
+        canvas_text(c, 10, 8 + CANVAS_LINE_H * (ts + 1) + 6, buf, MUTED, ts);
+        canvas_group_end(c);
     }
     free(pan);
     free(titles);

@@ -30,7 +30,6 @@
 #include <string.h>
 
 #include "findings.h"
-#include "font.h"
 
 #define TEXT 0x111111u
 #define MUTED 0x555555u
@@ -99,27 +98,41 @@ typedef struct item {
     int hatch;
 } item;
 
+/* Draws one line of the numbers at (x, y), cut with ".." to max_w pixels
+ * (only narrow pictures, --width below about 700, need the cut). */
+static void text_fit(canvas *c, int max_w, int x, int y, const char *s,
+                     uint32_t colour, int ts)
+{
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s", s);
+    canvas_fit(buf, max_w, ts);
+    canvas_text(c, x, y, buf, colour, ts);
+}
+
 /* Flows legend items; draws when c != NULL; returns the height. */
 static int flow(canvas *c, const item *it, int n, int x0, int x1, int y, int ts)
 {
-    int lh = (FONT_CELL_H + 4) * ts, x = x0, rows = n ? 1 : 0;
+    int lh = (CANVAS_LINE_H + 4) * ts, x = x0, rows = n ? 1 : 0;
+    char text[sizeof it->text];
     for (int i = 0; i < n; i++) {
-        int w = 14 * ts + 6 + canvas_text_w(it[i].text, ts) + 14 * ts;
+        /* an item wider than a whole row is cut to the row */
+        snprintf(text, sizeof text, "%s", it[i].text);
+        canvas_fit(text, x1 - x0 - 28 * ts - 6, ts);
+        int w = 14 * ts + 6 + canvas_text_w(text, ts) + 14 * ts;
         if (x > x0 && x + w > x1) {
             x = x0;
             y += lh;
             rows++;
         }
         if (c) {
-            int sy = y + ts, sh = FONT_CAP_H * ts;
+            int sy = y + ts, sh = CANVAS_CAP_H * ts;
+            canvas_group(c, "legend-item", text);
             canvas_rect(c, x, sy, x + 12 * ts, sy + sh, it[i].colour);
             if (it[i].hatch)
-                for (int py = sy; py < sy + sh; py++)
-                    for (int px = x; px < x + 12 * ts; px++)
-                        if ((px + py) % 6 == 0)
-                            canvas_set(c, px, py, 0x9a9a9a);
+                canvas_hatch(c, x, sy, x + 12 * ts, sy + sh, 0x9a9a9a, 6);
             canvas_frame(c, x, sy, x + 12 * ts, sy + sh, OUTLINE);
-            canvas_text(c, x + 14 * ts + 4, y, it[i].text, TEXT, ts);
+            canvas_text(c, x + 14 * ts + 4, y, text, TEXT, ts);
+            canvas_group_end(c);
         }
         x += w;
     }
@@ -291,9 +304,9 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
 
     /* Geometry. */
     int margin = 10;
-    int title_h = 8 + FONT_CELL_H * (ts + 1) + 8;
+    int title_h = 8 + CANVAS_LINE_H * (ts + 1) + 8;
     int stat_lines = 2 + 4 * (ndev_rows ? ndev_rows : 1);
-    int stats_h = stat_lines * (FONT_CELL_H + 3) * ts + 8;
+    int stats_h = stat_lines * (CANVAS_LINE_H + 3) * ts + 8;
     int legend_h = flow(NULL, it, nit, margin, width - margin, 0, ts) + 10;
     int label_w = canvas_text_w("0x000000000000 000.00 MiB cuMemAlloc", ts) + 12;
     if (label_w > width / 2)
@@ -301,7 +314,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     int bar_x = margin + label_w, bar_w = width - bar_x - margin;
     if (bar_w < 16)
         bar_w = 16;
-    int row_h = 10 * ts + 4, line_h = row_h + 2 * ts, dev_h = (FONT_CELL_H + 6) * ts;
+    int row_h = 10 * ts + 4, line_h = row_h + 2 * ts, dev_h = (CANVAS_LINE_H + 6) * ts;
     /* The failed request beside the largest free blocks (at an OOM with
      * allocator blocks): a title line, the request bar, up to REQ_FREE
      * free-block bars, on their own scale (the larger of the request and
@@ -335,8 +348,8 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             }
         }
     }
-    int req_line = (FONT_CELL_H + 6) * ts;
-    int req_h = req ? (FONT_CELL_H + 3) * ts + (1 + nfr) * req_line + 10 : 0;
+    int req_line = (CANVAS_LINE_H + 6) * ts;
+    int req_h = req ? (CANVAS_LINE_H + 3) * ts + (1 + nfr) * req_line + 10 : 0;
     int rows_top = title_h + stats_h + req_h;
     int avail;
     if (height > 0)
@@ -420,30 +433,34 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     }
 
     /* Title. */
+    canvas_group(c, "title", NULL);
     const char *when = l->at == SM_AT_OOM ? "at the first OOM"
                      : l->at == SM_AT_PEAK ? "at the peak of reserved memory"
                      : l->at == SM_AT_TIME ? "at the chosen time"
                                            : "at the end";
     snprintf(buf, sizeof buf, "%s %s (t = %s, after event %" PRIu64 ")", title,
              when, msnap_time_text(l->t_ns, a, sizeof a), l->event_index);
-    if ((int)strlen(buf) * FONT_CELL_W * (ts + 1) > width - 2 * margin)
+    if (canvas_text_w(buf, ts + 1) > width - 2 * margin) {
+        canvas_fit(buf, width - 2 * margin, ts);
         canvas_text(c, margin, 8, buf, TEXT, ts);
-    else
+    } else
         canvas_text(c, margin, 8, buf, TEXT, ts + 1);
+    canvas_group_end(c);
 
     /* Numbers. */
+    canvas_group(c, "numbers", NULL);
     int y = title_h;
     snprintf(buf, sizeof buf,
              "One row per segment, laid out by address; every pixel is %s%s.",
              bpp >= 1 ? "" : "less than 1 B",
              bpp >= 1 ? msnap_size_text_short((uint64_t)llround(bpp), a, sizeof a) : "");
-    canvas_text(c, margin, y, buf, MUTED, ts);
-    y += (FONT_CELL_H + 3) * ts;
-    canvas_text(c, margin, y, sm_blocks_seen(m)
+    text_fit(c, width - 2 * margin, margin, y, buf, MUTED, ts);
+    y += (CANVAS_LINE_H + 3) * ts;
+    text_fit(c, width - 2 * margin, margin, y, sm_blocks_seen(m)
                     ? "Colour = allocation site of the block; white = free."
                     : "No allocator blocks: segments show their own allocation site.",
                 MUTED, ts);
-    y += (FONT_CELL_H + 3) * ts;
+    y += (CANVAS_LINE_H + 3) * ts;
     for (int d = 0; d < SM_NDEV; d++) {
         const sm_dev_layout *dl = &l->dev[d];
         if (!dl->segments && !dl->block_bytes)
@@ -465,14 +482,14 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             snprintf(buf + n, sizeof buf - n, " (+%s of address space not mapped)",
                      msnap_size_text(dl->segment_bytes - dl->mapped_bytes, d1, sizeof d1));
         }
-        canvas_text(c, margin, y, buf, TEXT, ts);
-        y += (FONT_CELL_H + 3) * ts;
+        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
+        y += (CANVAS_LINE_H + 3) * ts;
         if (sm_blocks_seen(m)) {
             snprintf(buf, sizeof buf, "  free inside reserved %s, largest free block %s",
                      msnap_size_text(dl->total_free, a, sizeof a),
                      msnap_size_text(dl->largest_free, b, sizeof b));
-            canvas_text(c, margin, y, buf, TEXT, ts);
-            y += (FONT_CELL_H + 3) * ts;
+            text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
+            y += (CANVAS_LINE_H + 3) * ts;
             if (dl->total_free)
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = %.3f",
                          sm_frag_free(dl->total_free, dl->largest_free));
@@ -480,12 +497,12 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = 0 (nothing free)");
         } else {
             snprintf(buf, sizeof buf, "  free inside reserved: unknown (no allocator blocks)");
-            canvas_text(c, margin, y, buf, TEXT, ts);
-            y += (FONT_CELL_H + 3) * ts;
+            text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
+            y += (CANVAS_LINE_H + 3) * ts;
             snprintf(buf, sizeof buf, "  1 - largest_free/total_free: n/a");
         }
-        canvas_text(c, margin, y, buf, TEXT, ts);
-        y += (FONT_CELL_H + 3) * ts;
+        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
+        y += (CANVAS_LINE_H + 3) * ts;
         if (sm_blocks_seen(m) && v->peak_reserved)
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved = %.3f (whole run: %s / %s)",
@@ -496,17 +513,19 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved: n/a (peak reserved %s)",
                      msnap_size_text(v->peak_reserved, a, sizeof a));
-        canvas_text(c, margin, y, buf, TEXT, ts);
-        y += (FONT_CELL_H + 3) * ts;
+        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
+        y += (CANVAS_LINE_H + 3) * ts;
     }
     if (!l->nsegs)
         canvas_text(c, margin, y + 10, "No segments were live at this moment.",
                     MUTED, ts);
+    canvas_group_end(c);
     if (req) {
+        canvas_group(c, "oom-request", NULL);
         int ry = title_h + stats_h;
-        canvas_text(c, margin, ry, "The failed request next to the largest free "
+        text_fit(c, width - 2 * margin, margin, ry, "The failed request next to the largest free "
                     "blocks inside reserved (one scale):", TEXT, ts);
-        ry += (FONT_CELL_H + 3) * ts;
+        ry += (CANVAS_LINE_H + 3) * ts;
         uint64_t big = req > fr[0] ? req : fr[0];
         double rbpp = (double)big / (bar_w * 0.6);
         for (int k = 0; k <= nfr; k++) {
@@ -514,7 +533,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             int w = (int)llround((double)v / rbpp);
             if (w < 1)
                 w = 1;
-            int bh = FONT_CELL_H * ts;
+            int bh = CANVAS_LINE_H * ts;
             if (k == 0)
                 canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_OOM);
             else {
@@ -537,6 +556,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         }
         if (geom)
             geom->req_x = bar_x;
+        canvas_group_end(c);
     }
     y = rows_top;
 
@@ -554,17 +574,22 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         return -1;
     }
     int cur_dev = -2;
+    canvas_group(c, "segments", NULL);
     for (size_t ri = 0; ri < shown && y < H; ri++) {
         size_t si = row_seg[ri];
         const sm_segment *s = &l->segs[si];
         if (s->device != cur_dev) {
             cur_dev = s->device;
             snprintf(buf, sizeof buf, "device %d", cur_dev == SM_DEV_UNKNOWN ? -1 : cur_dev);
+            canvas_group(c, "device", buf);
             canvas_text(c, margin, y + 3 * ts, buf, TEXT, ts);
             canvas_hline(c, margin + canvas_text_w(buf, ts) + 8, width - margin,
-                         y + 3 * ts + FONT_CAP_H * ts / 2, 1, 0xbbbbbb, 0);
+                         y + 3 * ts + CANVAS_CAP_H * ts / 2, 1, 0xbbbbbb, 0);
+            canvas_group_end(c);
             y += dev_h;
         }
+        snprintf(buf, sizeof buf, "0x%" PRIx64, s->addr);
+        canvas_group(c, row_n[ri] > 1 ? "segment folded" : "segment", buf);
         int lines = (int)seg_lines(s->size, bpp, bar_w);
         if (row_n[ri] > 1) {
             /* a folded row: the count and what fills them, from the bar's
@@ -580,6 +605,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             viz_fit_label(lab, 60);
             snprintf(buf, sizeof buf, "%u x %s %s", row_n[ri],
                      msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
+            canvas_fit(buf, label_w - 6, ts);
             canvas_text(c, margin, y + 2, buf, TEXT, ts);
             snprintf(buf, sizeof buf, "%u x %s segments, full: %s", row_n[ri],
                      msnap_size_text_short(s->size, a, sizeof a), lab);
@@ -595,6 +621,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         } else {
             snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
                      msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
+            canvas_fit(buf, label_w - 6, ts);
             canvas_text(c, margin, y + 2, buf, TEXT, ts);
         }
         if (geom) {
@@ -641,18 +668,18 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                     best_w[p0] = -spn->what;
             }
             int ry = y + ln * line_h;
-            for (int p = 0; p < npx; p++) {
-                uint32_t col = best_b[p] ? best_c[p] : VIZ_FREE;
-                int what = best_w[p] < 0 ? -best_w[p] : best_w[p];
-                canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h, col);
-                if (what == SM_SPAN_UNMAPPED)
-                    for (int k = 0; k < row_h; k++)
-                        if ((bar_x + p + ry + k) % 6 == 0)
-                            canvas_set(c, bar_x + p, ry + k, 0x9a9a9a);
+            /* the colours, then the hatching, then the block ticks: each a
+             * run of columns (one path per colour run in the SVG) */
+            for (int p = 0; p < npx; p++)
+                canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
+                            best_b[p] ? best_c[p] : VIZ_FREE);
+            for (int p = 0; p < npx; p++)
+                if ((best_w[p] < 0 ? -best_w[p] : best_w[p]) == SM_SPAN_UNMAPPED)
+                    canvas_hatch(c, bar_x + p, ry, bar_x + p + 1, ry + row_h, 0x9a9a9a, 6);
+            for (int p = 0; p < npx; p++)
                 if (best_w[p] < 0)
                     canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
-                                rgb_darken(col, 90));
-            }
+                                rgb_darken(best_b[p] ? best_c[p] : VIZ_FREE, 90));
             canvas_frame(c, bar_x - 1, ry - 1, bar_x + npx + 1, ry + row_h + 1, OUTLINE);
         }
         /* Frame the largest free block of its device. */
@@ -679,11 +706,13 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             }
         }
         y += lines * line_h;
+        canvas_group_end(c);
     }
+    canvas_group_end(c);
     if (hidden) {
         snprintf(buf, sizeof buf, "... %zu more segments not drawn (too many "
                  "for the height; --all-segments draws every one)", hidden_segs);
-        canvas_text(c, margin, y + 2, buf, MUTED, ts);
+        text_fit(c, width - 2 * margin, margin, y + 2, buf, MUTED, ts);
         y += line_h;
     }
     free(best_w);
@@ -694,11 +723,13 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
 
     /* Legend, plus a note for the red frame. */
     int ly = H - legend_h;
+    canvas_group(c, "legend", NULL);
     if (sm_blocks_seen(m)) {
-        canvas_frame(c, margin, ly - 2 - row_h, margin + 12 * ts, ly - 2 - row_h + FONT_CAP_H * ts, LARGEST);
+        canvas_frame(c, margin, ly - 2 - row_h, margin + 12 * ts, ly - 2 - row_h + CANVAS_CAP_H * ts, LARGEST);
         canvas_text(c, margin + 14 * ts + 4, ly - 2 - row_h - ts, "largest free block (red frame)", TEXT, ts);
     }
     flow(c, it, nit, margin, width - margin, ly, ts);
+    canvas_group_end(c);
     free(it);
     (void)total;
     return 0;

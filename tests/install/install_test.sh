@@ -125,7 +125,7 @@ deb)
     done
     grep -q "/usr/lib/libcuda" "$T/files" && fail "the simulated libcuda is on the loader's path"
     deps=$(dpkg-deb -f "$deb" Depends)
-    for lib in libc6 libunwind8 libcjson1 libpng16-16 libdw1 libzstd1; do
+    for lib in libc6 libunwind8 libcjson1 libpng16-16 libcairo2 fonts-dejavu-core libdw1 libzstd1; do
         grep -q "\\b$lib\\b" <<< "$deps" || fail "Depends lacks $lib: $deps"
     done
     grep -qi "cuda\|nvidia" <<< "$deps" && fail "Depends names a CUDA package: $deps"

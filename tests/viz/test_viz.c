@@ -5,7 +5,9 @@
  *     within one pixel, read back from the written PNG with libpng;
  *   - segment-map pixels in the middle of each block have the colour of the
  *     block's site; free space is the free colour; unmapped is grey;
- *   - the title area holds text pixels;
+ *   - the title area holds text pixels, antialiased (many grey levels);
+ *   - canvas: proportional text widths, cutting to a width, the SVG writer
+ *     (groups, escaping, a run of columns as one path);
  *   - leak suspects on a climbing floor, none on a healthy sawtooth;
  *   - --x marks: numbers read from mark texts, the axis in mark values;
  *     --x events on a range shared by two runs;
@@ -209,8 +211,106 @@ static void test_timeline_height(void)
             if (px_at(px, w, xx, y) == 0x111111)
                 ink++;
     CHECK(ink > 50);
+    /* and the text is antialiased: its edges are greys between the text
+     * colour and the white background, of many levels */
+    int levels[256] = {0}, nlevels = 0;
+    for (int y = 0; y < g[0].y0 - 40 && y < h; y++)
+        for (int xx = 0; xx < 400; xx++) {
+            uint32_t p = px_at(px, w, xx, y);
+            int r = (int)(p >> 16), gg = (int)(p >> 8) & 255, bb = (int)p & 255;
+            if (r == gg && gg == bb && r > 0x11 && r < 0xff && !levels[r]++)
+                nlevels++;
+        }
+    CHECK(nlevels >= 16);
     free(px);
     sm_free(m);
+}
+
+/* Reads a whole file into a NUL-terminated string (free()); NULL when it
+ * cannot. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *s = NULL;
+    size_t n = 0, cap = 0, k;
+    char buf[4096];
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (n + k + 1 > cap) {
+            cap = (n + k + 1) * 2;
+            s = realloc(s, cap);
+        }
+        memcpy(s + n, buf, k);
+        n += k;
+    }
+    fclose(f);
+    if (s)
+        s[n] = '\0';
+    return s;
+}
+
+/* The canvas: text widths come from a proportional font and scale with
+ * the text scale; canvas_fit cuts to the width with ".."; a group, text
+ * with XML's special characters and a run of columns come out of the SVG
+ * writer as <g class>, escaped text and one path; the PNG has the run's
+ * pixels. */
+static void test_canvas_text_and_svg(void)
+{
+    CHECK(canvas_text_w("iiii", 1) < canvas_text_w("MMMM", 1));
+    /* the timeline's left margin (constant, timeline.c) holds the widest y
+     * tick label, 8 pixels from the axis, at both text scales */
+    for (int width = 800; width <= 1600; width += 800) {
+        int ts = viz_text_scale(width);
+        CHECK(canvas_text_w("1023.5 MiB", ts) + 8 + 2 <=
+              width - viz_timeline_columns(width) - (25 * ts + 10) - 2);
+    }
+    int w1 = canvas_text_w("GPU memory over time", 1);
+    int w2 = canvas_text_w("GPU memory over time", 2);
+    CHECK(w1 > 60 && abs(w2 - 2 * w1) <= 4);
+    char s[64] = "a long label that cannot fit in sixty pixels";
+    CHECK(canvas_fit(s, 60, 1) == 1);
+    CHECK(canvas_text_w(s, 1) <= 60 && strlen(s) > 3 &&
+          !strcmp(s + strlen(s) - 2, ".."));
+    char t[16] = "fits";
+    CHECK(canvas_fit(t, 200, 1) == 0 && !strcmp(t, "fits"));
+
+    canvas c;
+    CHECK(canvas_init(&c, 200, 100, 0xffffff) == 0);
+    canvas_group(&c, "title", "a \"quoted\" <label>");
+    canvas_text(&c, 4, 4, "x < y & z", 0x111111, 1);
+    canvas_group_end(&c);
+    canvas_group(&c, "band", NULL);
+    for (int x = 10; x < 110; x++)
+        canvas_rect(&c, x, 50 - x % 7, x + 1, 80, 0x3b75af);
+    canvas_group_end(&c);
+    canvas_group(&c, "empty", NULL);
+    canvas_group_end(&c);
+    CHECK(canvas_get(&c, 50, 79) == 0x3b75af && canvas_get(&c, 50, 81) == 0xffffff);
+    char path[4200], err[256];
+    snprintf(path, sizeof path, "%s/canvas.svg", dir);
+    CHECK(canvas_write(&c, path, CANVAS_SVG, err, sizeof err) == 0);
+    canvas_free(&c);
+    char *svg = slurp(path);
+    CHECK(svg != NULL);
+    if (svg) {
+        CHECK(strstr(svg, "<g class=\"title\" data-label=\"a &quot;quoted&quot; &lt;label&gt;\">") != NULL);
+        CHECK(strstr(svg, ">x &lt; y &amp; z</text>") != NULL);
+        const char *band = strstr(svg, "<g class=\"band\">");
+        CHECK(band != NULL);
+        /* the 100 columns are one path */
+        if (band) {
+            const char *end = strstr(band, "</g>");
+            int paths = 0, rects = 0;
+            for (const char *q = band; q && q < end; q++) {
+                paths += !strncmp(q, "<path", 5);
+                rects += !strncmp(q, "<rect", 5);
+            }
+            CHECK(paths == 1 && rects == 0);
+        }
+        CHECK(strstr(svg, "class=\"empty\"") == NULL);
+        free(svg);
+    }
 }
 
 /* Segment map: a 64 MiB segment with blocks of two sites; the middle of
@@ -827,14 +927,21 @@ static void test_segmap_request_bar(void)
     CHECK(viz_segmap(m, &c, 1200, 0, "S", &g) == 0);
     CHECK(g.nreq == 3);   /* the request, free 30 MiB, free 10 MiB */
     if (g.nreq == 3) {
-        const uint8_t *p = c.px + ((size_t)(g.req_y[0] + 2) * (size_t)c.w +
-                                   (size_t)(g.req_x + 2)) * 3;
-        CHECK(((uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]) == VIZ_OOM);
+        CHECK(canvas_get(&c, g.req_x + 2, g.req_y[0] + 2) == VIZ_OOM);
         /* one scale: 45 : 30 : 10 within a pixel */
         CHECK(abs(g.req_w[1] - g.req_w[0] * 30 / 45) <= 1);
         CHECK(abs(g.req_w[2] - g.req_w[0] * 10 / 45) <= 1);
         CHECK(g.req_y[1] > g.req_y[0] && g.req_y[2] > g.req_y[1]);
     }
+    /* the SVG of the same picture names the request and the free blocks */
+    char svgp[4200], err[256];
+    snprintf(svgp, sizeof svgp, "%s/req.svg", dir);
+    CHECK(canvas_write(&c, svgp, CANVAS_SVG, err, sizeof err) == 0);
+    char *svg = slurp(svgp);
+    CHECK(svg && strstr(svg, "<g class=\"oom-request\">") &&
+          strstr(svg, ">requested 45.00 MiB</text>") &&
+          strstr(svg, ">largest free block 30.00 MiB</text>"));
+    free(svg);
     canvas_free(&c);
     free(g.rows);
     sm_free(m);
@@ -913,6 +1020,7 @@ int main(int argc, char **argv)
     test_stack_order_and_leak_band();
     test_marks_and_shared_axis();
     test_title_wraps();
+    test_canvas_text_and_svg();
     test_segmap_request_bar();
     test_segmap_fold();
     test_oom_verdict();
