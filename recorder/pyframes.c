@@ -325,11 +325,12 @@ static uint32_t code_id(const void *co, int gil)
 
 typedef struct seen {
     /* What a hit needs when the identity is proven (a reference of ours,
-     * or 3.12's co_version): the first 24 bytes, one cache line. */
+     * or 3.12's co_version): the first 28 bytes, one cache line. */
     const void *co;
     uint32_t id;                     /* 0: empty */
     uint32_t version;                /* 3.12's co_version (0: none) */
     uint32_t referenced, name_words;
+    int first;                       /* co_firsttraceable (3.11+) */
     /* The fingerprint, for the rest. */
     const void *q, *fn, *lt;
     int64_t lt_len, q_len;
@@ -463,6 +464,7 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     }
     s->referenced = (uint32_t)referenced;
     s->version = version;
+    s->first = L->co_firsttraceable >= 0 ? RD(co, L->co_firsttraceable, int) : 0;
     s->id = id;
     s->co = co;
     return id;
@@ -574,6 +576,7 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     const int o_owner = L->fr_owner, o_code = L->fr_code, o_instr = L->fr_instr,
               o_prev = L->fr_previous, o_entry = L->fr_is_entry, o_first = L->co_firsttraceable,
               o_code0 = L->co_code, o_version = L->co_version;
+    const int version_proof = L->minor == 12;
     const void *code_type = py_code_type;
     seen_cache *cache = caches ? cache_get() : NULL;
     int np = 0, g = 0;
@@ -582,8 +585,23 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
         char owner = fr[o_owner];
         const char *co = RD(fr, o_code, const char *);
+        seen *s = cache && co ? &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)] : NULL;
         if (owner == OWNED_BY_CSTACK && o_entry < 0) {
             g++;                    /* the shim an eval-loop call starts with */
+        } else if (s && s->co == co &&
+                   (s->referenced || (version_proof && s->version &&
+                                      RD(co, o_version, uint32_t) == s->version))) {
+            /* A code object this thread has named before, its identity
+             * proven (a reference of ours, or 3.12's version number: its
+             * frames always hold code objects): nothing else of it is
+             * read, its first traceable instruction kept with it. */
+            const char *instr = RD(fr, o_instr, const char *);
+            const char *code0 = co + o_code0;
+            if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)s->first) {
+                uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
+                py[np] = MSNAP_PYFRAME_BIT | (uint64_t)s->id << 32 | (off & 0x7fffffffu);
+                grp[np++] = (uint16_t)g;
+            }
         } else if (co && RD(co, OB_TYPE, const void *) == code_type) {
             const char *instr = RD(fr, o_instr, const char *);
             const char *code0 = co + o_code0;
