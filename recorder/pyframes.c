@@ -1,36 +1,40 @@
-/* Python frames read from the interpreter's own structures (see pyframes.h).
+/* Python frames read from the interpreter's own structures (see pyframes.h;
+ * docs/recorder.md, "Python frames", says what is read and when).
  *
  * Finding the interpreter.  Nothing happens until the first stack is
  * captured (never in a constructor).  Then, once: dlsym(RTLD_DEFAULT,
- * "Py_Version") -- absent means "not a CPython 3.11+ process" (a 3.9/3.10
- * interpreter is recognised by PyCode_Type and gets a one-line notice and
- * native frames).  For 3.11, 3.12 and 3.13 the layout table below gives the
+ * "Py_Version") gives 3.11+; without it, PyCode_Type and Py_GetVersion tell
+ * CPython and PyIter_Send (3.10) or PyThreadState_GetFrame (3.9) which one
+ * (nothing is called).  For 3.9 to 3.13 the layout table below gives the
  * offsets of the few fields read; they were checked with offsetof() against
  * each version's own headers (Include/internal/pycore_frame.h,
  * Include/cpython/code.h, Include/cpython/pystate.h,
- * Include/cpython/unicodeobject.h).  Other versions: a notice, native frames.
+ * Include/cpython/unicodeobject.h, Include/internal/pycore_runtime.h).
+ * Other versions: a notice, native frames.
  *
- * "This thread holds the GIL" without calling into the interpreter unsafely:
+ * Which thread's frames:
  *   cur  = _PyThreadState_UncheckedGet()   (3.13: PyThreadState_GetUnchecked)
  *   mine = PyGILState_GetThisThreadState()
  *   main = PyInterpreterState_Main()
- * all three only read memory (3.11: the runtime's current thread state,
- * swapped when the GIL changes hands; 3.12+: a thread-local set while the
- * thread is attached; the GIL-state TLS key, NULL before start-up and after
- * the GIL state is finalized; a field of the runtime).  Frames are read only
- * when cur != NULL, cur == mine and cur->interp == main: the thread runs
- * the main interpreter's code with the GIL, so its frame chain cannot change
- * under us and every code object on it is alive.  Anything else (a thread
- * that released the GIL, a thread with no Python state, a sub-interpreter,
- * finalization past the GIL state) gets native frames only.
+ * all three only read memory.  cur == mine: the thread holds the GIL, its
+ * frame chain cannot change under us and every code object on it is alive.
+ * mine != NULL but not current: the thread released the GIL (ctypes,
+ * PyTorch's ops); it alone changes its frames and it is here, so they stand
+ * still, and only finalization could free them: they are read under the
+ * runtime's head lock, tried without waiting, and only while finalization
+ * has not begun.  Frames are read only when mine->interp == main; anything
+ * else (no Python state, a sub-interpreter, finalization past the GIL
+ * state) gets native frames only.
  *
- * Code objects: on first sight (GIL held) one strong reference with
- * Py_IncRef, never released, so the address is never reused for another
- * code object; its qualified name and file name (UTF-8), first line and
- * location table are copied into an arena at the same moment.  Every code
- * pointer is checked against &PyCode_Type before anything else is read.
- * The table is lock-free (one CAS claims a slot); inserts are in practice
- * serialised by the GIL anyway.
+ * Code objects: on first sight a copy of the qualified name (co_name before
+ * 3.11), file name, first line and line table goes into an arena; with the
+ * GIL held also one strong reference (Py_IncRef), never released, so the
+ * address is never reused for another code object.  Seen without the GIL,
+ * a code object is told from a later one at the same address by a
+ * fingerprint (3.12/3.13: co_version).  Every code pointer is checked
+ * against &PyCode_Type before anything else is read, except where its
+ * identity is already proven.  The table is lock-free (one CAS claims a
+ * slot); each thread keeps a small cache of the ids it found.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
