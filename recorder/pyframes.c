@@ -563,11 +563,26 @@ static int py_start(void)
  * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost).
  * Returns how many, or -1 when a frame's code is not a code object (the
  * layout is not what we think). */
+/* The way of this thread's cache that code object co maps to. */
+static inline seen *seen_way(seen_cache *cache, const void *co)
+{
+    return &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)];
+}
+
+/* Appends the stack entry of a frame of code id at instruction instr. */
+static inline void put_frame(uint64_t *py, uint16_t *grp, int *np, uint32_t id,
+                             const char *instr, const char *code0, int g)
+{
+    uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
+    py[*np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | (off & 0x7fffffffu);
+    grp[(*np)++] = (uint16_t)g;
+}
+
 static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil, int o_version)
 {
     if (!cache)
         return code_id(co, gil);
-    seen *s = &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)];
+    seen *s = seen_way(cache, co);
     if (s->co == co &&
         (s->referenced || (s->version && RD(co, o_version, uint32_t) == s->version)))
         return s->id;
@@ -589,7 +604,7 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
         char owner = fr[o_owner];
         const char *co = RD(fr, o_code, const char *);
-        seen *s = cache && co ? &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)] : NULL;
+        seen *s = cache && co ? seen_way(cache, co) : NULL;
         if (owner == OWNED_BY_CSTACK && o_entry < 0) {
             g++;                    /* the shim an eval-loop call starts with */
         } else if (s && s->co == co &&
@@ -601,11 +616,8 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
              * read, its first traceable instruction kept with it. */
             const char *instr = RD(fr, o_instr, const char *);
             const char *code0 = co + o_code0;
-            if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)s->first) {
-                uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
-                py[np] = MSNAP_PYFRAME_BIT | (uint64_t)s->id << 32 | (off & 0x7fffffffu);
-                grp[np++] = (uint16_t)g;
-            }
+            if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)s->first)
+                put_frame(py, grp, &np, s->id, instr, code0, g);
         } else if (co && RD(co, OB_TYPE, const void *) == code_type) {
             const char *instr = RD(fr, o_instr, const char *);
             const char *code0 = co + o_code0;
@@ -613,11 +625,8 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
              * instruction) are skipped, as CPython's tracebacks do. */
             if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)RD(co, o_first, int)) {
                 uint32_t id = frame_code_id(cache, co, gil, o_version);
-                if (id) {
-                    uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
-                    py[np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | (off & 0x7fffffffu);
-                    grp[np++] = (uint16_t)g;
-                }
+                if (id)
+                    put_frame(py, grp, &np, id, instr, code0, g);
             }
         } else if (co && L->minor < 13) {
             return -1;
