@@ -371,20 +371,6 @@ int bd_read(breakdown *b, const char *path, const sm_symtab *t, char *err,
 
 /* ---- output ------------------------------------------------------------- */
 
-/* A time in ns for people ("850 ns", "12.500 us", "3.250 ms", "1.500 s"). */
-static const char *fmt_t(uint64_t ns, char *buf, size_t cap)
-{
-    if (ns < 1000)
-        snprintf(buf, cap, "%" PRIu64 " ns", ns);
-    else if (ns < 1000000)
-        snprintf(buf, cap, "%.3f us", (double)ns / 1e3);
-    else if (ns < 1000000000)
-        snprintf(buf, cap, "%.3f ms", (double)ns / 1e6);
-    else
-        snprintf(buf, cap, "%.3f s", (double)ns / 1e9);
-    return buf;
-}
-
 /* Category index of the i-th row shown: the named ones in table order,
  * "other" last. */
 static int cat_row(const breakdown *b, int i)
@@ -451,7 +437,7 @@ void bd_print_text(const breakdown *b)
         int dn = dv == MSNAP_MAX_DEVICES ? -1 : dv;
         printf("\ndevice %d against the driver (at %s, t = %s)\n", dn,
                m->used_recorded ? "the highest device used" : "the peak of recorded memory",
-               fmt_t(m->t, t, sizeof t));
+               msnap_time_text(m->t, t, sizeof t));
         if (m->used_recorded)
             printf("  device used (NVML, nvidia-smi) %s\n",
                    msnap_size_text(m->device_used, a, sizeof a));
@@ -513,7 +499,7 @@ void bd_print_text(const breakdown *b)
         }
         printf("  %-18s %-12s at %s\n", "total",
                msnap_size_text(k->total_peak, a, sizeof a),
-               fmt_t(k->total_peak_t, t, sizeof t));
+               msnap_time_text(k->total_peak_t, t, sizeof t));
     }
 }
 
