@@ -143,6 +143,8 @@ static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_
     if (depth < 0)
         depth = 0;
     uint64_t ips[MSNAP_MAX_FRAMES];
+    if (np > 0 && depth == 0)      /* Python frames alone: nothing to merge */
+        return stacktab_intern(&g_stacks, py, np < MSNAP_MAX_FRAMES ? np : MSNAP_MAX_FRAMES);
     if (np > 0)
         return stacktab_intern(&g_stacks, ips,
                                pyframes_merge(raw + skip, depth, py, grp, np, ips,

@@ -40,6 +40,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,6 +114,7 @@ static incref_fn py_incref;
 static const void *py_code_type;
 static const char *py_runtime;       /* &_PyRuntime (released-GIL reads only) */
 static lock_fn py_lock;              /* PyThread_acquire_lock */
+static int py_lock_sem;              /* 1: the head lock is a sem_t, taken with sem_trywait */
 static unlock_fn py_unlock;          /* PyThread_release_lock, or (3.13) PyMutex_Unlock */
 static uintptr_t eval_lo, eval_hi;   /* _PyEval_EvalFrameDefault's code */
 
@@ -326,6 +328,8 @@ static uint32_t code_id(const void *co, int gil)
 #define SEEN_WAYS 64u                /* entries per thread, direct-mapped */
 #define SEEN_NAME_WORDS 6u           /* name text held: 48 bytes with its NUL */
 #define SEEN_CACHES 1024u
+#define PROOF_REF 1u                 /* a reference of ours holds the code object */
+#define PROOF_VERSION 2u             /* its co_version names it (3.12, 3.13) */
 
 typedef struct seen {
     /* What a hit needs when the identity is proven (a reference of ours,
@@ -335,6 +339,9 @@ typedef struct seen {
     uint32_t version;                /* 3.12's co_version (0: none) */
     uint32_t referenced, name_words;
     int first;                       /* co_firsttraceable (3.11+) */
+    uint32_t proof;                  /* walk_proven: PROOF_REF, PROOF_VERSION or 0 (neither) */
+    uint64_t tag;                    /* MSNAP_PYFRAME_BIT | id << 32: a frame's entry, less its offset */
+    int64_t start;                   /* the first traceable instruction's offset in the object */
     /* The fingerprint, for the rest. */
     const void *q, *fn, *lt;
     int64_t lt_len, q_len;
@@ -469,6 +476,9 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     s->referenced = (uint32_t)referenced;
     s->version = version;
     s->first = L->co_firsttraceable >= 0 ? RD(co, L->co_firsttraceable, int) : 0;
+    s->proof = referenced ? PROOF_REF : version && L->minor >= 12 ? PROOF_VERSION : 0;
+    s->tag = MSNAP_PYFRAME_BIT | (uint64_t)id << 32;
+    s->start = (int64_t)L->co_code + 2 * (int64_t)s->first;
     s->id = id;
     s->co = co;
     return id;
@@ -482,6 +492,62 @@ static void notice(const char *msg)
 {
     if (!g_cfg.quiet)
         fprintf(stderr, "memsnap: %s; stacks hold native frames only\n", msg);
+}
+
+/* A pointer from a dynamic section entry: glibc relocates most in place,
+ * but not every loader does. */
+static const char *dyn_ptr(ElfW(Addr) p, ElfW(Addr) base)
+{
+    return (const char *)(p < base ? p + base : p);
+}
+
+/* 1 when the object that defines PyThread_acquire_lock (fn) takes both
+ * sem_init and sem_trywait from the C library: CPython's thread_pthread.h
+ * builds its locks on POSIX semaphores then (USE_SEMAPHORES, which every
+ * glibc build defines), so a PyThread_type_lock is a sem_t *, acquiring it
+ * without waiting is sem_trywait and releasing it sem_post -- what
+ * pyframes_collect then does itself, since CPython's acquire reads the
+ * monotonic clock for a deadline even with a zero timeout (3.11+, ~40 ns on
+ * a VM).  Only the object's relocations are read; nothing is called. */
+int pyframes_lock_is_semaphore(const void *fn)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!fn || !dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_ld)
+        return 0;
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    size_t strsz = 0, relsz[2] = {0, 0};
+    const ElfW(Rela) *rel[2] = {NULL, NULL};
+    int pltrel = DT_RELA;
+    for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+        switch (d->d_tag) {
+        case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
+        case DT_STRTAB: strtab = dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
+        case DT_STRSZ: strsz = d->d_un.d_val; break;
+        case DT_RELA: rel[0] = (const ElfW(Rela) *)dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
+        case DT_RELASZ: relsz[0] = d->d_un.d_val; break;
+        case DT_JMPREL: rel[1] = (const ElfW(Rela) *)dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
+        case DT_PLTRELSZ: relsz[1] = d->d_un.d_val; break;
+        case DT_PLTREL: pltrel = (int)d->d_un.d_val; break;
+        default: break;
+        }
+    }
+    if (!symtab || !strtab || pltrel != DT_RELA)
+        return 0;
+    int found = 0;
+    for (int t = 0; t < 2; t++)
+        for (size_t i = 0; rel[t] && i < relsz[t] / sizeof(ElfW(Rela)); i++) {
+            size_t k = ELF64_R_SYM(rel[t][i].r_info);
+            if (!k || symtab[k].st_shndx != SHN_UNDEF || symtab[k].st_name >= strsz)
+                continue;
+            const char *name = strtab + symtab[k].st_name;
+            if (!strcmp(name, "sem_init"))
+                found |= 1;
+            else if (!strcmp(name, "sem_trywait"))
+                found |= 2;
+        }
+    return found == 3;
 }
 
 /* Looks the interpreter up once; PY_READY or PY_OFF. */
@@ -536,6 +602,7 @@ static int py_start(void)
             RD(py_runtime, L->rt_main, void *) != py_main_interp() ||
             (!L->rt_mutex && !RD(py_runtime, L->rt_head_lock, void *)))
             py_runtime = NULL;
+        py_lock_sem = py_runtime && !L->rt_mutex && pyframes_lock_is_semaphore((const void *)py_lock);
     }
     void *eval = sym("_PyEval_EvalFrameDefault");
     const ElfW(Sym) *es = NULL;
@@ -589,6 +656,71 @@ static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil,
     return s->co == co && seen_hit(s, co, L) ? s->id : seen_miss(s, co, gil);
 }
 
+/* The walk when every frame's code object is one this thread's cache has
+ * named with its identity proven (a reference of ours; 3.12/3.13's
+ * co_version, 3.13 after the type check): what walk_frames does for such
+ * frames and nothing else, its own function so its few values stay in
+ * registers and the frame chain is the only dependency.  -1 at the first
+ * frame that is not such a hit: the caller walks again the long way.
+ * entry: 3.11's is-entry byte (else -1); typed: 3.13. */
+static inline __attribute__((always_inline)) int
+walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *grp, int maxp,
+              const py_layout *l, const int typed)
+{
+    const long o_owner = l->fr_owner, o_code = l->fr_code, o_instr = l->fr_instr,
+               o_prev = l->fr_previous, o_code0 = l->co_code, o_version = l->co_version;
+    const int entry = l->fr_is_entry;
+    const void *code_type = py_code_type;
+    int np = 0, g = 0;
+    if (maxp > WALK_MAX)
+        maxp = WALK_MAX;
+    /* Bounded by maxp frames kept and WALK_MAX looked at (a corrupt chain). */
+    for (int left = WALK_MAX; fr && left; left--) {
+        const char *prev = RD(fr, o_prev, const char *);
+        char owner = fr[o_owner];
+        if (entry < 0 && owner == OWNED_BY_CSTACK) {
+            g++;                      /* the shim an eval-loop call starts with */
+            fr = prev;
+            continue;
+        }
+        const char *co = RD(fr, o_code, const char *);
+        const seen *s = &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)];
+        if (!co || s->co != co)
+            return -1;
+        if (s->proof != PROOF_REF &&
+            (s->proof != PROOF_VERSION ||
+             (typed && RD(co, OB_TYPE, const void *) != code_type) ||
+             RD(co, o_version, uint32_t) != s->version))
+            return -1;
+        const char *instr = RD(fr, o_instr, const char *);
+        if (owner == OWNED_BY_GENERATOR || instr >= co + s->start) {
+            int64_t off = instr - (co + o_code0);
+            py[np] = s->tag | ((uint64_t)(off > 0 ? off : 0) & 0x7fffffffu);
+            grp[np] = (uint16_t)g;
+            if (++np == maxp)
+                break;
+        }
+        if (entry >= 0 && fr[entry])
+            g++;                      /* 3.11: the frame an eval-loop call was given */
+        fr = prev;
+    }
+    return np;
+}
+
+static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cache *cache,
+                                                 uint64_t *py, uint16_t *grp, int maxp)
+{
+    /* The layout as constants for the versions whose layout is fixed (the
+     * offsets then cost no registers); the rest read L. */
+    if (maxp <= 0)
+        return 0;
+    if (L == &layouts[3] && layouts[3].minor == 12)
+        return walk_proven_t(fr, cache, py, grp, maxp, &layouts[3], 0);
+    if (L == &layouts[4] && layouts[4].minor == 13)
+        return walk_proven_t(fr, cache, py, grp, maxp, &layouts[4], 1);
+    return walk_proven_t(fr, cache, py, grp, maxp, L, 0);
+}
+
 static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp)
 {
     /* The offsets in locals: the loop's loads then need no other memory. */
@@ -601,6 +733,9 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     int np = 0, g = 0;
     const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
     fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
+    if (cache && (np = walk_proven(fr, cache, py, grp, maxp)) >= 0)
+        return np;
+    np = 0;
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
         char owner = fr[o_owner];
         const char *co = RD(fr, o_code, const char *);
@@ -667,6 +802,14 @@ static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     return np;
 }
 
+static inline void head_unlock(void *head_lock)
+{
+    if (py_lock_sem)
+        sem_post(head_lock);
+    else
+        py_unlock(head_lock);
+}
+
 int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
 {
     if (!g_cfg.py_frames)
@@ -711,14 +854,18 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
             }
         } else {
             head_lock = RD(py_runtime, L->rt_head_lock, void *);
-            for (int tries = 0; tries < 4 && !(got = py_lock(head_lock, 0)); tries++)
-                ;
+            if (py_lock_sem)
+                for (int tries = 0; tries < 4 && !(got = sem_trywait(head_lock) == 0); tries++)
+                    ;
+            else
+                for (int tries = 0; tries < 4 && !(got = py_lock(head_lock, 0)); tries++)
+                    ;
         }
         if (!got)
             return -1;
         if (atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
                                  memory_order_acquire)) {
-            py_unlock(head_lock);
+            head_unlock(head_lock);
             return -1;
         }
     }
@@ -727,7 +874,7 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
         np = (L->fr_lasti >= 0 ? walk_legacy : walk_frames)(ts, gil, py, grp,
                                                              g_cfg.py_depth < cap ? g_cfg.py_depth : cap);
     if (head_lock)
-        py_unlock(head_lock);
+        head_unlock(head_lock);
     return np > 0 ? np : -1;
 }
 
