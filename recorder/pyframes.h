@@ -25,8 +25,9 @@
  * to give (Python frames off, no interpreter, no Python state on this
  * thread, a released GIL where that is not read, unsupported version).
  * Never waits on a lock; calls the interpreter only for reads, a try of
- * its head lock (threads without the GIL) and Py_IncRef on a code object
- * seen for the first time by a thread that holds the GIL. */
+ * its head lock (threads without the GIL; a sem_trywait of our own where
+ * pyframes_lock_is_semaphore says so) and Py_IncRef on a code object seen
+ * for the first time by a thread that holds the GIL. */
 int pyframes_collect(uint64_t *py, uint16_t *grp, int cap);
 
 /* Merges py[0..np) (from pyframes_collect) into the native stack
@@ -42,6 +43,11 @@ int pyframes_merge(void *const *native, int n, const uint64_t *py, const uint16_
  * strings are then "").  The strings live as long as the process. */
 int pyframes_name(uint64_t ip, const char **fn, const char **file, int *line,
                   uint64_t *off);
+
+/* 1 when the object that defines fn (PyThread_acquire_lock) builds its
+ * locks on POSIX semaphores: it takes both sem_init and sem_trywait from the
+ * C library (read from its relocations; nothing is called). */
+int pyframes_lock_is_semaphore(const void *fn);
 
 /* Code objects in the table (for tests and the writer's statistics). */
 uint32_t pyframes_code_count(void);

@@ -3,15 +3,45 @@
  * reads py/dump_lines.py's output on stdin (the interpreter's minor version,
  * each code object's table and the line CPython itself gives every bytecode
  * offset) and checks that the decoder of that version gives the same line
- * for every offset. */
+ * for every offset.
+ *
+ * test_pylines --lock LIB [NOLIB]: the head-lock check
+ * (pyframes_lock_is_semaphore) says yes for LIB's PyThread_acquire_lock (a
+ * libpython) and no for NOLIB's cos (libm, which has no locks). */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pyframes.h"
 
-int main(void)
+static int lock_check(const char *lib, const char *nolib)
 {
+    void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+    void *fn = h ? dlsym(h, "PyThread_acquire_lock") : NULL;
+    if (!fn) {
+        printf("FAIL: %s: no PyThread_acquire_lock (%s)\n", lib, dlerror());
+        return 1;
+    }
+    int yes = pyframes_lock_is_semaphore(fn);
+    printf("test_pylines: %s: head lock %s\n", lib, yes ? "a semaphore" : "not a semaphore");
+    if (!yes)
+        return 1;
+    if (nolib) {
+        void *m = dlopen(nolib, RTLD_LAZY | RTLD_LOCAL);
+        void *cosf = m ? dlsym(m, "cos") : NULL;
+        if (!cosf || pyframes_lock_is_semaphore(cosf)) {
+            printf("FAIL: %s: cos taken for a semaphore lock\n", nolib);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "--lock"))
+        return lock_check(argv[2], argc >= 4 ? argv[3] : NULL);
     static char line[1 << 20];
     static uint8_t table[1 << 19];
     uint32_t len = 0;
