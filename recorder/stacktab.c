@@ -1,7 +1,7 @@
 /* The stack table (see stacktab.h for the invariants).
  *
- * Insert: hash the frames (two independent multiply lanes, so a 32-frame
- * stack hashes in a few dozen cycles), probe linearly from the home slot.
+ * Insert: hash the frames (stacktab.h's fold, which a Python frame walk
+ * does as it goes), probe linearly from the home slot.
  * An empty slot is claimed with one CAS on its hash; the claiming thread then
  * takes the next id and an arena range with fetch_add, copies the frames and
  * publishes the id with a release store.  A thread that finds the same hash
@@ -48,27 +48,16 @@ void stacktab_destroy(stacktab *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Two independent lanes so the multiplies overlap; never returns 0. */
-static uint64_t hash_frames(const uint64_t *ips, int depth)
-{
-    uint64_t a = 0x9e3779b97f4a7c15ull ^ (uint64_t)depth, b = 0xc2b2ae3d27d4eb4full;
-    int i = 0;
-    for (; i + 1 < depth; i += 2) {
-        a = (a ^ ips[i]) * 0xff51afd7ed558ccdull;
-        b = (b ^ ips[i + 1]) * 0xc4ceb9fe1a85ec53ull;
-        a ^= a >> 29;
-        b ^= b >> 31;
-    }
-    if (i < depth)
-        a = (a ^ ips[i]) * 0xff51afd7ed558ccdull;
-    uint64_t h = (a ^ (b >> 7) ^ (b << 13)) * 0x9e3779b97f4a7c15ull;
-    h ^= h >> 32;
-    return h ? h : 1;
-}
-
 uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth)
 {
-    uint64_t h = hash_frames(ips, depth);
+    uint64_t h = STACKTAB_HASH_SEED;
+    for (int i = 0; i < depth; i++)
+        h = stacktab_hash_step(h, ips[i]);
+    return stacktab_intern_hashed(t, ips, depth, stacktab_hash_end(h, depth));
+}
+
+uint32_t stacktab_intern_hashed(stacktab *t, const uint64_t *ips, int depth, uint64_t h)
+{
     for (uint64_t probe = 0, i = h & t->mask; probe <= t->mask;
          probe++, i = (i + 1) & t->mask) {
         stacktab_slot *s = &t->slots[i];

@@ -54,6 +54,24 @@ void stacktab_destroy(stacktab *t);
 /* The id of the stack ips[0..depth) (innermost first), inserting it if new;
  * 0 when it cannot be stored.  depth > 0. */
 uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth);
+
+/* A stack's hash, frame by frame, so that a walk can fold it in as it goes:
+ * h = STACKTAB_HASH_SEED, h = stacktab_hash_step(h, ip) for each frame
+ * innermost first, then stacktab_hash_end(h, depth) (never 0). */
+#define STACKTAB_HASH_SEED 0x9e3779b97f4a7c15ull
+static inline uint64_t stacktab_hash_step(uint64_t h, uint64_t ip)
+{
+    h = (h ^ ip) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 29);
+}
+static inline uint64_t stacktab_hash_end(uint64_t h, int depth)
+{
+    h = (h ^ (uint64_t)(uint32_t)depth) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+/* stacktab_intern with the stack's hash already made as above. */
+uint32_t stacktab_intern_hashed(stacktab *t, const uint64_t *ips, int depth, uint64_t hash);
 /* Highest id handed out so far. */
 uint32_t stacktab_count(stacktab *t);
 /* Depth of stack id and *ips, or -1 for an unknown id.  Complete for every id

@@ -55,6 +55,13 @@ int main(void)
     CHECK(stacktab_get(&t, 0, &ips) == -1);
     CHECK(stacktab_get(&t, 99, &ips) == -1);
     CHECK(stacktab_count(&t) == 3);
+    /* The hash folded frame by frame (as the Python walk does) finds the
+     * same stacks; a wrong hash does not find them (it stores a copy). */
+    uint64_t h = STACKTAB_HASH_SEED;
+    for (int i = 0; i < 3; i++)
+        h = stacktab_hash_step(h, b[i]);
+    CHECK(stacktab_intern_hashed(&t, b, 3, stacktab_hash_end(h, 3)) == ib);
+    CHECK(stacktab_intern_hashed(&t, b, 3, stacktab_hash_end(h, 2)) == 4);
     stacktab_destroy(&t);
 
     /* Concurrency: every thread gets the same id for the same stack. */
