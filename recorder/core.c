@@ -128,7 +128,7 @@ uint64_t core_stacks_dropped(void) { return g_stacks_ready ? stacktab_dropped(&g
 /* Captures up to keep native frames (own_frames of ours above them are
  * unwound and dropped) merged with the Python frames py[0..np). */
 static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_frames, const uint64_t *py, const uint16_t *grp,
-                        int np)
+                        int np, uint64_t py_hash)
 {
     void *raw[MSNAP_MAX_FRAMES + OWN_FRAMES_MAX];
     int n = 0, skip = 0;
@@ -143,8 +143,11 @@ static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_
     if (depth < 0)
         depth = 0;
     uint64_t ips[MSNAP_MAX_FRAMES];
-    if (np > 0 && depth == 0)      /* Python frames alone: nothing to merge */
-        return stacktab_intern(&g_stacks, py, np < MSNAP_MAX_FRAMES ? np : MSNAP_MAX_FRAMES);
+    if (np > 0 && depth == 0) {    /* Python frames alone: nothing to merge */
+        int d = np < MSNAP_MAX_FRAMES ? np : MSNAP_MAX_FRAMES;
+        return py_hash && d == np ? stacktab_intern_hashed(&g_stacks, py, d, py_hash)
+                                  : stacktab_intern(&g_stacks, py, d);
+    }
     if (np > 0)
         return stacktab_intern(&g_stacks, ips,
                                pyframes_merge(raw + skip, depth, py, grp, np, ips,
@@ -165,14 +168,15 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
      * fewer native frames are unwound then (python_native_depth). */
     uint64_t py[MSNAP_MAX_FRAMES];
     uint16_t grp[MSNAP_MAX_FRAMES];
-    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES);
+    uint64_t py_hash;
+    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES, &py_hash);
     int keep = g_cfg.stack_depth;
     if (np > 0 && g_cfg.py_native_depth < keep)
         keep = g_cfg.py_native_depth;
     /* Our own frames on top (this function, the recording helper, the hook,
      * the wrapper) are skipped in capture(): ask for only a few more than
      * kept, since unwinding costs per frame. */
-    return capture(keep, OWN_FRAMES_MAX, py, grp, np);
+    return capture(keep, OWN_FRAMES_MAX, py, grp, np, py_hash);
 }
 
 __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own_frames)
@@ -181,7 +185,8 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
         return 0;
     uint64_t py[MSNAP_MAX_FRAMES];
     uint16_t grp[MSNAP_MAX_FRAMES];
-    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES);
+    uint64_t py_hash;
+    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES, &py_hash);
     if (native_keep == TORCH_NATIVE_AUTO)
         native_keep = np > 0 ? 0 : TORCH_NATIVE_NO_PYTHON;
     int keep = native_keep < g_cfg.stack_depth ? native_keep : g_cfg.stack_depth;
@@ -189,7 +194,7 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
         keep = 0;
     if (own_frames < 0 || own_frames > OWN_FRAMES_MAX)
         own_frames = OWN_FRAMES_MAX;
-    return capture(keep, own_frames, py, grp, np);
+    return capture(keep, own_frames, py, grp, np, py_hash);
 }
 
 /* ---- string table ---------------------------------------------------------------

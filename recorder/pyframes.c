@@ -48,6 +48,7 @@
 #include "mapmem.h"
 #include "pyframes.h"
 #include "recorder.h"
+#include "stacktab.h"
 
 /* ---- per-version layout ------------------------------------------------------ */
 
@@ -313,7 +314,9 @@ static uint32_t code_id(const void *co, int gil)
  * of ours, the fingerprint (same_code) read through the table and the arena:
  * most of a Python frame's cost on threads that released the GIL, where a
  * training step makes every allocation.  Each thread keeps the last answers
- * in a small direct-mapped cache of its own, each with the fingerprint laid
+ * in a small cache of its own (64 sets of 4 ways: a model's stack holds
+ * dozens of code objects, which a direct-mapped cache of that size would
+ * rarely hold all at once), each with the fingerprint laid
  * out for a check in place: the addresses of the name, file and location
  * table, the first line, the table's length and first 16 bytes, and the
  * name's text (ASCII, up to SEEN_NAME bytes).  A hit checks all of that
@@ -325,11 +328,11 @@ static uint32_t code_id(const void *co, int gil)
  * back when it exits (a thread-specific key's destructor).  Past
  * SEEN_CACHES threads at once, a thread goes without. */
 
-#define SEEN_WAYS 64u                /* entries per thread, direct-mapped */
+#define SEEN_SETS 64u                /* sets per thread */
+#define SEEN_ASSOC 4u                /* ways per set */
+#define SEEN_WAYS (SEEN_SETS * SEEN_ASSOC)
 #define SEEN_NAME_WORDS 6u           /* name text held: 48 bytes with its NUL */
 #define SEEN_CACHES 1024u
-#define PROOF_REF 1u                 /* a reference of ours holds the code object */
-#define PROOF_VERSION 2u             /* its co_version names it (3.12, 3.13) */
 
 typedef struct seen {
     /* What a hit needs when the identity is proven (a reference of ours,
@@ -339,9 +342,6 @@ typedef struct seen {
     uint32_t version;                /* 3.12's co_version (0: none) */
     uint32_t referenced, name_words;
     int first;                       /* co_firsttraceable (3.11+) */
-    uint32_t proof;                  /* walk_proven: PROOF_REF, PROOF_VERSION or 0 (neither) */
-    uint64_t tag;                    /* MSNAP_PYFRAME_BIT | id << 32: a frame's entry, less its offset */
-    int64_t start;                   /* the first traceable instruction's offset in the object */
     /* The fingerprint, for the rest. */
     const void *q, *fn, *lt;
     int64_t lt_len, q_len;
@@ -351,8 +351,21 @@ typedef struct seen {
     int first_line;
 } __attribute__((aligned(64))) seen;
 
+/* What walk_proven needs of a way whose code object's identity is proven,
+ * in 32 bytes: co (NULL: not proven), the co_version to find there (0: a
+ * reference of ours holds it, nothing to check), the first traceable
+ * instruction's offset in the object, and the stack entry less the
+ * instruction's address (tag + instr - first code unit = base + instr). */
+typedef struct proven {
+    const void *co;
+    uint32_t want, start;
+    uint64_t base, tag;
+} proven;
+
 typedef struct seen_cache {
-    seen way[SEEN_WAYS];
+    seen way[SEEN_WAYS];             /* set k: ways k * SEEN_ASSOC ... */
+    proven prov[SEEN_WAYS];          /* by the same index */
+    uint8_t victim[SEEN_SETS];       /* the next way of a full set to refill */
 } seen_cache;
 
 static seen_cache *caches;
@@ -434,6 +447,13 @@ static inline int seen_hit(const seen *s, const void *co, const py_layout *l)
     return d == 0;
 }
 
+/* The proven entry of way s of this thread's cache. */
+static inline proven *seen_proven(seen *s)
+{
+    seen_cache *c = t_cache;
+    return &c->prov[s - c->way];
+}
+
 /* code_id() for a code object the cache did not answer, and the way s
  * filled from it when its fingerprint fits: an ASCII name whose text and
  * NUL fit SEEN_NAME_WORDS words, and a location table (else the frames of
@@ -446,6 +466,8 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     const void *q = RD(co, L->co_qualname, const void *);
     const void *lt = RD(co, L->co_linetable, const void *);
     s->co = NULL;
+    proven *pv = seen_proven(s);
+    pv->co = NULL;
     int referenced = entries[id].referenced;
     uint32_t version = entries[id].version;
     if (!referenced && !version) {
@@ -476,10 +498,14 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     s->referenced = (uint32_t)referenced;
     s->version = version;
     s->first = L->co_firsttraceable >= 0 ? RD(co, L->co_firsttraceable, int) : 0;
-    s->proof = referenced ? PROOF_REF : version && L->minor >= 12 ? PROOF_VERSION : 0;
-    s->tag = MSNAP_PYFRAME_BIT | (uint64_t)id << 32;
-    s->start = (int64_t)L->co_code + 2 * (int64_t)s->first;
     s->id = id;
+    if (referenced || (version && L->minor >= 12)) {
+        pv->want = version;           /* 3.12/3.13 (walk_proven checks it always) */
+        pv->start = (uint32_t)L->co_code + 2 * (uint32_t)s->first;
+        pv->tag = MSNAP_PYFRAME_BIT | (uint64_t)id << 32;
+        pv->base = pv->tag - (uint64_t)(uintptr_t)co - (uint64_t)L->co_code;
+        pv->co = co;
+    }
     s->co = co;
     return id;
 }
@@ -624,16 +650,40 @@ static int py_start(void)
 
 /* ---- the hot path ------------------------------------------------------------------ */
 
+_Static_assert(SEEN_ASSOC == 4, "walk_proven looks at 4 ways");
 #define WALK_MAX 4096   /* frames looked at, kept or not: bounds a corrupt chain */
 
 /* Reads the frames of thread state ts, innermost first, into py (at most
  * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost).
  * Returns how many, or -1 when a frame's code is not a code object (the
  * layout is not what we think). */
-/* The way of this thread's cache that code object co maps to. */
-static inline seen *seen_way(seen_cache *cache, const void *co)
+/* The first way of the set code object co maps to. */
+static inline uint32_t seen_set(const void *co)
 {
-    return &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)];
+    return ((uint32_t)((uintptr_t)co >> 4) & (SEEN_SETS - 1)) * SEEN_ASSOC;
+}
+
+/* The way of this thread's cache that holds co's address, or NULL. */
+static inline seen *seen_find(seen_cache *cache, const void *co)
+{
+    seen *w = &cache->way[seen_set(co)];
+    for (uint32_t k = 0; k < SEEN_ASSOC; k++)
+        if (w[k].co == co)
+            return &w[k];
+    return NULL;
+}
+
+/* The way to fill for co, which the set does not hold: an empty one, else
+ * the set's ways in turn. */
+static inline seen *seen_victim(seen_cache *cache, const void *co)
+{
+    uint32_t first = seen_set(co);
+    seen *w = &cache->way[first];
+    for (uint32_t k = 0; k < SEEN_ASSOC; k++)
+        if (!w[k].co)
+            return &w[k];
+    uint8_t *v = &cache->victim[first / SEEN_ASSOC];
+    return &w[(*v)++ % SEEN_ASSOC];
 }
 
 /* Appends the stack entry of a frame of code id at instruction instr. */
@@ -649,11 +699,12 @@ static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil,
 {
     if (!cache)
         return code_id(co, gil);
-    seen *s = seen_way(cache, co);
-    if (s->co == co &&
-        (s->referenced || (s->version && RD(co, o_version, uint32_t) == s->version)))
+    seen *s = seen_find(cache, co);
+    if (s && (s->referenced || (s->version && RD(co, o_version, uint32_t) == s->version)))
         return s->id;
-    return s->co == co && seen_hit(s, co, L) ? s->id : seen_miss(s, co, gil);
+    if (s && seen_hit(s, co, L))
+        return s->id;
+    return seen_miss(s ? s : seen_victim(cache, co), co, gil);
 }
 
 /* The walk when every frame's code object is one this thread's cache has
@@ -665,63 +716,80 @@ static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil,
  * entry: 3.11's is-entry byte (else -1); typed: 3.13. */
 static inline __attribute__((always_inline)) int
 walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *grp, int maxp,
-              const py_layout *l, const int typed)
+              uint64_t *hash, const py_layout *l, const int typed)
 {
     const long o_owner = l->fr_owner, o_code = l->fr_code, o_instr = l->fr_instr,
                o_prev = l->fr_previous, o_code0 = l->co_code, o_version = l->co_version;
     const int entry = l->fr_is_entry;
     const void *code_type = py_code_type;
     int np = 0, g = 0;
-    if (maxp > WALK_MAX)
-        maxp = WALK_MAX;
-    /* Bounded by maxp frames kept and WALK_MAX looked at (a corrupt chain). */
-    for (int left = WALK_MAX; fr && left; left--) {
-        const char *prev = RD(fr, o_prev, const char *);
+    uint64_t h = STACKTAB_HASH_SEED;
+    /* Bounded by maxp frames kept, and WALK_MAX looked at and not kept (a
+     * corrupt chain). */
+    const char *prev;
+    for (int left = WALK_MAX; fr; fr = prev) {
+        prev = RD(fr, o_prev, const char *);
         char owner = fr[o_owner];
         if (entry < 0 && owner == OWNED_BY_CSTACK) {
             g++;                      /* the shim an eval-loop call starts with */
-            fr = prev;
+            if (!--left)
+                break;
             continue;
         }
         const char *co = RD(fr, o_code, const char *);
-        const seen *s = &cache->way[(uint32_t)((uintptr_t)co >> 4) & (SEEN_WAYS - 1)];
-        if (!co || s->co != co)
+        const proven *p = &cache->prov[seen_set(co)];
+        if (!co)
             return -1;
-        if (s->proof != PROOF_REF &&
-            (s->proof != PROOF_VERSION ||
-             (typed && RD(co, OB_TYPE, const void *) != code_type) ||
-             RD(co, o_version, uint32_t) != s->version))
+        if (p->co != co && (++p)->co != co && (++p)->co != co && (++p)->co != co)
+            return -1;
+        /* 3.12/3.13: the version is checked for every way (a way held by a
+         * reference of ours wants its object's own, which cannot change);
+         * 3.11's ways are all held by references. */
+        if (o_version >= 0 && ((typed && RD(co, OB_TYPE, const void *) != code_type) ||
+                               RD(co, o_version, uint32_t) != p->want))
             return -1;
         const char *instr = RD(fr, o_instr, const char *);
-        if (owner == OWNED_BY_GENERATOR || instr >= co + s->start) {
+        /* At or past the first traceable instruction (incomplete frames are
+         * skipped, as CPython's tracebacks do; a generator's is kept). */
+        if ((uint64_t)(instr - (co + p->start)) < 0x40000000u) {
+            py[np] = p->base + (uint64_t)(uintptr_t)instr;
+        } else if (owner == OWNED_BY_GENERATOR) {
             int64_t off = instr - (co + o_code0);
-            py[np] = s->tag | ((uint64_t)(off > 0 ? off : 0) & 0x7fffffffu);
-            grp[np] = (uint16_t)g;
-            if (++np == maxp)
+            py[np] = p->tag | ((uint64_t)(off > 0 ? off : 0) & 0x7fffffffu);
+        } else {
+            if (!--left)
                 break;
+            goto next;
         }
+        h = stacktab_hash_step(h, py[np]);
+        grp[np] = (uint16_t)g;
+        if (++np == maxp)
+            break;
+    next:
         if (entry >= 0 && fr[entry])
             g++;                      /* 3.11: the frame an eval-loop call was given */
-        fr = prev;
     }
+    *hash = stacktab_hash_end(h, np);
     return np;
 }
 
 static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cache *cache,
-                                                 uint64_t *py, uint16_t *grp, int maxp)
+                                                 uint64_t *py, uint16_t *grp, int maxp,
+                                                 uint64_t *hash)
 {
     /* The layout as constants for the versions whose layout is fixed (the
      * offsets then cost no registers); the rest read L. */
     if (maxp <= 0)
         return 0;
     if (L == &layouts[3] && layouts[3].minor == 12)
-        return walk_proven_t(fr, cache, py, grp, maxp, &layouts[3], 0);
+        return walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[3], 0);
     if (L == &layouts[4] && layouts[4].minor == 13)
-        return walk_proven_t(fr, cache, py, grp, maxp, &layouts[4], 1);
-    return walk_proven_t(fr, cache, py, grp, maxp, L, 0);
+        return walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[4], 1);
+    return walk_proven_t(fr, cache, py, grp, maxp, hash, L, 0);
 }
 
-static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp)
+static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp,
+                       uint64_t *hash)
 {
     /* The offsets in locals: the loop's loads then need no other memory. */
     const int o_owner = L->fr_owner, o_code = L->fr_code, o_instr = L->fr_instr,
@@ -733,16 +801,17 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     int np = 0, g = 0;
     const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
     fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
-    if (cache && (np = walk_proven(fr, cache, py, grp, maxp)) >= 0)
+    if (cache && (np = walk_proven(fr, cache, py, grp, maxp, hash)) >= 0)
         return np;
     np = 0;
+    *hash = 0;                        /* the long way does not make it */
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
         char owner = fr[o_owner];
         const char *co = RD(fr, o_code, const char *);
-        seen *s = cache && co ? seen_way(cache, co) : NULL;
+        seen *s = cache && co ? seen_find(cache, co) : NULL;
         if (owner == OWNED_BY_CSTACK && o_entry < 0) {
             g++;                    /* the shim an eval-loop call starts with */
-        } else if (s && s->co == co &&
+        } else if (s &&
                    (s->referenced || (version_proof && s->version &&
                                       RD(co, o_version, uint32_t) == s->version))) {
             /* A code object this thread has named before, its identity
@@ -777,8 +846,10 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
  * f_back, each run by an eval-loop call of its own; f_lasti is the last
  * instruction's byte offset (3.9) or code-unit index (3.10), -1 before the
  * first. */
-static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp)
+static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp,
+                       uint64_t *hash)
 {
+    (void)hash;                       /* not made here (0: stacktab_intern makes it) */
     const int o_code = L->fr_code, o_prev = L->fr_previous, o_lasti = L->fr_lasti,
               unit = L->minor >= 10 ? 2 : 1;
     const void *code_type = py_code_type;
@@ -810,8 +881,9 @@ static inline void head_unlock(void *head_lock)
         py_unlock(head_lock);
 }
 
-int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
+int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, uint64_t *hash)
 {
+    *hash = 0;
     if (!g_cfg.py_frames)
         return -1;
     int st = atomic_load_explicit(&py_state, memory_order_acquire);
@@ -871,8 +943,8 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap)
     }
     int np = -1;
     if (RD(ts, L->ts_interp, void *) == py_main_interp())
-        np = (L->fr_lasti >= 0 ? walk_legacy : walk_frames)(ts, gil, py, grp,
-                                                             g_cfg.py_depth < cap ? g_cfg.py_depth : cap);
+        np = (L->fr_lasti >= 0 ? walk_legacy : walk_frames)(
+            ts, gil, py, grp, g_cfg.py_depth < cap ? g_cfg.py_depth : cap, hash);
     if (head_lock)
         head_unlock(head_lock);
     return np > 0 ? np : -1;
