@@ -8,7 +8,7 @@ op (--gil keeps it: ctypes.PyDLL).  Batches of --pairs blocks, a 2 ms pause
 after each (the writer drains the queue then, as between a step's bursts);
 prints the median and 5th percentile ns per event over the batches.
 usage: memsnap run -- python3 bench_torch_py.py LIB [--pydepth 25]
-       [--native-depth 30] [--pairs 100] [--batches 300] [--gil]"""
+       [--native-depth 30] [--pairs 100] [--batches 300] [--gil] [--distinct]"""
 import argparse
 import ctypes
 import time
@@ -20,6 +20,9 @@ ap.add_argument("--native-depth", type=int, default=30)
 ap.add_argument("--pairs", type=int, default=100)
 ap.add_argument("--batches", type=int, default=300)
 ap.add_argument("--gil", action="store_true")
+ap.add_argument("--distinct", action="store_true",
+                help="each of the --pydepth frames its own function (code object), as in a model's"
+                     " stack, rather than one function recursing")
 a = ap.parse_args()
 lib = (ctypes.PyDLL if a.gil else ctypes.CDLL)(a.lib)
 fn = lib.deep_trace
@@ -40,6 +43,15 @@ def deep(d):
     return batches() if d <= 1 else deep(d - 1)
 
 
-t = sorted(deep(a.pydepth))
+def distinct(n):
+    """n functions f0 .. f{n-1}, each calling the next, the last batches()."""
+    ns = {"batches": batches}
+    for i in reversed(range(n)):
+        callee = f"f{i + 1}" if i + 1 < n else "batches"
+        exec(f"def f{i}():\n    return {callee}()\n", ns)
+    return ns["f0"]
+
+
+t = sorted(distinct(a.pydepth)() if a.distinct else deep(a.pydepth))
 print(f"ns/event median {t[len(t) // 2]:.1f} p5 {t[len(t) // 20]:.1f}"
       f" (python depth {a.pydepth}, native depth {a.native_depth}, {'GIL held' if a.gil else 'GIL released'})")

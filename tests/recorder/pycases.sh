@@ -125,6 +125,11 @@ PY
         grep -qx "churn done" "$T/out" || fail "output: $(cat "$T/out")"
         python3 "$CHECK" "$T/s.msnap" churn:300 || fail "pycheck"
         ;;
+    wide)  # stacks of many code objects, more than the per-thread cache holds
+        "${run[@]}" --no-symbolize -o "$T/s.msnap" -- "$py" "$PROG" wide > "$T/out" || fail "exit $?"
+        grep -qx "wide done" "$T/out" || fail "output: $(cat "$T/out")"
+        python3 "$CHECK" "$T/s.msnap" wide:40:64 wide:300:64 || fail "pycheck"
+        ;;
     tools)  # symbolize keeps Python frames; export names them; import marks .py frames
         "${run[@]}" --no-symbolize -o "$T/s.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
         "$MEMSNAP" symbolize "$T/s.msnap" -o "$T/sym.msnap" 2> "$T/err" || fail "symbolize: $(cat "$T/err")"

@@ -8,6 +8,9 @@
 #   fork      forks; the child allocates and exits
 #   daemon    a daemon thread still allocating when the interpreter exits
 #   churn     300 functions made with exec and dropped, each allocating
+#   wide      stacks of 40 and of 300 distinct functions (a model's stack
+#             holds dozens of code objects), each allocating three times with
+#             the GIL kept and three times without
 #   native    a thread with no Python state (started by C code, as a C
 #             extension would) allocates while the main thread holds the GIL
 import atexit
@@ -93,6 +96,20 @@ def main():
             pyalloc_lib.level3_free(device, ns[f"churn_{i}"](device))
             del ns
         print("churn done")
+    elif mode == "wide":
+        # 40 code objects fit the recorder's per-thread cache (256 ways in
+        # sets of 4), 300 do not: both must name every frame, every time.
+        for n in (40, 300):
+            ns = {"level1_entry": level1_entry}
+            src = "".join(f"def wide_{i}(d, s, g):\n    return wide_{i + 1}(d, s, g)\n"
+                          for i in range(n - 1))
+            src += f"def wide_{n - 1}(d, s, g):\n    return level1_entry(d, s, g)\n"
+            exec(compile(src, "<wide>", "exec"), ns)
+            for rep in range(3):
+                for gil in (True, False):
+                    size = (n << 16) + (rep << 13) + (int(gil) << 12)
+                    pyalloc_lib.level3_free(device, ns["wide_0"](device, size, gil))
+        print("wide done")
     elif mode == "native":
         helper = ctypes.PyDLL(sys.argv[2])
         level1_entry(device, 1 << 20, True)

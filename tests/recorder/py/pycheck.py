@@ -14,6 +14,10 @@
 #                                  churn_i and no other churn_ frame, i < N;
 #                                  with gil, the ones made without the GIL
 #                                  (i % 3 != 0) may have native frames only
+#   wide:N:DEPTH                   pyalloc.py wide's allocations from a stack of
+#                                  N functions (3 with the GIL, 3 without): the
+#                                  Python frames, innermost first, are the
+#                                  whole chain down to main, cut at DEPTH
 # Exits 0 when every check holds, else 1 with one line per failure.
 import json
 import sys
@@ -118,6 +122,23 @@ def main():
                     continue
                 if churn != [f"churn_{i}"]:
                     failures.append(f"alloc {i}: churn frames {churn}, expected churn_{i}")
+        elif kind == "wide":
+            n, depth = (int(x) for x in rest.split(":"))
+            chain = (["level3_alloc", "level2_outer", "level1_entry"] +
+                     [f"wide_{i}" for i in reversed(range(n))] + ["main", "<module>"])[:depth]
+            for rep in range(3):
+                for gil in (1, 0):
+                    e = find("alloc", (n << 16) + (rep << 13) + (gil << 12))
+                    if not e:
+                        continue
+                    names = [syms.get(ip, {}).get("fn", "") for ip in stacks.get(e.get("k"), [])
+                             if ip & PY]
+                    if names != chain:
+                        bad = next((k for k, (a, b) in enumerate(zip(names, chain)) if a != b),
+                                   min(len(names), len(chain)))
+                        failures.append(f"{check}: rep {rep} gil {gil}: {len(names)} Python frames,"
+                                        f" frame {bad} is {names[bad:bad + 1]},"
+                                        f" expected {chain[bad:bad + 1]} of {len(chain)}")
         else:
             failures.append(f"unknown check {check}")
     # Every Python frame of every stack is named.
