@@ -186,7 +186,9 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
     uint64_t py[MSNAP_MAX_FRAMES];
     uint16_t grp[MSNAP_MAX_FRAMES];
     uint64_t py_hash;
-    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES, &py_hash);
+    /* auto: a thread with Python frames keeps no native ones, so nothing
+     * is merged and which eval loop ran each frame is not wanted. */
+    int np = pyframes_collect(py, native_keep > 0 ? grp : NULL, MSNAP_MAX_FRAMES, &py_hash);
     if (native_keep == TORCH_NATIVE_AUTO)
         native_keep = np > 0 ? 0 : TORCH_NATIVE_NO_PYTHON;
     int keep = native_keep < g_cfg.stack_depth ? native_keep : g_cfg.stack_depth;

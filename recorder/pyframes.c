@@ -716,7 +716,7 @@ static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil,
  * entry: 3.11's is-entry byte (else -1); typed: 3.13. */
 static inline __attribute__((always_inline)) int
 walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *grp, int maxp,
-              uint64_t *hash, const py_layout *l, const int typed)
+              uint64_t *hash, const py_layout *l, const int typed, const int with_grp)
 {
     const long o_owner = l->fr_owner, o_code = l->fr_code, o_instr = l->fr_instr,
                o_prev = l->fr_previous, o_code0 = l->co_code, o_version = l->co_version;
@@ -762,7 +762,8 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
             goto next;
         }
         h = stacktab_hash_step(h, py[np]);
-        grp[np] = (uint16_t)g;
+        if (with_grp)
+            grp[np] = (uint16_t)g;
         if (++np == maxp)
             break;
     next:
@@ -782,10 +783,13 @@ static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cach
     if (maxp <= 0)
         return 0;
     if (L == &layouts[3] && layouts[3].minor == 12)
-        return walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[3], 0);
+        return grp ? walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[3], 0, 1)
+                   : walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[3], 0, 0);
     if (L == &layouts[4] && layouts[4].minor == 13)
-        return walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[4], 1);
-    return walk_proven_t(fr, cache, py, grp, maxp, hash, L, 0);
+        return grp ? walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[4], 1, 1)
+                   : walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[4], 1, 0);
+    return grp ? walk_proven_t(fr, cache, py, grp, maxp, hash, L, 0, 1)
+               : walk_proven_t(fr, cache, py, grp, maxp, hash, L, 0, 0);
 }
 
 static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp,
@@ -805,6 +809,11 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
         return np;
     np = 0;
     *hash = 0;                        /* the long way does not make it */
+    uint16_t scratch[MSNAP_MAX_FRAMES];
+    if (!grp) {                       /* not wanted: made and dropped */
+        grp = scratch;
+        maxp = maxp < MSNAP_MAX_FRAMES ? maxp : MSNAP_MAX_FRAMES;
+    }
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
         char owner = fr[o_owner];
         const char *co = RD(fr, o_code, const char *);
@@ -850,6 +859,11 @@ static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
                        uint64_t *hash)
 {
     (void)hash;                       /* not made here (0: stacktab_intern makes it) */
+    uint16_t scratch[MSNAP_MAX_FRAMES];
+    if (!grp) {                       /* not wanted: made and dropped */
+        grp = scratch;
+        maxp = maxp < MSNAP_MAX_FRAMES ? maxp : MSNAP_MAX_FRAMES;
+    }
     const int o_code = L->fr_code, o_prev = L->fr_previous, o_lasti = L->fr_lasti,
               unit = L->minor >= 10 ? 2 : 1;
     const void *code_type = py_code_type;

@@ -21,7 +21,8 @@
 
 /* This thread's Python frames, innermost first, into py (at most
  * min(cap, the Python depth setting)); grp[i] says which eval-loop call ran
- * py[i] (0 = the innermost); *hash = stacktab.h's hash of py[0..n), or 0
+ * py[i] (0 = the innermost; grp may be NULL when no native frames are to
+ * be merged); *hash = stacktab.h's hash of py[0..n), or 0
  * when not made (the walk's fast path makes it as it goes).  Returns how
  * many, or -1 when there are none
  * to give (Python frames off, no interpreter, no Python state on this
