@@ -45,6 +45,7 @@
 _Atomic int g_state;                 /* 0 not started, 1 recording, -1 off */
 MSNAP_TLS int t_in_hook;
 static MSNAP_TLS uint32_t t_tid;
+static MSNAP_TLS uint64_t t_last_ticket = UINT64_MAX - 1;  /* the queue ticket of this thread's last event */
 
 core_slot *g_queue;
 uint64_t g_queue_mask;
@@ -298,6 +299,23 @@ void core_emit(msnap_event *e, int urgent)
     }
     s->ev = *e;
     atomic_store_explicit(&s->seq, t + 1, memory_order_release);
+    /* A thread that got the ticket after its last one is, for now, the only
+     * one emitting: it will most likely fill the next slot too, whose lines
+     * the writer last held.  Ask for them now, for writing, so the next
+     * event does not wait on that transfer (PREFETCHW: a no-op where the
+     * CPU lacks it).  With other threads emitting the guess is not made, so
+     * no thread pulls lines another is about to fill. */
+    if (t == t_last_ticket + 1) {
+        const char *next = (const char *)&g_queue[(t + 1) & g_queue_mask];
+#if defined(__x86_64__)
+        __asm__ volatile("prefetchw %0" : : "m"(next[0]));
+        __asm__ volatile("prefetchw %0" : : "m"(next[64]));
+#else
+        __builtin_prefetch(next, 1, 3);
+        __builtin_prefetch(next + 64, 1, 3);
+#endif
+    }
+    t_last_ticket = t;
     /* Keep the writer ahead of a burst: wake it at a quarter full.  Looked at
      * every 256th ticket only: g_queue_tail is the writer's line, and reading
      * it on every event would pull that line across cores each time. */
