@@ -352,10 +352,12 @@ typedef struct seen {
 } __attribute__((aligned(64))) seen;
 
 /* What walk_proven needs of a way whose code object's identity is proven,
- * in 32 bytes: co (NULL: not proven), the co_version to find there (0: a
+ * in 32 bytes: co (PROVEN_NONE: not proven), the co_version to find there (0: a
  * reference of ours holds it, nothing to check), the first traceable
  * instruction's offset in the object, and the stack entry less the
  * instruction's address (tag + instr - first code unit = base + instr). */
+#define PROVEN_NONE ((const void *)~(uintptr_t)0)   /* an empty way's co */
+
 typedef struct proven {
     const void *co;
     uint32_t want, start;
@@ -399,6 +401,8 @@ static seen_cache *cache_get(void)
             }
             t_cache = &caches[i];
             t_cache_state = 1;
+            for (uint32_t k = 0; k < SEEN_WAYS; k++)
+                t_cache->prov[k].co = PROVEN_NONE;
             break;
         }
     }
@@ -467,7 +471,7 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     const void *lt = RD(co, L->co_linetable, const void *);
     s->co = NULL;
     proven *pv = seen_proven(s);
-    pv->co = NULL;
+    pv->co = PROVEN_NONE;
     int referenced = entries[id].referenced;
     uint32_t version = entries[id].version;
     if (!referenced && !version) {
@@ -650,7 +654,8 @@ static int py_start(void)
 
 /* ---- the hot path ------------------------------------------------------------------ */
 
-_Static_assert(SEEN_ASSOC == 4, "walk_proven looks at 4 ways");
+_Static_assert(SEEN_ASSOC == 4 && sizeof(proven) == 32,
+               "walk_proven looks at 4 ways of 32 bytes: a set is 128 bytes");
 #define WALK_MAX 4096   /* frames looked at, kept or not: bounds a corrupt chain */
 
 /* Reads the frames of thread state ts, innermost first, into py (at most
@@ -737,9 +742,10 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
             continue;
         }
         const char *co = RD(fr, o_code, const char *);
-        const proven *p = &cache->prov[seen_set(co)];
-        if (!co)
-            return -1;
+        /* &prov[seen_set(co)], in two instructions; an empty way holds
+         * PROVEN_NONE, which no frame's code pointer (NULL included) is. */
+        const proven *p = (const proven *)((const char *)cache->prov +
+                                           (((uintptr_t)co << 3) & ((SEEN_SETS - 1) << 7)));
         if (p->co != co && (++p)->co != co && (++p)->co != co && (++p)->co != co)
             return -1;
         /* 3.12/3.13: the version is checked for every way (a way held by a
