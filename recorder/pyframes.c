@@ -801,18 +801,19 @@ static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cach
 static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp,
                        uint64_t *hash)
 {
+    seen_cache *cache = caches ? cache_get() : NULL;
+    const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
+    fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
+    int np;
+    if (cache && (np = walk_proven(fr, cache, py, grp, maxp, hash)) >= 0)
+        return np;
     /* The offsets in locals: the loop's loads then need no other memory. */
     const int o_owner = L->fr_owner, o_code = L->fr_code, o_instr = L->fr_instr,
               o_prev = L->fr_previous, o_entry = L->fr_is_entry, o_first = L->co_firsttraceable,
               o_code0 = L->co_code, o_version = L->co_version;
     const int version_proof = L->minor == 12;
     const void *code_type = py_code_type;
-    seen_cache *cache = caches ? cache_get() : NULL;
-    int np = 0, g = 0;
-    const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
-    fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
-    if (cache && (np = walk_proven(fr, cache, py, grp, maxp, hash)) >= 0)
-        return np;
+    int g = 0;
     np = 0;
     *hash = 0;                        /* the long way does not make it */
     uint16_t scratch[MSNAP_MAX_FRAMES];
