@@ -5,13 +5,15 @@
 # block alloc, free_requested, free_completed), under `memsnap run` with:
 #   none          no recorder
 #   no stacks     --stack-depth 0
-#   default       frees without a stack, allocations 4 native + Python frames
-#   python only   MEMSNAP_TORCH_NATIVE_DEPTH=0
-#   free stacks, 16 native   MEMSNAP_TORCH_FREE_STACKS=1 MEMSNAP_TORCH_NATIVE_DEPTH=16
-#                 (every event with a stack of 16 native + Python frames: the
-#                 recorder's behaviour before these defaults, but for 3 fewer
-#                 frames of its own unwound per event)
-#   free stacks, 32 native   ... NATIVE_DEPTH=32 (reaches the eval loop)
+#   default       frees without a stack; allocations the Python frames
+#                 (MEMSNAP_TORCH_NATIVE_DEPTH=auto: no native frames on a
+#                 thread with Python frames)
+#   every event stacked      MEMSNAP_TORCH_FREE_STACKS=1: frees carry the
+#                 stack too, so every entry pays a full capture
+#   every event stacked, distinct   the same with --distinct: one function
+#                 (code object) per Python frame, as in a model's stack
+#   free stacks, 32 native   MEMSNAP_TORCH_FREE_STACKS=1
+#                 MEMSNAP_TORCH_NATIVE_DEPTH=32 (reaches the eval loop)
 # ABAB, ROUNDS rounds (default 5); per run the median and 5th percentile ns
 # per event over 300 batches of 100 blocks; medians over the rounds.
 # Usage: bench/bench_torch_py.sh BUILD_DIR [ROUNDS]     (markdown on stdout)
@@ -22,19 +24,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 M="$build/bin/memsnap"
 P=(python3 "$here/bench_torch_py.py" "$build/bench/libbench_torch_deep.so")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-names=("no recorder" "no stacks" "default" "Python frames only (native depth 0)"
-       "free stacks, 16 native + Python" "free stacks, 32 native + Python")
-envs=("" "" "" "MEMSNAP_TORCH_NATIVE_DEPTH=0"
-      "MEMSNAP_TORCH_FREE_STACKS=1 MEMSNAP_TORCH_NATIVE_DEPTH=16"
+names=("no recorder" "no stacks" "default" "every event stacked"
+       "every event stacked, distinct" "free stacks, 32 native + Python")
+envs=("" "" "" "MEMSNAP_TORCH_FREE_STACKS=1" "MEMSNAP_TORCH_FREE_STACKS=1"
       "MEMSNAP_TORCH_FREE_STACKS=1 MEMSNAP_TORCH_NATIVE_DEPTH=32")
 one() {  # one MODE-INDEX: prints "median p5"
     local i=$1
     if [ "$i" = 0 ]; then
         "${P[@]}"
     else
-        local extra=(); [ "$i" = 1 ] && extra=(--stack-depth 0)
+        local extra=() args=(); [ "$i" = 1 ] && extra=(--stack-depth 0)
+        [ "$i" = 4 ] && args=(--distinct)
         # shellcheck disable=SC2086
-        env ${envs[$i]} "$M" run --sim-device 8G -q "${extra[@]}" -o "$tmp/s.msnap" -- "${P[@]}"
+        env ${envs[$i]} "$M" run --sim-device 8G -q "${extra[@]}" -o "$tmp/s.msnap" -- "${P[@]}" "${args[@]}"
     fi | sed -n 's/^ns\/event median \([0-9.]*\) p5 \([0-9.]*\).*/\1 \2/p'
 }
 for r in $(seq "$reps"); do

@@ -10,7 +10,8 @@ The configurations run in ABAB order, ROUNDS rounds, in one invocation:
   plain           no recording
   memsnap         memsnap run with its defaults: driver level + PyTorch's
                   allocated layer through the plugin; PyTorch's block
-                  allocations with 4 native frames + the Python frames,
+                  allocations with the Python frames (no native frames on
+                  a thread with Python frames, 4 on autograd's threads),
                   its frees without a stack
   memsnap-full    the same with MEMSNAP_TORCH_FREE_STACKS=1 and
                   MEMSNAP_TORCH_NATIVE_DEPTH=32: every PyTorch event with
