@@ -658,10 +658,6 @@ _Static_assert(SEEN_ASSOC == 4 && sizeof(proven) == 32,
                "walk_proven looks at 4 ways of 32 bytes: a set is 128 bytes");
 #define WALK_MAX 4096   /* frames looked at, kept or not: bounds a corrupt chain */
 
-/* Reads the frames of thread state ts, innermost first, into py (at most
- * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost).
- * Returns how many, or -1 when a frame's code is not a code object (the
- * layout is not what we think). */
 /* The first way of the set code object co maps to. */
 static inline uint32_t seen_set(const void *co)
 {
@@ -798,6 +794,11 @@ static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cach
                : walk_proven_t(fr, cache, py, grp, maxp, hash, L, 0, 0);
 }
 
+/* Reads the frames of thread state ts, innermost first, into py (at most
+ * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost; NULL:
+ * not wanted); *hash as pyframes_collect says.
+ * Returns how many, or -1 when a frame's code is not a code object (the
+ * layout is not what we think). */
 static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp,
                        uint64_t *hash)
 {
