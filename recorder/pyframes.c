@@ -151,6 +151,13 @@ static _Atomic uint32_t arena_used = 1;   /* offset 0 is the empty string */
 
 #define RD(p, off, type) (*(type const *)((const char *)(p) + (off)))
 
+/* The stack entry of a frame of code id at bytecode offset off (bytes; a
+ * negative one, before the first instruction, counts as 0). */
+static inline uint64_t py_entry(uint32_t id, int64_t off)
+{
+    return MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | ((uint64_t)(off > 0 ? off : 0) & 0x7fffffffu);
+}
+
 /* Arena space for n bytes; its offset, or 0 when full. */
 static uint32_t arena_take(uint32_t n)
 {
@@ -506,7 +513,7 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     if (referenced || (version && L->minor >= 12)) {
         pv->want = version;           /* 3.12/3.13 (walk_proven checks it always) */
         pv->start = (uint32_t)L->co_code + 2 * (uint32_t)s->first;
-        pv->tag = MSNAP_PYFRAME_BIT | (uint64_t)id << 32;
+        pv->tag = py_entry(id, 0);
         pv->base = pv->tag - (uint64_t)(uintptr_t)co - (uint64_t)L->co_code;
         pv->co = co;
     }
@@ -691,19 +698,16 @@ static inline seen *seen_victim(seen_cache *cache, const void *co)
 static inline void put_frame(uint64_t *py, uint16_t *grp, int *np, uint32_t id,
                              const char *instr, const char *code0, int g)
 {
-    uint64_t off = instr > code0 ? (uint64_t)(instr - code0) : 0;
-    py[*np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | (off & 0x7fffffffu);
+    py[*np] = py_entry(id, instr - code0);
     grp[(*np)++] = (uint16_t)g;
 }
 
-static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil, int o_version)
+static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil)
 {
     if (!cache)
         return code_id(co, gil);
     seen *s = seen_find(cache, co);
-    if (s && (s->referenced || (s->version && RD(co, o_version, uint32_t) == s->version)))
-        return s->id;
-    if (s && seen_hit(s, co, L))
+    if (s && seen_hit(s, co, L))      /* a reference, the version, or the fingerprint */
         return s->id;
     return seen_miss(s ? s : seen_victim(cache, co), co, gil);
 }
@@ -756,8 +760,7 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
         if ((uint64_t)(instr - (co + p->start)) < 0x40000000u) {
             py[np] = p->base + (uint64_t)(uintptr_t)instr;
         } else if (owner == OWNED_BY_GENERATOR) {
-            int64_t off = instr - (co + o_code0);
-            py[np] = p->tag | ((uint64_t)(off > 0 ? off : 0) & 0x7fffffffu);
+            py[np] = p->tag | py_entry(0, instr - (co + o_code0));
         } else {
             if (!--left)
                 break;
@@ -795,18 +798,19 @@ static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cach
 }
 
 /* Reads the frames of thread state ts, innermost first, into py (at most
- * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost; NULL:
- * not wanted); *hash as pyframes_collect says.
+ * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost;
+ * want_grp 0: not wanted, and the fast path skips it); *hash as
+ * pyframes_collect says.
  * Returns how many, or -1 when a frame's code is not a code object (the
  * layout is not what we think). */
-static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp,
-                       uint64_t *hash)
+static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int want_grp,
+                       int maxp, uint64_t *hash)
 {
     seen_cache *cache = caches ? cache_get() : NULL;
     const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
     fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
     int np;
-    if (cache && (np = walk_proven(fr, cache, py, grp, maxp, hash)) >= 0)
+    if (cache && (np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, hash)) >= 0)
         return np;
     /* The offsets in locals: the loop's loads then need no other memory. */
     const int o_owner = L->fr_owner, o_code = L->fr_code, o_instr = L->fr_instr,
@@ -817,11 +821,6 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     int g = 0;
     np = 0;
     *hash = 0;                        /* the long way does not make it */
-    uint16_t scratch[MSNAP_MAX_FRAMES];
-    if (!grp) {                       /* not wanted: made and dropped */
-        grp = scratch;
-        maxp = maxp < MSNAP_MAX_FRAMES ? maxp : MSNAP_MAX_FRAMES;
-    }
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
         char owner = fr[o_owner];
         const char *co = RD(fr, o_code, const char *);
@@ -845,7 +844,7 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
             /* Incomplete frames (not yet at their first traceable
              * instruction) are skipped, as CPython's tracebacks do. */
             if (owner == OWNED_BY_GENERATOR || instr >= code0 + 2 * (ptrdiff_t)RD(co, o_first, int)) {
-                uint32_t id = frame_code_id(cache, co, gil, o_version);
+                uint32_t id = frame_code_id(cache, co, gil);
                 if (id)
                     put_frame(py, grp, &np, id, instr, code0, g);
             }
@@ -867,11 +866,6 @@ static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
                        uint64_t *hash)
 {
     (void)hash;                       /* not made here (0: stacktab_intern makes it) */
-    uint16_t scratch[MSNAP_MAX_FRAMES];
-    if (!grp) {                       /* not wanted: made and dropped */
-        grp = scratch;
-        maxp = maxp < MSNAP_MAX_FRAMES ? maxp : MSNAP_MAX_FRAMES;
-    }
     const int o_code = L->fr_code, o_prev = L->fr_previous, o_lasti = L->fr_lasti,
               unit = L->minor >= 10 ? 2 : 1;
     const void *code_type = py_code_type;
@@ -884,9 +878,9 @@ static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
             return -1;
         int lasti = RD(fr, o_lasti, int);
         if (lasti >= 0) {
-            uint32_t id = frame_code_id(cache, co, gil, -1);
+            uint32_t id = frame_code_id(cache, co, gil);
             if (id) {
-                py[np] = MSNAP_PYFRAME_BIT | (uint64_t)id << 32 | ((uint64_t)lasti * unit & 0x7fffffffu);
+                py[np] = py_entry(id, (int64_t)lasti * unit);
                 grp[np++] = (uint16_t)g;
             }
         }
@@ -963,10 +957,14 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, uint64_t *hash)
             return -1;
         }
     }
-    int np = -1;
+    int np = -1, maxp = g_cfg.py_depth < cap ? g_cfg.py_depth : cap;
+    uint16_t scratch[MSNAP_MAX_FRAMES];   /* grp not wanted: the long ways make it and drop it */
+    uint16_t *g = grp ? grp : scratch;
+    if (!grp && maxp > MSNAP_MAX_FRAMES)
+        maxp = MSNAP_MAX_FRAMES;
     if (RD(ts, L->ts_interp, void *) == py_main_interp())
-        np = (L->fr_lasti >= 0 ? walk_legacy : walk_frames)(
-            ts, gil, py, grp, g_cfg.py_depth < cap ? g_cfg.py_depth : cap, hash);
+        np = L->fr_lasti >= 0 ? walk_legacy(ts, gil, py, g, maxp, hash)
+                              : walk_frames(ts, gil, py, g, grp != NULL, maxp, hash);
     if (head_lock)
         head_unlock(head_lock);
     return np > 0 ? np : -1;
