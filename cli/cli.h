@@ -8,9 +8,6 @@ int cmd_summary(int argc, char **argv);
 int cmd_symbolize(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
-/* export --format sqlite: nsnaps snapshot paths into the database outp
- * (sqlite_export.c; without libsqlite3 a one-line error, exit 2). */
-int cmd_export_sqlite(int nsnaps, char **snaps, const char *outp);
 int cmd_replay(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 #endif

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "memsnap/human.h"
+#include "human.h"
 #include "interop.h"
 #include "outfile.h"
 
@@ -63,6 +63,27 @@ static const char usage_text[] =
     "time_us in the torch formats is Unix-epoch microseconds (the header's\n"
     "t0_unix_ns + t), as PyTorch writes it.  Exit status: 0 ok, 2 bad usage,\n"
     "unreadable input or unwritable output.\n";
+
+/* export --format sqlite: the snapshots into the database outp.  Returns
+ * the exit status. */
+static int export_sqlite(int n, char **paths, const char *outp)
+{
+    char err[1280];
+    if (!outp || !strcmp(outp, "-")) {
+        fprintf(stderr, "memsnap export: --format sqlite needs -o FILE.db; try memsnap export --help\n");
+        return 2;
+    }
+    if (n < 1) {
+        fprintf(stderr, "memsnap export: expected one or more snapshots; try memsnap export --help\n");
+        return 2;
+    }
+    if (msnap_export_sqlite(paths, n, outp, err, sizeof err)) {
+        fprintf(stderr, "memsnap export: %s\n", err);
+        return 2;
+    }
+    fprintf(stderr, "memsnap export: %d snapshot%s -> %s (SQLite)\n", n, n == 1 ? "" : "s", outp);
+    return 0;
+}
 
 /* Parses T of --from/--to: "#N" (an event index) or a number with an
  * optional unit (msnap_time_parse: ns, us, ms, s, m/min, h; bare = seconds).
@@ -158,7 +179,7 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     if (!strcmp(format, "sqlite"))
-        return cmd_export_sqlite(argc - optind, argv + optind, outp);
+        return export_sqlite(argc - optind, argv + optind, outp);
     if (optind != argc - 1) {
         fprintf(stderr, "memsnap export: expected one snapshot; try memsnap --help\n");
         return 2;
@@ -175,12 +196,12 @@ int cmd_export(int argc, char **argv)
     char tmp[PATH_MAX + 32] = "";
     if (outp && strcmp(outp, "-")) {
         /* a new file renamed over OUT at the end (outfile.h) */
-        int fd = cli_out_create(outp, tmp, sizeof tmp);
+        int fd = outfile_create(outp, tmp, sizeof tmp);
         if (fd < 0 || !(out = fdopen(fd, "w"))) {
             fprintf(stderr, "memsnap export: %s: %s\n", outp, strerror(errno));
             if (fd >= 0)
                 close(fd);
-            cli_out_discard(tmp);
+            outfile_discard(tmp);
             return 2;
         }
     }
@@ -193,12 +214,12 @@ int cmd_export(int argc, char **argv)
         snprintf(err, sizeof err, "cannot write the output: %s", strerror(errno));
         rc = -1;
     }
-    if (out != stdout && !rc && cli_out_commit(tmp, outp) != 0) {
+    if (out != stdout && !rc && outfile_commit(tmp, outp) != 0) {
         snprintf(err, sizeof err, "cannot write the output: %s", strerror(errno));
         rc = -1;
     }
     if (out != stdout && rc)
-        cli_out_discard(tmp);
+        outfile_discard(tmp);
     if (rc) {
         fprintf(stderr, "%s: %s\n", in, err);
         return 2;

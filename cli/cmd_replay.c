@@ -17,10 +17,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "interop.h"
+#include "human.h"
+#include "whatif.h"
 #include "parts.h"
 #include "torchalloc.h"
-#include "progress.h"
+#include "progress_term.h"
 
 #define MAX_CONFS 16
 #define MAX_SNAPS 64
@@ -264,7 +265,7 @@ int cmd_replay(int argc, char **argv)
             break;
         case 's': suggest = 1; break;
         case 'm':
-            if (msnap_parse_size(optarg, &mem) || mem < (2u << 20)) {
+            if (msnap_size_parse(optarg, &mem) || mem < (2u << 20)) {
                 fprintf(stderr, "memsnap replay: --device-mem \"%s\" is not a size such as 80G "
                                 "(at least 2M); try memsnap --help\n", optarg);
                 return 2;

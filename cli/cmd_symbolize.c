@@ -41,8 +41,8 @@
 
 #include "cli.h"
 #include "memsnap/format.h"
-#include "memsnap/symbolize.h"
-#include "memsnap/u64map.h"
+#include "symbolize.h"
+#include "u64map.h"
 #include "outfile.h"
 
 static const char usage_text[] =
@@ -501,7 +501,7 @@ int cmd_symbolize(int argc, char **argv)
         out_fd = dup(STDOUT_FILENO);
     } else if (out_path) {
         /* a new file renamed over OUT at the end (outfile.h) */
-        out_fd = cli_out_create(out_path, out_tmp, sizeof out_tmp);
+        out_fd = outfile_create(out_path, out_tmp, sizeof out_tmp);
     } else {
         if (asprintf(&tmp_path, "%s.symtmp.XXXXXX", in_path) < 0) {
             tmp_path = NULL;
@@ -535,7 +535,7 @@ int cmd_symbolize(int argc, char **argv)
         goto done;
     }
     if (out_tmp[0]) {
-        if (cli_out_commit(out_tmp, out_path) != 0) {
+        if (outfile_commit(out_tmp, out_path) != 0) {
             snprintf(err, sizeof err, "%s: cannot write: %s", out_path, strerror(errno));
             goto done;
         }
@@ -565,7 +565,7 @@ done:
         unlink(tmp_path);
         free(tmp_path);
     }
-    cli_out_discard(out_tmp);
+    outfile_discard(out_tmp);
     u64map_free(&resolved);
     free(syms);
     msnap_symbolizer_free(sy);

@@ -16,13 +16,13 @@
 #include "manpage.h"
 #include "memsnap/format.h"
 #include "viz_args.h"
-#include "progress.h"
+#include "progress_term.h"
 
 /* cmd_render.c (declared here rather than in cli.h, which belongs to the
  * other subcommands' owners). */
 int cmd_render(int argc, char **argv);
 int cmd_torch_setup(int argc, char **argv);   /* cmd_torch_setup.c */
-#include "memsnap/symbolize.h"
+#include "symbolize.h"
 
 #ifndef MEMSNAP_VERSION
 #define MEMSNAP_VERSION "0.0.0"

@@ -1,8 +1,9 @@
-/* Sizes and times for people (include/memsnap/human.h).  Binary units
+/* Sizes and times for people (human.h).  Binary units
  * throughout: GPU capacities and allocator granularities are powers of
  * two, and a decimal GB beside a binary GiB would make figures disagree. */
-#include "memsnap/human.h"
+#include "human.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -81,5 +82,30 @@ int msnap_time_parse(const char *s, uint64_t *ns)
     if (!(t < 1.8e19))
         return -1;
     *ns = (uint64_t)llround(t);
+    return 0;
+}
+
+/* Contract in human.h (a size typed by a person). */
+int msnap_size_parse(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    uint64_t mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    case 't': case 'T': mul = 1ull << 40; end++; break;
+    }
+    if (mul > 1 && (!strcmp(end, "iB") || !strcmp(end, "B")))
+        end += strlen(end);
+    if (*end || (v && v > UINT64_MAX / mul))
+        return -1;
+    *out = v * mul;
     return 0;
 }

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "memsnap/format.h"
-#include "memsnap/state.h"
+#include "state.h"
 
 /* ---- spill: fixed-size event records in an unlinked temporary file ----- */
 typedef struct spill_rec {

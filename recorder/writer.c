@@ -46,11 +46,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memsnap/symbolize.h"
+#include "symbolize.h"
 #include "pathpat.h"
 #include "pyframes.h"
 #include "recorder.h"
-#include "memsnap/u64map.h"
+#include "u64map.h"
 
 /* ---- live state ----------------------------------------------------------------------- */
 

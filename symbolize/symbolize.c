@@ -15,7 +15,7 @@
  * for ET_EXEC the file's own addresses are used and base is ignored.
  */
 #define _GNU_SOURCE
-#include "memsnap/symbolize.h"
+#include "symbolize.h"
 
 #include <dlfcn.h>
 #include <elf.h>

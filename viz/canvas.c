@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../cli/outfile.h"
+#include "outfile.h"
 
 #define FONT_FAMILY "DejaVu Sans"
 #define SVG_FONTS "DejaVu Sans, Verdana, Bitstream Vera Sans, sans-serif"
@@ -883,13 +883,13 @@ int canvas_write(const canvas *c, const char *path, canvas_format fmt,
     }
     /* never written in place: a new file renamed over path (outfile.h) */
     char tmp[4096 + 32];
-    int fd = cli_out_create(path, tmp, sizeof tmp);
+    int fd = outfile_create(path, tmp, sizeof tmp);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
-        cli_out_discard(tmp);
+        outfile_discard(tmp);
         return -1;
     }
     const char *why = NULL;
@@ -904,10 +904,10 @@ int canvas_write(const canvas *c, const char *path, canvas_format fmt,
     if (why || werr) {
         snprintf(err, errlen, "%s: cannot write the %s (%s)", path,
                  fmt == CANVAS_PNG ? "PNG" : "SVG", why ? why : strerror(werr));
-        cli_out_discard(tmp);
+        outfile_discard(tmp);
         return -1;
     }
-    if (cli_out_commit(tmp, path)) {
+    if (outfile_commit(tmp, path)) {
         snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
         return -1;
     }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memsnap/u64map.h"
+#include "u64map.h"
 #include "../check.h"
 #include "memsnap/format.h"
 

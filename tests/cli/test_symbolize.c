@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "memsnap/format.h"
-#include "memsnap/symbolize.h"
+#include "symbolize.h"
 #include "../check.h"
 
 static const char *memsnap, *dir;

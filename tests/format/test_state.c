@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../check.h"
-#include "memsnap/state.h"
+#include "state.h"
 
 #define MiB (1024ull * 1024)
 

@@ -36,19 +36,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "interop.h"
 
 #ifndef MEMSNAP_HAVE_SQLITE
 
-/* Reports that this build has no SQLite support; exit status 2. */
-int cmd_export_sqlite(int nsnaps, char **snaps, const char *outp)
+/* This build has no SQLite support: always -1 with the reason. */
+int msnap_export_sqlite(char **snaps, int nsnaps, const char *outp, char *err, size_t errlen)
 {
     (void)nsnaps;
     (void)snaps;
     (void)outp;
-    fprintf(stderr, "memsnap export: this memsnap was built without SQLite (Debian package "
-                    "libsqlite3-dev); --format sqlite is not available\n");
-    return 2;
+    snprintf(err, errlen, "this memsnap was built without SQLite (Debian package "
+                          "libsqlite3-dev); --format sqlite is not available");
+    return -1;
 }
 
 #else
@@ -363,29 +363,23 @@ static int export_file(sq *q, const char *path)
     return rc;
 }
 
-int cmd_export_sqlite(int nsnaps, char **snaps, const char *outp)
+int msnap_export_sqlite(char **snaps, int nsnaps, const char *outp, char *err, size_t errlen)
 {
-    if (!outp || !strcmp(outp, "-")) {
-        fprintf(stderr, "memsnap export: --format sqlite needs -o FILE.db; try memsnap --help\n");
-        return 2;
-    }
-    if (nsnaps < 1) {
-        fprintf(stderr, "memsnap export: expected one or more snapshots; try memsnap --help\n");
-        return 2;
-    }
     size_t n = strlen(outp) + 8;
     char *tmp = malloc(n);
-    if (!tmp)
-        return 2;
+    if (!tmp) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     snprintf(tmp, n, "%s.tmp", outp);
     unlink(tmp);
     sq q = {0};
     int rc = 0;
     if (sqlite3_open(tmp, &q.db) != SQLITE_OK) {
-        fprintf(stderr, "memsnap export: %s: %s\n", outp, sqlite3_errmsg(q.db));
+        snprintf(err, errlen, "%s: %s", outp, sqlite3_errmsg(q.db));
         sqlite3_close(q.db);
         free(tmp);
-        return 2;
+        return -1;
     }
     if (sqlite3_exec(q.db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;", NULL, NULL, NULL) ||
         sqlite3_exec(q.db, schema, NULL, NULL, NULL) != SQLITE_OK) {
@@ -411,13 +405,9 @@ int cmd_export_sqlite(int nsnaps, char **snaps, const char *outp)
     }
     if (rc) {
         unlink(tmp);
-        fprintf(stderr, "memsnap export: %s\n", q.err[0] ? q.err : "cannot write the database");
-        free(tmp);
-        return 2;
+        snprintf(err, errlen, "%s", q.err[0] ? q.err : "cannot write the database");
     }
     free(tmp);
-    fprintf(stderr, "memsnap export: %d snapshot%s -> %s (SQLite)\n", nsnaps, nsnaps == 1 ? "" : "s",
-            outp);
-    return 0;
+    return rc ? -1 : 0;
 }
 #endif

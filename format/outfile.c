@@ -10,7 +10,7 @@
 #include "outfile.h"
 
 /* Contract in outfile.h. */
-int cli_out_create(const char *path, char *tmp, size_t cap)
+int outfile_create(const char *path, char *tmp, size_t cap)
 {
     struct stat st;
     tmp[0] = 0;
@@ -33,16 +33,16 @@ int cli_out_create(const char *path, char *tmp, size_t cap)
 }
 
 /* Contract in outfile.h. */
-int cli_out_commit(const char *tmp, const char *path)
+int outfile_commit(const char *tmp, const char *path)
 {
     if (!tmp[0] || rename(tmp, path) == 0)
         return 0;
-    cli_out_discard(tmp);
+    outfile_discard(tmp);
     return -1;
 }
 
 /* Contract in outfile.h. */
-void cli_out_discard(const char *tmp)
+void outfile_discard(const char *tmp)
 {
     int e = errno;
     if (tmp[0])

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "memsnap/format.h"
-#include "memsnap/u64map.h"
+#include "u64map.h"
 
 /* Grows *arr (element size esz) so that index n fits, doubling from 64.
  * 0 ok, -1 out of memory (*arr and *cap unchanged). */

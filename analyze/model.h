@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "memsnap/format.h"
-#include "memsnap/human.h"
+#include "human.h"
 #include "symtab.h"
 
 #define SM_NDEV (MSNAP_MAX_DEVICES + 1) /* last slot: device -1 / unknown */

@@ -3,6 +3,7 @@
  * CUDA headers to build; this stands in for replay.c and says so. */
 #include <stdio.h>
 
+#include "whatif.h"
 #include "interop.h"
 
 static const char absent[] =

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "memsnap/format.h"
-#include "memsnap/state.h"
+#include "state.h"
 
 /* A failed allocation (oom / alloc_error) or a failed free. */
 typedef struct sum_fail {

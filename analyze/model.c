@@ -10,7 +10,7 @@
  * The leak finder (pass 1), the fragmentation numbers and the OOM verdict
  * are findings.c's.
  */
-#include "memsnap/human.h"
+#include "human.h"
 #include "model.h"
 
 #include <cjson/cJSON.h>
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "memsnap/state.h"
+#include "state.h"
 #include "findings.h"
 
 #define NO_SITE MSNAP_NO_SITE

@@ -13,7 +13,7 @@
  *   free_error                                 -> back from the undo ring
  *   block_free_requested, segment_*, nvtx, oom -> nothing
  */
-#include "memsnap/state.h"
+#include "state.h"
 
 #include <stdlib.h>
 #include <string.h>

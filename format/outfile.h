@@ -13,13 +13,13 @@
 /* Opens the file that will become path; tmp (cap bytes) receives its
  * temporary name, "" when path is written in place.  The new file gets
  * mode 0666 less the umask.  Returns the fd, or -1 with errno set. */
-int cli_out_create(const char *path, char *tmp, size_t cap);
+int outfile_create(const char *path, char *tmp, size_t cap);
 
 /* Puts the finished file in place (renames tmp over path; nothing when
  * tmp is "").  0, or -1 with errno (tmp is then removed). */
-int cli_out_commit(const char *tmp, const char *path);
+int outfile_commit(const char *tmp, const char *path);
 
 /* Removes the temporary file after a failure (errno kept). */
-void cli_out_discard(const char *tmp);
+void outfile_discard(const char *tmp);
 
 #endif

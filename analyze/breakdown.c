@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memsnap/human.h"
-#include "memsnap/u64map.h"
+#include "human.h"
+#include "u64map.h"
 #include "summary.h"
 
 enum { TAG_DRIVER = 1, TAG_HANDLE, TAG_BLOCK, TAG_STACK };

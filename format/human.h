@@ -20,4 +20,8 @@ const char *msnap_time_text(uint64_t ns, char *buf, size_t cap);
  * (rounded).  0 ok, -1 when it is not one or is past 2^64 ns. */
 int msnap_time_parse(const char *s, uint64_t *ns);
 
+/* A size typed by a person: "80G", "512M", "1073741824" (binary units,
+ * K/M/G/T, optional "iB" or "B"), into bytes.  0 ok, -1 for anything else. */
+int msnap_size_parse(const char *s, uint64_t *out);
+
 #endif

@@ -78,7 +78,7 @@
 #include <stdint.h>
 
 #include "memsnap/format.h"
-#include "memsnap/u64map.h"
+#include "u64map.h"
 
 #ifdef __cplusplus
 extern "C" {

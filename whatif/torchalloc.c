@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memsnap/u64map.h"
+#include "u64map.h"
 
 #define KMIN 512ull                  /* every size is a multiple of it */
 #define KSMALL (1ull << 20)          /* largest small request */

@@ -6,7 +6,7 @@
  * report of the current item, so a compare of three files shows each file's
  * own rate.
  */
-#include "progress.h"
+#include "progress_term.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -56,6 +56,7 @@
  * allocator's own (its counters are read without walking its blocks), and
  * memory for the live blocks only.
  */
+#include "whatif.h"
 #include "interop.h"
 #include "common.h"
 
@@ -74,7 +75,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../cli/outfile.h"
+#include "outfile.h"
 #include "memsnap/alloc.h"
 #include "torchalloc.h"
 
@@ -718,7 +719,7 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
     }
     if (opt->out_path) {
         /* never written in place: a new file renamed over out_path at the end */
-        int ofd = cli_out_create(opt->out_path, out_tmp, sizeof out_tmp);
+        int ofd = outfile_create(opt->out_path, out_tmp, sizeof out_tmp);
         if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 0))) {
             snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
             if (ofd >= 0)
@@ -953,8 +954,8 @@ done:
     }
     /* complete: renamed into place; failed: the old file stays as it was */
     if (rc)
-        cli_out_discard(out_tmp);
-    else if (cli_out_commit(out_tmp, opt->out_path)) {
+        outfile_discard(out_tmp);
+    else if (outfile_commit(out_tmp, opt->out_path)) {
         snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
         rc = -1;
     }

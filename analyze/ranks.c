@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "memsnap/human.h"
+#include "human.h"
 #include <string.h>
 
 #include "summary.h"
