@@ -1,14 +1,14 @@
 /* Reconciliation with the driver's used figure, by library, and memory by
- * category: one pass over a snapshot (breakdown.h has the definitions).
+ * category (breakdown.h has the definitions): an observer of the one read
+ * (analysis.h) that decides at the end, when the tables are complete (sym
+ * lines may come last), what each site's memory is, and then replays the
+ * file's change log through running totals per device.  What is live, and
+ * what a refused free or a ring dump's state section does, is the state
+ * model's: the log carries its changes.
  *
- * Live state: one u64map from (layer, address or handle) to a packed word
- * (see pack()): the bytes, the device slot, the library and category of
- * the allocating stack, and whether it counts in the categories' blocks
- * view.  Running totals per device are updated on every add and remove,
- * and the moments (peak of recorded memory, highest device_used, total
- * peak of the categories, first OOM) are copies of those totals taken as
- * the pass reaches them.  Library and category are computed once per stack
- * id (cached in the same map under their own tag).
+ * The moments (peak of recorded memory, highest device_used, total peak of
+ * the categories, first OOM) are copies of the running totals taken as the
+ * replay reaches them.  Library and category are computed once per stack.
  */
 #include "breakdown.h"
 
@@ -19,50 +19,25 @@
 
 #include "human.h"
 #include "u64map.h"
-#include "summary.h"
 
-enum { TAG_DRIVER = 1, TAG_HANDLE, TAG_BLOCK, TAG_STACK };
-
-/* Packed live entry: size in bits 0-43 (16 TiB), device slot 44-50,
- * library 51-55, category 56-60, torch block 61, blocks view 62. */
-#define SIZE_BITS 44
-#define SIZE_MASK ((1ull << SIZE_BITS) - 1)
-
-typedef struct entry {
-    uint64_t size;
-    int dev, lib, cat, torch, bview;
-} entry;
-
-/* An entry as one map value (sizes above 16 TiB are cut, the same way on
- * add and remove, so the totals stay consistent). */
-static uint64_t pack(const entry *e)
-{
-    return (e->size & SIZE_MASK) | ((uint64_t)e->dev << 44) |
-           ((uint64_t)e->lib << 51) | ((uint64_t)e->cat << 56) |
-           ((uint64_t)(e->torch != 0) << 61) | ((uint64_t)(e->bview != 0) << 62);
-}
-
-/* The entry a map value holds. */
-static entry unpack(uint64_t v)
-{
-    entry e = {v & SIZE_MASK, (int)((v >> 44) & 0x7f), (int)((v >> 51) & 0x1f),
-               (int)((v >> 56) & 0x1f), (int)((v >> 61) & 1), (int)((v >> 62) & 1)};
-    return e;
-}
+/* What a site's memory is, decided at the end. */
+typedef struct site_info {
+    int lib, cat;
+    uint8_t use;        /* 0 no part, 1 driver memory, 2 allocator block */
+    uint8_t bview;      /* counts in the categories' blocks view */
+} site_info;
 
 struct breakdown {
     const cat_rules *rules;
-    const sm_symtab *syms;
+    const an_file *f;
     char libs[BD_MAX_LIBS][64];
     int nlibs;
     bd_device dev[BD_NDEV];
-    u64map live;
-    uint64_t last_t;           /* largest event time read */
-    uint64_t nevents;          /* events read */
-    /* the last removed entry, so that a free_error can put it back */
-    uint32_t undo_tag;
-    uint64_t undo_key, undo_val;
-    int undo_valid;
+    u64map stack_class;        /* stack id -> lib | cat << 8 */
+    site_info *sites;          /* per state site, during the replay */
+    uint64_t last_t;           /* largest event time replayed */
+    uint64_t nevents;          /* events replayed */
+    int err;
 };
 
 breakdown *bd_new(const cat_rules *rules)
@@ -77,7 +52,8 @@ void bd_free(breakdown *b)
 {
     if (!b)
         return;
-    u64map_free(&b->live);
+    u64map_free(&b->stack_class);
+    free(b->sites);
     free(b);
 }
 
@@ -89,12 +65,6 @@ const bd_device *bd_device_of(const breakdown *b, int dev)
 const char *bd_lib_name(const breakdown *b, int lib)
 {
     return lib >= 0 && lib < b->nlibs ? b->libs[lib] : "";
-}
-
-/* Device slot of an ordinal. */
-static int dev_slot(int d)
-{
-    return d >= 0 && d < MSNAP_MAX_DEVICES ? d : MSNAP_MAX_DEVICES;
 }
 
 /* Library slot of a name, added when new; the last slot gathers the rest. */
@@ -116,17 +86,16 @@ static int lib_slot(breakdown *b, const char *name)
 /* Library and category of a stack, cached.  -1 when out of memory. */
 static int classify(breakdown *b, uint32_t stack, int *lib, int *cat)
 {
-    uint64_t *v = u64map_get(&b->live, TAG_STACK, stack);
+    uint64_t *v = u64map_get(&b->stack_class, 0, stack);
     if (v) {
         *lib = (int)(*v & 0xff);
         *cat = (int)(*v >> 8);
         return 0;
     }
     char name[256];
-    *lib = lib_slot(b, cat_library_stack(b->syms, stack, name, sizeof name));
-    *cat = cat_classify_stack(b->rules, b->syms, stack);
-    return u64map_put(&b->live, TAG_STACK, stack,
-                      (uint64_t)*lib | ((uint64_t)*cat << 8));
+    *lib = lib_slot(b, cat_library_stack(&b->f->tab, stack, name, sizeof name));
+    *cat = cat_classify_stack(b->rules, &b->f->tab, stack);
+    return u64map_put(&b->stack_class, 0, stack, (uint64_t)*lib | ((uint64_t)*cat << 8));
 }
 
 /* Takes a copy of the device's running totals as a moment. */
@@ -159,176 +128,72 @@ static void cats_change(bd_cats *c, int cat, uint64_t n, int sign, uint64_t t)
     }
 }
 
-/* Applies a live entry to the running totals (sign +1 add, -1 remove). */
-static void apply(breakdown *b, uint32_t tag, const entry *e, int sign,
-                  uint64_t t)
+/* What site i's memory is (the tables are complete).  -1 out of memory. */
+static int site_classify(breakdown *b, uint32_t i, site_info *si)
 {
-    bd_device *v = &b->dev[e->dev];
+    const msnap_site *s = &b->f->st.sites[i];
+    memset(si, 0, sizeof *si);
+    if (s->layer == MSNAP_LAYER_RESERVED)
+        si->use = 1;
+    else if (s->layer == MSNAP_LAYER_ALLOCATED)
+        si->use = 2;
+    else
+        return 0;
+    if (classify(b, s->stack, &si->lib, &si->cat))
+        return -1;
+    const char *ln = b->libs[si->lib];
+    /* Driver memory of an unknown library is left out of the blocks view
+     * too: without frames it cannot be told from an allocator's segment. */
+    si->bview = si->use == 2 ||
+                (strcmp(ln, CAT_LIB_TORCH) != 0 && strcmp(ln, CAT_LIB_MEMSNAP) != 0 &&
+                 strcmp(ln, CAT_LIB_UNKNOWN) != 0);
+    return 0;
+}
+
+/* ---- the replay ------------------------------------------------------------ */
+
+static void rp_event(void *ctx, uint64_t idx, uint64_t t)
+{
+    breakdown *b = ctx;
+    b->nevents = idx;
+    if (t > b->last_t)
+        b->last_t = t;
+}
+
+static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch)
+{
+    breakdown *b = ctx;
+    const site_info *si = &b->sites[site];
+    if (!si->use)
+        return;
+    bd_device *v = &b->dev[b->f->st.sites[site].device];
+    uint64_t t = b->last_t;
     v->seen = 1;
-    uint64_t n = e->size;
 #define ADJ(x) ((x) = sign > 0 ? (x) + n : (x) - (n < (x) ? n : (x)))
-    if (tag == TAG_BLOCK) {
+    if (si->use == 2) {
         v->blocks_seen = 1;
-        if (e->torch) {
+        if (torch) {
             v->torch_blocks_seen = 1;
             ADJ(v->torch_blk);
         }
     } else {
         ADJ(v->recorded);
-        ADJ(v->by_lib[e->lib]);
-        cats_change(&v->driver_view, e->cat, n, sign, t);
+        ADJ(v->by_lib[si->lib]);
+        cats_change(&v->driver_view, si->cat, n, sign, t);
         if (sign > 0 && v->recorded > v->at_peak.recorded)
             take_moment(v, &v->at_peak, t);
     }
 #undef ADJ
-    if (e->bview)
-        cats_change(&v->blocks_view, e->cat, n, sign, t);
-}
-
-/* A new live object.  -1 when out of memory. */
-static int add(breakdown *b, uint32_t tag, uint64_t key, int device,
-               uint64_t size, uint32_t stack, int torch, uint64_t t)
-{
-    entry e = {size, dev_slot(device), 0, 0, torch, 0};
-    if (classify(b, stack, &e.lib, &e.cat) != 0)
-        return -1;
-    const char *ln = b->libs[e.lib];
-    /* Driver memory of an unknown library is left out of the blocks view
-     * too: without frames it cannot be told from an allocator's segment. */
-    e.bview = tag == TAG_BLOCK ||
-              (strcmp(ln, CAT_LIB_TORCH) != 0 && strcmp(ln, CAT_LIB_MEMSNAP) != 0 &&
-               strcmp(ln, CAT_LIB_UNKNOWN) != 0);
-    uint64_t *old = u64map_get(&b->live, tag, key);
-    if (old) {               /* the same key twice: the first is gone */
-        entry o = unpack(*old);
-        apply(b, tag, &o, -1, t);
-    }
-    if (u64map_put(&b->live, tag, key, pack(&e)) != 0)
-        return -1;
-    apply(b, tag, &e, +1, t);
-    return 0;
-}
-
-/* A live object goes (unknown keys are ignored: allocated before the file). */
-static void del(breakdown *b, uint32_t tag, uint64_t key, uint64_t t)
-{
-    uint64_t v;
-    if (!u64map_del(&b->live, tag, key, &v))
-        return;
-    entry e = unpack(v);
-    apply(b, tag, &e, -1, t);
-    b->undo_tag = tag;
-    b->undo_key = key;
-    b->undo_val = v;
-    b->undo_valid = 1;
-}
-
-/* One event.  -1 when out of memory. */
-static int on_event(breakdown *b, const msnap_event *e)
-{
-    b->nevents++;
-    if (e->t_ns > b->last_t)
-        b->last_t = e->t_ns;
-    uint64_t t = e->t_ns;
-    switch (e->action) {
-    case MSNAP_A_ALLOC:
-    case MSNAP_A_ASYNC_ALLOC:
-        return add(b, TAG_DRIVER, e->addr, e->device, e->size, e->stack, 0, t);
-    case MSNAP_A_VMM_CREATE:
-        if (e->device < 0)
-            return 0;
-        return add(b, TAG_HANDLE, e->aux, e->device, e->size, e->stack, 0, t);
-    case MSNAP_A_BLOCK_ALLOC:
-        return add(b, TAG_BLOCK, e->addr, e->device, e->size, e->stack,
-                   e->api == MSNAP_API_TORCH, t);
-    case MSNAP_A_FREE:
-    case MSNAP_A_ASYNC_FREE:
-        del(b, TAG_DRIVER, e->addr, t);
-        return 0;
-    case MSNAP_A_VMM_RELEASE:
-        del(b, TAG_HANDLE, e->aux, t);
-        return 0;
-    case MSNAP_A_BLOCK_FREE:
-        del(b, TAG_BLOCK, e->addr, t);
-        return 0;
-    case MSNAP_A_FREE_ERROR:
-        if (b->undo_valid && b->undo_tag == TAG_DRIVER && b->undo_key == e->addr &&
-            !u64map_get(&b->live, TAG_DRIVER, e->addr)) {
-            entry u = unpack(b->undo_val);
-            if (u64map_put(&b->live, TAG_DRIVER, e->addr, b->undo_val) != 0)
-                return -1;
-            apply(b, TAG_DRIVER, &u, +1, t);
-        }
-        b->undo_valid = 0;
-        return 0;
-    case MSNAP_A_SEGMENT_ALLOC:
-    case MSNAP_A_SEGMENT_MAP:
-    case MSNAP_A_SEGMENT_FREE:
-    case MSNAP_A_SEGMENT_UNMAP: {
-        bd_device *v = &b->dev[dev_slot(e->device)];
-        v->seen = 1;
-        v->torch_segments_seen = 1;
-        if (e->action == MSNAP_A_SEGMENT_ALLOC || e->action == MSNAP_A_SEGMENT_MAP)
-            v->torch_seg += e->size;
-        else
-            v->torch_seg -= e->size < v->torch_seg ? e->size : v->torch_seg;
-        return 0;
-    }
-    case MSNAP_A_OOM: {
-        bd_device *v = &b->dev[dev_slot(e->device)];
-        bd_cats *views[2] = {&v->blocks_view, &v->driver_view};
-        for (int i = 0; i < 2; i++)
-            if (!views[i]->oom_seen) {
-                views[i]->oom_seen = 1;
-                views[i]->oom_t = t;
-                memcpy(views[i]->at_oom, views[i]->cur, sizeof views[i]->at_oom);
-            }
-        return 0;
-    }
-    default:
-        return 0;
-    }
-}
-
-/* A live record of a state section: added when the pass has not seen it
- * (a ring dump's allocations from before its oldest event). */
-static int on_live(breakdown *b, const msnap_live *l)
-{
-    uint32_t tag;
-    uint64_t key = l->addr;
-    switch (l->kind) {
-    case MSNAP_A_ALLOC:
-    case MSNAP_A_ASYNC_ALLOC: tag = TAG_DRIVER; break;
-    case MSNAP_A_BLOCK_ALLOC: tag = TAG_BLOCK; break;
-    case MSNAP_A_VMM_CREATE:
-        if (l->device < 0)
-            return 0;
-        tag = TAG_HANDLE;
-        key = l->aux;
-        break;
-    default: return 0;
-    }
-    if (u64map_get(&b->live, tag, key))
-        return 0;
-    if (add(b, tag, key, l->device, l->size, l->stack, 0, l->t_ns) != 0)
-        return -1;
-    /* It was live at the device-used moment too when that moment is this
-     * dump's (a ring dump writes its last counters line, then the state). */
-    bd_device *v = &b->dev[dev_slot(l->device)];
-    if (tag != TAG_BLOCK && v->at_used.valid && v->at_used.t >= b->last_t &&
-        v->at_used.t >= l->t_ns) {
-        entry e = unpack(*u64map_get(&b->live, tag, key));
-        v->at_used.recorded += e.size;
-        v->at_used.by_lib[e.lib] += e.size;
-    }
-    return 0;
+    if (si->bview)
+        cats_change(&v->blocks_view, si->cat, n, sign, t);
 }
 
 /* A counters record: the moment of the highest device_used so far.  Only
  * records after the events they describe count: in a ring dump the series
  * comes before the events, and only the last line follows them. */
-static void on_counters(breakdown *b, const msnap_counters *c)
+static void rp_counters(void *ctx, const msnap_counters *c)
 {
+    breakdown *b = ctx;
     if (c->device < 0 || c->device >= MSNAP_MAX_DEVICES || !c->device_used ||
         !b->nevents || c->t_ns < b->last_t)
         return;
@@ -341,32 +206,53 @@ static void on_counters(breakdown *b, const msnap_counters *c)
     v->at_used.device_used = c->device_used;
 }
 
-int bd_read(breakdown *b, const char *path, const sm_symtab *t, char *err,
-            size_t errlen)
+static void rp_segment(void *ctx, int device, int sign, uint64_t n)
 {
-    char e[512];
-    b->syms = t;
-    msnap_reader *r = msnap_reader_open(path, e, sizeof e);
-    if (!r) {
-        snprintf(err, errlen, "%s: %s", path, e);
-        return 2;
-    }
-    msnap_record rec;
-    int rc, bad = 0;
-    while (!bad && (rc = msnap_reader_next(r, &rec)) == 1) {
-        if (rec.type == MSNAP_REC_EVENT)
-            bad = on_event(b, &rec.u.event);
-        else if (rec.type == MSNAP_REC_COUNTERS)
-            on_counters(b, &rec.u.counters);
-        else if (rec.type == MSNAP_REC_LIVE)
-            bad = on_live(b, &rec.u.live);
-    }
-    if (bad)
-        snprintf(err, errlen, "%s: out of memory", path);
-    else if (rc < 0)
-        snprintf(err, errlen, "%s: %s", path, msnap_reader_error(r));
-    msnap_reader_close(r);
-    return bad || rc < 0 ? 2 : 0;
+    breakdown *b = ctx;
+    bd_device *v = &b->dev[msnap_st_slot(device)];
+    v->seen = 1;
+    v->torch_segments_seen = 1;
+    if (sign > 0)
+        v->torch_seg += n;
+    else
+        v->torch_seg -= n < v->torch_seg ? n : v->torch_seg;
+}
+
+static void rp_oom(void *ctx, int device)
+{
+    breakdown *b = ctx;
+    bd_device *v = &b->dev[msnap_st_slot(device)];
+    bd_cats *views[2] = {&v->blocks_view, &v->driver_view};
+    for (int i = 0; i < 2; i++)
+        if (!views[i]->oom_seen) {
+            views[i]->oom_seen = 1;
+            views[i]->oom_t = b->last_t;
+            memcpy(views[i]->at_oom, views[i]->cur, sizeof views[i]->at_oom);
+        }
+}
+
+/* The end of the read: classify every site, then replay. */
+static int on_end(void *ctx, an_file *f)
+{
+    breakdown *b = ctx;
+    b->sites = calloc(f->st.nsites + 1, sizeof *b->sites);
+    if (!b->sites)
+        return -1;
+    for (size_t i = 0; i < f->st.nsites; i++)
+        if (site_classify(b, (uint32_t)i, &b->sites[i]))
+            return -1;
+    an_visitor v = {.ctx = b, .event = rp_event, .change = rp_change,
+                    .counters = rp_counters, .segment = rp_segment, .oom = rp_oom};
+    return an_replay(f, &v);
+}
+
+int bd_attach(breakdown *b, an_file *f)
+{
+    b->f = f;
+    static const an_observer obs = {NULL, NULL, NULL, NULL, NULL, on_end};
+    an_observer o = obs;
+    o.ctx = b;
+    return an_want_log(f) || an_observe(f, &o) ? -1 : 0;
 }
 
 /* ---- output ------------------------------------------------------------- */

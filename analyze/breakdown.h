@@ -30,9 +30,9 @@
  * driver allocation.  Per category: its own peak, its bytes at the moment
  * the categories together peaked, and at the first OOM of the device.
  *
- * It reads the file itself (one pass, after the caller's pass that filled
- * the tables: stacks, modules and, at the end of the file, the sym lines
- * that name Python and native frames).
+ * It observes the one read of the file (analysis.h) and works at its end,
+ * when the tables are complete (the sym lines that name Python and native
+ * frames may come last), over the file's change log.
  */
 #ifndef MEMSNAP_CLI_BREAKDOWN_H
 #define MEMSNAP_CLI_BREAKDOWN_H
@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analysis.h"
 #include "category.h"
 #include "memsnap/format.h"
 #include "symtab.h"
@@ -83,10 +84,9 @@ typedef struct breakdown breakdown;
 breakdown *bd_new(const cat_rules *rules);
 void bd_free(breakdown *b);
 
-/* Reads the snapshot at path, with stacks named from t (the tables of a
- * pass over the same file).  0 ok; 2 with "PATH: why" in err. */
-int bd_read(breakdown *b, const char *path, const sm_symtab *t, char *err,
-            size_t errlen);
+/* Observes the read of f (before an_read; f outlives b's use).  0 ok, -1
+ * out of memory or too many observers. */
+int bd_attach(breakdown *b, an_file *f);
 
 /* Per-device results (NULL when dev is out of range). */
 const bd_device *bd_device_of(const breakdown *b, int dev);

@@ -21,8 +21,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "state.h"
+#include "analysis.h"
 #include "findings.h"
+#include "state.h"
 
 #define NO_SITE MSNAP_NO_SITE
 #define MAX_THREADS 64
@@ -47,16 +48,16 @@ struct sm_model {
 
     sm_dev dev[SM_NDEV];
 
-    /* live objects, levels and sites (state.h) */
-    msnap_state st;
+    /* the input: its tables, state (live objects, levels, sites) and log
+     * (analysis.h); own is used when the model reads a file itself */
+    an_file *f;
+    an_file own;
+    int owns;
     int err;                     /* an observer ran out of memory */
 
     /* the state's sites with the model's figures; nsites <= st.nsites */
     sm_site *sites;
     size_t nsites, cap_sites;
-
-    /* the file's stack/sym/module/str tables (pass 1) */
-    sm_symtab tab;
 
     /* progress */
     uint64_t events, ev_idx, t_max, t_first;
@@ -68,13 +69,14 @@ struct sm_model {
     uint64_t cur_x;              /* x of the current event (pass 2) */
     int cur_col;
 
-    /* peaks for the capture moment */
+    /* the capture moment: the live set at the process's latest new peak
+     * of reserved, at the first OOM, or after the last event at or before
+     * --at TIME (analysis.h moments), kept as the read passes them */
+    an_moment *mk_peak, *mk_oom, *mk_time, *mk_end;
     uint64_t peak_idx;
     uint64_t peak_reserved1, peak_stacked1; /* the process's peaks after pass 1
                                                (state.h, counters included),
                                                as `memsnap summary` reads them */
-    uint64_t at_time_idx;
-    uint64_t capture_idx;        /* after this event; UINT64_MAX: at the end */
     int capture_at;
     sm_layout layout;
 
@@ -130,10 +132,6 @@ static int stacked_cls(const sm_model *m)
     return m->blocks_seen ? SM_CLS_BLOCK : SM_CLS_MEM;
 }
 
-static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
-                       int sign);
-static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
-                     int sign);
 
 sm_model *sm_new(const sm_opts *o)
 {
@@ -149,11 +147,6 @@ sm_model *sm_new(const sm_opts *o)
         m->o.columns = 0;
     m->pass = 1;
     m->first_oom_idx = UINT64_MAX;
-    msnap_state_init(&m->st);
-    static const msnap_state_observer obs = {obj_before, obj_after, NULL};
-    msnap_state_observer o2 = obs;
-    o2.ctx = m;
-    msnap_state_observe(&m->st, &o2);
     return m;
 }
 
@@ -168,9 +161,9 @@ void sm_free(sm_model *m)
 {
     if (!m)
         return;
-    msnap_state_free(&m->st);
+    if (m->owns)
+        an_free(&m->own);
     free(m->sites);
-    sm_symtab_free(&m->tab);
     sm_lf_free(&m->lf);
     free(m->ranges);
     free(m->mark_ev);
@@ -406,7 +399,7 @@ static sm_site *site_at(sm_model *m, uint32_t idx)
     while (m->nsites <= idx) {
         if (sm_grow((void **)&m->sites, &m->cap_sites, m->nsites, sizeof *m->sites))
             return NULL;
-        const msnap_site *s = &m->st.sites[m->nsites];
+        const msnap_site *s = &m->f->st.sites[m->nsites];
         m->sites[m->nsites++] = (sm_site){
             .stack = s->stack, .cls = (uint8_t)cls_of(s->kind, s->device),
             .kind = s->kind, .device = s->device, .rank = -1};
@@ -473,33 +466,28 @@ static void touch_after(sm_model *m, int d)
         k->res_min = v->reserved;
 }
 
-/* State observer, before a level changes: fills the columns up to now
- * with the old state (pass 2) and lets the leak finder save the site's
- * bytes at the candidate valley (pass 1). */
-static void obj_before(void *ctx, const msnap_state *st, const msnap_obj *o,
-                       int sign)
+/* Before a change of live memory (pass 1): lets the leak finder save the
+ * site's bytes at the candidate valley. */
+static void obj_before(void *ctx, an_file *f, const msnap_obj *o, int sign)
 {
-    (void)st;
+    (void)f;
     (void)sign;
     sm_model *m = ctx;
     int cls = cls_of(o->kind, o->device);
-    if (!cls || m->err)
-        return;
-    touch_before(m, o->device);
-    if (o->site == NO_SITE || m->pass != 1)
+    if (!cls || m->err || o->site == NO_SITE)
         return;
     sm_site *s = site_at(m, o->site);
     if (!s || (s->cls == stacked_cls(m) && sm_lf_touch(&m->lf, s, o->site)))
         m->err = 1;
 }
 
-/* State observer, after a level changed: the device's levels, the site's
- * figures (pass 1) or its rank's column value (pass 2), the stacked total
- * and the leak finder, the peaks.  -1 out of memory. */
-static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
-                     int sign)
+/* After a change of live memory (pass 1): the device's levels, the
+ * site's figures, the stacked total and the leak finder, the peaks.
+ * -1 out of memory. */
+static int obj_after(void *ctx, an_file *f, const msnap_obj *o, int sign)
 {
     sm_model *m = ctx;
+    const msnap_state *st = &f->st;
     int d = o->device, cls = cls_of(o->kind, d);
     if (!cls || m->err)
         return m->err ? -1 : 0;
@@ -512,25 +500,49 @@ static int obj_after(void *ctx, const msnap_state *st, const msnap_obj *o,
         sm_site *s = site_at(m, o->site);
         if (!s)
             return -1;
-        if (m->pass == 1) {
-            s->live = st->sites[o->site].live;
-            s->peak = st->sites[o->site].peak;
-            s->peak_t = st->sites[o->site].peak_t;
-        } else if (s->cls == stacked_cls(m) && s->device == d) {
-            MOVE(v->cur[s->rank >= 0 ? s->rank : v->ntop]);
-        }
+        s->live = st->sites[o->site].live;
+        s->peak = st->sites[o->site].peak;
+        s->peak_t = st->sites[o->site].peak_t;
     }
     if (cls == stacked_cls(m)) {
         MOVE(v->stacked);
-        if (m->pass == 1) {
-            MOVE(m->lf.T);
-            if (sm_lf_step(&m->lf, m->sites, stacked_cls(m)))
-                return -1;
-        }
+        MOVE(m->lf.T);
+        if (sm_lf_step(&m->lf, m->sites, stacked_cls(m)))
+            return -1;
     }
 #undef MOVE
     touch_after(m, d);
     return 0;
+}
+
+/* Pass 2, a change replayed from the log (analysis.h an_replay): the
+ * columns up to now get the state before it, then the device's levels and
+ * the site's rank move. */
+static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch)
+{
+    (void)torch;
+    sm_model *m = ctx;
+    sm_site *s = site_at(m, site);
+    if (!s || !s->cls) {
+        m->err |= !s;
+        return;
+    }
+    int d = s->device;
+    touch_before(m, d);
+    sm_dev *v = &m->dev[d];
+#define MOVE(x) ((x) = sign > 0 ? (x) + n : ((x) > n ? (x) - n : 0))
+    if (s->cls == SM_CLS_MEM) {
+        MOVE(v->reserved);
+        v->mem = v->reserved;
+    } else {
+        MOVE(v->allocated);
+    }
+    if (s->cls == stacked_cls(m)) {
+        MOVE(v->cur[s->rank >= 0 ? s->rank : v->ntop]);
+        MOVE(v->stacked);
+    }
+#undef MOVE
+    touch_after(m, d);
 }
 
 /* ---- layout ----------------------------------------------------------- */
@@ -644,23 +656,26 @@ static int fill_segment(sm_model *m, sm_layout *l, size_t *cap, sm_segment *sg,
     return span_push(l, cap, sg, pos, b, SM_SPAN_UNMAPPED, NO_SITE);
 }
 
-/* Builds the layout of the current live set into *l.  0 ok, -1 no memory. */
-static int layout_build(sm_model *m, sm_layout *l)
+/* Builds the layout of the live objects objs[0..n) (the moment after
+ * event ev_idx, at x) into *l.  0 ok, -1 no memory. */
+static int layout_build(sm_model *m, const msnap_obj *objs, size_t n, uint64_t ev_idx,
+                        uint64_t x, sm_layout *l)
 {
     memset(l, 0, sizeof *l);
-    const msnap_state *st = &m->st;
-    size_t n = st->map.n, ns = 0, nb = 0, nm = 0;
+    size_t ns = 0, nb = 0, nm = 0;
     msnap_obj *segs = malloc((n + 1) * sizeof *segs);
     msnap_obj *blocks = malloc((n + 1) * sizeof *blocks);
     msnap_obj *maps = malloc((n + 1) * sizeof *maps);
     size_t cap_segs = 0, cap_spans = 0;
+    u64map phys = {0};           /* cuMemCreate handle -> index into objs */
     int rc = -1;
     if (!segs || !blocks || !maps)
         goto out;
-    for (size_t i = 0; i < st->map.cap; i++) {
-        if (!st->map.slots[i].used)
-            continue;
-        msnap_obj e = st->objs[st->map.slots[i].value];
+    for (size_t i = 0; i < n; i++)
+        if (objs[i].space == MSNAP_SP_PHYS && u64map_put(&phys, 0, objs[i].aux, i))
+            goto out;
+    for (size_t i = 0; i < n; i++) {
+        msnap_obj e = objs[i];
         switch (e.kind) {
         case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_MANAGED_ALLOC:
         case MSNAP_A_VMM_RESERVE:
@@ -671,7 +686,8 @@ static int layout_build(sm_model *m, sm_layout *l)
             break;
         case MSNAP_A_VMM_MAP: {
             /* The site of a mapping is the site of its physical memory. */
-            const msnap_obj *h = msnap_state_find(st, MSNAP_SP_PHYS, e.aux);
+            const uint64_t *hi = u64map_get(&phys, 0, e.aux);
+            const msnap_obj *h = hi ? &objs[*hi] : NULL;
             e.site = h ? h->site : NO_SITE;
             if (h && e.device == SM_DEV_UNKNOWN)
                 e.device = h->device;
@@ -773,13 +789,14 @@ static int layout_build(sm_model *m, sm_layout *l)
         }
     }
     l->valid = 1;
-    l->t_ns = m->cur_x;
-    l->event_index = m->ev_idx;
+    l->t_ns = x;
+    l->event_index = ev_idx;
     rc = 0;
 out:
     free(segs);
     free(blocks);
     free(maps);
+    u64map_free(&phys);
     if (rc)
         layout_free(l);
     return rc;
@@ -806,7 +823,13 @@ static int oom_record(sm_model *m, const msnap_event *e)
                   .reserved = m->dev[d].reserved,
                   .blocks_seen = m->blocks_seen};
     sm_layout l;
-    if (layout_build(m, &l))
+    msnap_obj *objs;
+    size_t n;
+    if (an_live_objects(m->f, &objs, &n))
+        return -1;
+    int rc = layout_build(m, objs, n, m->ev_idx, m->cur_x, &l);
+    free(objs);
+    if (rc)
         return -1;
     o->total_free = l.dev[d].total_free;
     o->largest_free = l.dev[d].largest_free;
@@ -852,21 +875,20 @@ static void range_close(sm_model *m, sm_thread *t, uint64_t x1)
                                          .lane = (uint8_t)t->depth};
 }
 
-static void nvtx_event(sm_model *m, const msnap_event *e)
+/* Pass 2: an nvtx_push (str) or nvtx_pop of thread tid at the current x. */
+static void nvtx_event(sm_model *m, int push, uint32_t tid, uint32_t str)
 {
-    if (m->pass != 2)
-        return;
-    sm_thread *t = thread_for(m, e->tid);
+    sm_thread *t = thread_for(m, tid);
     if (!t)
         return;
-    if (e->action == MSNAP_A_NVTX_PUSH) {
+    if (push) {
         if (!m->have_main) {
             m->have_main = 1;
-            m->main_tid = e->tid;
+            m->main_tid = tid;
         }
         if (t->depth < MAX_DEPTH) {
             t->x0[t->depth] = m->cur_x;
-            t->str[t->depth] = (uint32_t)e->aux;
+            t->str[t->depth] = str;
         }
         t->depth++;
     } else if (t->depth > 0) {
@@ -874,28 +896,21 @@ static void nvtx_event(sm_model *m, const msnap_event *e)
     }
 }
 
-static int apply_event(sm_model *m, const msnap_event *e)
+/* Pass 1, an event before the state applies it: the clock, and the
+ * stacked layer becomes the blocks at the first block. */
+static int ev_before(void *ctx, an_file *f, const msnap_event *e)
 {
-    m->ev_idx++;
-    if (m->pass == 1) {
-        m->events++;
-        if (!m->have_first) {
-            m->have_first = 1;
-            m->t_first = e->t_ns;
-        }
-        if (e->t_ns > m->t_max)
-            m->t_max = e->t_ns;
-        if (m->o.at == SM_AT_TIME && e->t_ns <= m->o.at_t_ns)
-            m->at_time_idx = m->ev_idx;
+    sm_model *m = ctx;
+    m->ev_idx = f->ev_idx;
+    m->events++;
+    if (!m->have_first) {
+        m->have_first = 1;
+        m->t_first = e->t_ns;
     }
-    if (m->pass == 2 && m->o.x_mode == SM_X_MARKS)
-        m->cur_x = marks_x_at(m, m->ev_idx, &m->anc_cur);
-    else
-        m->cur_x = m->o.x_mode == SM_X_EVENTS && m->pass == 2 ? m->ev_idx - 1
-                                                               : e->t_ns;
-    if (m->pass == 2)
-        m->cur_col = sm_col_of(m, m->cur_x);
-    if (e->action == MSNAP_A_BLOCK_ALLOC && m->pass == 1 && !m->blocks_seen) {
+    if (e->t_ns > m->t_max)
+        m->t_max = e->t_ns;
+    m->cur_x = e->t_ns;
+    if (e->action == MSNAP_A_BLOCK_ALLOC && !m->blocks_seen) {
         /* The stacked layer becomes the blocks: restart the finder. */
         m->blocks_seen = 1;
         uint64_t T = 0;
@@ -906,21 +921,26 @@ static int apply_event(sm_model *m, const msnap_event *e)
         }
         sm_lf_restart(&m->lf, T);
     }
-    if (msnap_state_event(&m->st, e) || m->err)
-        return -1;
-    int rc = 0;
+    return m->err ? -1 : 0;
+}
+
+/* Pass 1, an event after the state applied it: OOM stories, marks, the
+ * capture moments.  -1 out of memory. */
+static int ev_after(sm_model *m, an_file *f, const msnap_event *e)
+{
     switch (e->action) {
     case MSNAP_A_OOM: case MSNAP_A_ALLOC_ERROR:
-        if (m->pass == 1)
-            rc = oom_record(m, e);
-        break;
-    case MSNAP_A_NVTX_PUSH: case MSNAP_A_NVTX_POP:
-        nvtx_event(m, e);
+        if (oom_record(m, e))
+            return -1;
+        if (e->action == MSNAP_A_OOM && m->mk_oom && !an_moment_marked(m->mk_oom)) {
+            an_moment_mark(m->mk_oom);
+            an_moment_freeze(m->mk_oom);
+        }
         break;
     case MSNAP_A_NVTX_MARK:
         /* kept by string id: the text is read after pass 1, when every
          * str line is known */
-        if (m->pass == 1 && m->o.x_mode == SM_X_MARKS) {
+        if (m->o.x_mode == SM_X_MARKS) {
             if (m->nmark_raw == m->cap_mark_raw) {
                 size_t nc = m->cap_mark_raw ? m->cap_mark_raw * 2 : 64;
                 uint64_t *ne = realloc(m->mark_ev, nc * sizeof *ne);
@@ -939,14 +959,12 @@ static int apply_event(sm_model *m, const msnap_event *e)
     default:
         break;
     }
-    if (rc)
-        return -1;
-    if (m->pass == 2 && m->ev_idx == m->capture_idx && !m->layout.valid) {
-        if (layout_build(m, &m->layout))
-            return -1;
-        m->layout.at = m->capture_at;
-        m->layout.t_ns = e->t_ns;
-    }
+    /* the moments: the process's reserved peak just rose; the last event
+     * at or before --at TIME */
+    if (m->mk_peak && f->st.all[MSNAP_LAYER_RESERVED].peak_ev == f->ev_idx)
+        an_moment_mark(m->mk_peak);
+    if (m->mk_time && e->t_ns <= m->o.at_t_ns)
+        an_moment_mark(m->mk_time);
     return 0;
 }
 
@@ -1010,16 +1028,13 @@ static void take_counters(sm_model *m, const msnap_counters *c)
     k->has_cnt = 1;
 }
 
-int sm_feed(sm_model *m, const msnap_record *r)
+/* Pass 1, every record after the tables and the state took it. */
+static int on_record(void *ctx, an_file *f, const msnap_record *r)
 {
-    /* Events go to the state through apply_event (which also moves the
-     * model's clock first); state/live/counters lines straight to it. */
-    if (r->type != MSNAP_REC_EVENT && (m->pass == 1 || r->type != MSNAP_REC_COUNTERS) &&
-        msnap_state_record(&m->st, r))
-        return -1;
+    sm_model *m = ctx;
     switch (r->type) {
     case MSNAP_REC_HEADER:
-        if (m->pass == 1 && !m->have_header) {
+        if (!m->have_header) {
             m->have_header = 1;
             m->hdr = r->u.header;
             m->hdr.argv = NULL;
@@ -1035,27 +1050,32 @@ int sm_feed(sm_model *m, const msnap_record *r)
         take_device(m, &r->u.device);
         return 0;
     case MSNAP_REC_EVENT:
-        return apply_event(m, &r->u.event);
-    case MSNAP_REC_STACK:
-    case MSNAP_REC_MODULE:
-    case MSNAP_REC_SYMBOL:
-    case MSNAP_REC_STR:
-        return m->pass == 1 ? sm_symtab_take(&m->tab, r) : 0;
+        return m->err || ev_after(m, f, &r->u.event) ? -1 : 0;
     case MSNAP_REC_COUNTERS:
         take_counters(m, &r->u.counters);
         return 0;
-    case MSNAP_REC_STATE_BEGIN:
-    case MSNAP_REC_LIVE:
-        return 0;
     case MSNAP_REC_TRAILER:
-        if (m->pass == 1 && r->u.trailer.t_ns > m->t_max)
+        if (r->u.trailer.t_ns > m->t_max)
             m->t_max = r->u.trailer.t_ns;
         return 0;
+    default:
+        return 0;
     }
-    return 0;
 }
 
-/* ---- end of pass 1 ------------------------------------------------------ */
+/* The layout at the capture moment (an_moment_objects).  -1 no memory. */
+static int capture(sm_model *m, an_moment *k)
+{
+    msnap_obj *objs;
+    size_t n;
+    uint64_t idx, t;
+    if (an_moment_objects(k, &objs, &n, &idx, &t))
+        return -1;
+    int rc = layout_build(m, objs, n, idx, sm_x_of_event(m, idx, t), &m->layout);
+    free(objs);
+    m->layout.at = m->capture_at;
+    return rc;
+}
 
 static const sm_model *sort_model; /* qsort has no context argument */
 
@@ -1068,34 +1088,36 @@ static int cmp_site_peak(const void *a, const void *b)
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-int sm_end_pass1(sm_model *m)
+/* The end of pass 1: top sites, leak suspects, the marks axis, the
+ * capture moment and its layout.  -1 out of memory. */
+static int on_end(void *ctx, an_file *f)
 {
+    sm_model *m = ctx;
+    const msnap_state *st = &f->st;
     /* Objects live before the first recorded event (ring window, late
      * start: state.h) count towards their sites' peaks (an estimate: they
      * were live from the start of the window). */
-    if (msnap_state_finish(&m->st))
-        return -1;
-    for (size_t i = 0; i < m->st.npre; i++) {
-        const msnap_obj *e = &m->st.pre[i].o;
+    for (size_t i = 0; i < st->npre; i++) {
+        const msnap_obj *e = &st->pre[i].o;
         if (!cls_of(e->kind, e->device))
             continue;
-        uint32_t si = msnap_state_site_for(&m->st, e);
+        uint32_t si = msnap_state_site_for(&f->st, e);
         sm_site *s = si == NO_SITE ? NULL : site_at(m, si);
         if (!s)
             return -1;
         s->peak += e->size;
     }
-    if (m->nsites < m->st.nsites && !site_at(m, (uint32_t)m->st.nsites - 1))
+    if (m->nsites < st->nsites && !site_at(m, (uint32_t)st->nsites - 1))
         return -1;
     for (size_t i = 0; i < m->nsites; i++) {
-        m->sites[i].count = m->st.sites[i].count;
-        m->sites[i].bytes = m->st.sites[i].bytes;
-        m->sites[i].live_count = m->st.sites[i].live_count;
+        m->sites[i].count = st->sites[i].count;
+        m->sites[i].bytes = st->sites[i].bytes;
+        m->sites[i].live_count = st->sites[i].live_count;
     }
-    m->peak_reserved1 = msnap_state_peak(&m->st, -1, MSNAP_LAYER_RESERVED);
-    m->peak_stacked1 = msnap_state_peak(&m->st, -1, m->blocks_seen
+    m->peak_reserved1 = msnap_state_peak(st, -1, MSNAP_LAYER_RESERVED);
+    m->peak_stacked1 = msnap_state_peak(st, -1, m->blocks_seen
                                         ? MSNAP_LAYER_ALLOCATED : MSNAP_LAYER_RESERVED);
-    m->peak_idx = m->st.all[MSNAP_LAYER_RESERVED].peak_ev;
+    m->peak_idx = st->all[MSNAP_LAYER_RESERVED].peak_ev;
     /* Top sites per device. */
     int cls = stacked_cls(m);
     uint32_t *idx = malloc((m->nsites + 1) * sizeof *idx);
@@ -1126,19 +1148,67 @@ int sm_end_pass1(sm_model *m)
     if (at == SM_AT_OOM && !m->total_ooms)
         at = SM_AT_END;
     m->capture_at = at;
-    switch (at) {
-    case SM_AT_OOM: m->capture_idx = m->first_oom_idx; break;
-    case SM_AT_PEAK: m->capture_idx = m->peak_idx ? m->peak_idx : UINT64_MAX; break;
-    case SM_AT_TIME: m->capture_idx = m->at_time_idx; break;
-    default: m->capture_idx = UINT64_MAX; break;
+    an_moment *k = at == SM_AT_OOM ? m->mk_oom : at == SM_AT_PEAK ? m->mk_peak
+                 : at == SM_AT_TIME ? m->mk_time : NULL;
+    if (k && !an_moment_marked(k))
+        k = NULL;      /* --at peak with no peak: the end */
+    if (!k)
+        k = m->mk_end;   /* never marked: the live set at the end */
+    return capture(m, k);
+}
+
+int sm_attach(sm_model *m, an_file *f)
+{
+    m->f = f;
+    static const an_observer obs = {NULL, on_record, ev_before, obj_before, obj_after,
+                                    on_end};
+    an_observer o = obs;
+    o.ctx = m;
+    if (an_observe(f, &o))
+        return -1;
+    /* the moments: the end needs one never marked */
+    if (!(m->mk_peak = an_moment_new(f)) || !(m->mk_oom = an_moment_new(f)) ||
+        !(m->mk_end = an_moment_new(f)))
+        return -1;
+    if (m->o.at == SM_AT_TIME) {
+        if (!(m->mk_time = an_moment_new(f)))
+            return -1;
+        an_moment_mark(m->mk_time);    /* before any event, unless one comes by then */
     }
+    /* pass 2 (columns, NVTX ranges) replays the log */
+    if (m->o.columns > 0 && an_want_log(f))
+        return -1;
     return 0;
 }
 
-int sm_begin_pass2(sm_model *m)
+/* ---- pass 2: the log replayed -------------------------------------------- */
+
+static void rp_event(void *ctx, uint64_t idx, uint64_t t)
 {
-    /* Clean replay state; tables, sites' totals and peaks stay (the
-     * state's site figures restart, the model's copies are pass 1's). */
+    sm_model *m = ctx;
+    m->ev_idx = idx;
+    if (m->o.x_mode == SM_X_MARKS)
+        m->cur_x = marks_x_at(m, idx, &m->anc_cur);
+    else
+        m->cur_x = m->o.x_mode == SM_X_EVENTS ? idx - 1 : t;
+    m->cur_col = sm_col_of(m, m->cur_x);
+}
+
+static void rp_counters(void *ctx, const msnap_counters *c)
+{
+    take_counters(ctx, c);
+}
+
+static void rp_nvtx(void *ctx, int push, uint32_t tid, uint32_t str)
+{
+    nvtx_event(ctx, push, tid, str);
+}
+
+int sm_finish(sm_model *m)
+{
+    if (!m->o.columns || m->pass == 2)
+        return 0;
+    /* Clean replay state; tables, sites' totals and peaks stay. */
     m->pass = 2;
     m->ev_idx = 0;
     int K = SM_MAX_TOP + 1;
@@ -1147,7 +1217,7 @@ int sm_begin_pass2(sm_model *m)
         v->reserved = v->stacked = v->allocated = v->mem = 0;
         memset(v->cur, 0, sizeof v->cur);
         v->last_col = -1;
-        if (!v->seen || !m->o.columns)
+        if (!v->seen)
             continue;
         v->cols = calloc((size_t)m->o.columns, sizeof *v->cols);
         v->colvals = calloc((size_t)m->o.columns * K, sizeof *v->colvals);
@@ -1161,18 +1231,11 @@ int sm_begin_pass2(sm_model *m)
     m->cur_x = m->o.x_mode == SM_X_TIME ? m->t_first
              : m->o.x_mode == SM_X_MARKS ? marks_x_at(m, 1, NULL) : 0;
     m->cur_col = sm_col_of(m, m->cur_x);
-    if (msnap_state_rewind(&m->st) || m->err)
+    an_visitor v = {.ctx = m, .event = rp_event, .change = rp_change,
+                    .counters = rp_counters, .nvtx = rp_nvtx};
+    if (an_replay(m->f, &v) || m->err)
         return -1;
-    if (m->capture_idx == 0) {
-        if (layout_build(m, &m->layout))
-            return -1;
-        m->layout.at = m->capture_at;
-    }
-    return 0;
-}
-
-int sm_end_pass2(sm_model *m)
-{
+    /* the columns up to the end */
     uint64_t lo, hi;
     sm_x_range(m, &lo, &hi);
     if (m->x_override) {
@@ -1190,63 +1253,25 @@ int sm_end_pass2(sm_model *m)
     for (int i = 0; i < m->nthreads; i++)
         while (m->threads[i].depth > 0)
             range_close(m, &m->threads[i], hi);
-    if (!m->layout.valid) {
-        if (layout_build(m, &m->layout))
-            return -1;
-        m->layout.at = m->capture_at;
-        m->layout.t_ns = m->t_max;
-    }
     return 0;
 }
 
-/* Reads the file once as pass `pass` (1 or 2) and ends that pass. */
-static int read_pass(sm_model *m, const char *path, int pass, char *err,
-                     size_t errlen)
+int sm_read_file(sm_model *m, const char *path, int pass2, char *err, size_t errlen)
 {
-    char rerr[512] = "";
-    msnap_reader *r = msnap_reader_open(path, rerr, sizeof rerr);
-    if (!r) {
-        snprintf(err, errlen, "%s: %s", path, rerr[0] ? rerr : "cannot open");
-        return 2;
-    }
-    if (pass == 2 && sm_begin_pass2(m)) {
-        msnap_reader_close(r);
-        snprintf(err, errlen, "%s: out of memory", path);
-        return 2;
-    }
-    msnap_record rec;
-    int rc;
-    while ((rc = msnap_reader_next(r, &rec)) == 1)
-        if (sm_feed(m, &rec)) {
-            msnap_reader_close(r);
+    if (!m->f) {
+        an_init(&m->own, path);
+        m->owns = 1;
+        if (sm_attach(m, &m->own)) {
             snprintf(err, errlen, "%s: out of memory", path);
             return 2;
         }
-    if (rc < 0) {
-        snprintf(err, errlen, "%s: %s", path, msnap_reader_error(r));
-        msnap_reader_close(r);
-        return 2;
     }
-    msnap_reader_close(r);
-    if ((pass == 1 ? sm_end_pass1(m) : sm_end_pass2(m)) != 0) {
+    int rc = an_read(m->f, err, errlen);
+    if (rc == 0 && pass2 && sm_finish(m)) {
         snprintf(err, errlen, "%s: out of memory", path);
-        return 2;
+        rc = 2;
     }
-    return 0;
-}
-
-int sm_read_file(sm_model *m, const char *path, int pass2, char *err,
-                 size_t errlen)
-{
-    int rc = read_pass(m, path, 1, err, errlen);
-    if (rc == 0 && pass2)
-        rc = read_pass(m, path, 2, err, errlen);
     return rc;
-}
-
-int sm_read_pass2(sm_model *m, const char *path, char *err, size_t errlen)
-{
-    return read_pass(m, path, 2, err, errlen);
 }
 
 /* ---- results ------------------------------------------------------------ */
@@ -1312,21 +1337,21 @@ uint64_t sm_col_value(const sm_model *m, int slot, int col, int rank)
     return v->colvals[(size_t)col * (SM_MAX_TOP + 1) + rank];
 }
 
-const sm_symtab *sm_symtab_of(const sm_model *m) { return &m->tab; }
+const sm_symtab *sm_symtab_of(const sm_model *m) { return &m->f->tab; }
 
 const char *sm_str(const sm_model *m, uint32_t id)
 {
-    return sm_symtab_str(&m->tab, id);
+    return sm_symtab_str(&m->f->tab, id);
 }
 
 int sm_frame(const sm_model *m, uint32_t stack, int i, char *buf, size_t cap)
 {
-    return sm_symtab_frame(&m->tab, stack, i, SM_MOD_SIZED, buf, cap);
+    return sm_symtab_frame(&m->f->tab, stack, i, SM_MOD_SIZED, buf, cap);
 }
 
 int sm_frame_get(const sm_model *m, uint32_t stack, int i, sm_frame_info *f)
 {
-    return sm_symtab_frame_get(&m->tab, stack, i, f);
+    return sm_symtab_frame_get(&m->f->tab, stack, i, f);
 }
 
 void sm_peak_totals(const sm_model *m, uint64_t *stacked, uint64_t *reserved)

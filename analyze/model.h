@@ -1,31 +1,31 @@
-/* The renderer's model of a snapshot: a streaming replay of its events into
- * per-allocation live state, per-site aggregates, per-pixel-column timeline
- * buckets and, at one chosen moment, the layout of every segment with its
- * blocks.  The PNG painters (timeline.c, segmap.c) and the findings of
- * `memsnap summary` (leak suspects, fragmentation, the OOM story) read it.
+/* The findings model of a snapshot: per-allocation live state (the
+ * state model's), per-site aggregates, per-pixel-column timeline buckets
+ * and, at one chosen moment, the layout of every segment with its blocks.
+ * The painters (viz/timeline.c, viz/segmap.c, viz/compare.c) draw it; the
+ * findings of `memsnap summary` (leak suspects, fragmentation, the OOM
+ * story) print from it.
  *
- * Two passes over the file (the reader is simply opened twice):
+ * One read of the input (analysis.h), in two stages:
  *
- *   pass 1  sm_feed() every record, then sm_end_pass1().  Learns what only
- *           the end can tell: each site's peak (so the top N sites per
- *           device), the time range, the event count, the moment of the peak,
- *           whether allocator blocks exist, the OOMs with their story (the
- *           layout is measured on the spot), leak suspects, and the
- *           allocations that were already live before the first recorded
- *           event (ring mode: state/live lines, frees of unseen addresses).
- *   pass 2  sm_begin_pass2(), sm_feed() every record again, sm_end_pass2().
- *           Replays the same events from a clean live set (seeded with the
- *           pre-window allocations) into per-column buckets, keeps the NVTX
- *           ranges wide enough to see, and captures the segment layout at the
- *           chosen moment.
+ *   pass 1  observes the read (sm_attach): learns what only the end can
+ *           tell - each site's peak (so the top N sites per device), the
+ *           time range, the event count, whether allocator blocks exist,
+ *           the OOMs with their story (the layout is measured on the
+ *           spot), leak suspects, the allocations that were already live
+ *           before the first recorded event (ring mode: state/live lines,
+ *           frees of unseen addresses) - and keeps the live set at the
+ *           moments the segment map may be drawn at (the latest new peak of
+ *           reserved, the first OOM, the last event before --at TIME:
+ *           analysis.h moments).  At its end the layout of the chosen
+ *           moment is built.
+ *   pass 2  sm_finish replays the file's change log (analysis.h an_replay,
+ *           not the input) into per-column buckets, with the top sites
+ *           known, and keeps the NVTX ranges wide enough to see.  Only a
+ *           model with columns has one.
  *
- * Why two passes and not one: the stacked area needs a value per top site
- * per pixel column, and the top sites (by peak) and the time range are known
- * only at the end.  A second read costs one more parse but keeps memory at
- * the live set plus per-site aggregates plus W columns x (N+1) values per
- * device, whatever the number of events.  `memsnap summary` needs only
- * pass 1 (it feeds the same records it already reads), plus pass 2 when the
- * fragmentation moment is the peak.
+ * So a pipe gives what a file gives, and the input is read once.  Memory:
+ * the live set, per-site aggregates, W columns x (N+1) values per device,
+ * and the log (analysis.h) when there are columns.
  *
  * The stacked layer: allocator blocks (block_alloc/block_free) when the file
  * has any; otherwise the driver-level allocations (alloc, async_alloc,
@@ -35,7 +35,7 @@
  *
  * What an event does to live memory (refused frees, unmaps across
  * mappings, memory live before the first event) is the state model's
- * (include/memsnap/state.h); the model observes its changes.
+ * (state.h); the model observes its changes.
  */
 #ifndef MEMSNAP_VIZ_MODEL_H
 #define MEMSNAP_VIZ_MODEL_H
@@ -45,6 +45,7 @@
 
 #include "memsnap/format.h"
 #include "human.h"
+#include "analysis.h"
 #include "symtab.h"
 
 #define SM_NDEV (MSNAP_MAX_DEVICES + 1) /* last slot: device -1 / unknown */
@@ -183,25 +184,21 @@ typedef struct sm_model sm_model;
 sm_model *sm_new(const sm_opts *o);
 void sm_free(sm_model *m);
 
-/* Feeds one record (in file order).  0 ok, -1 out of memory. */
-int sm_feed(sm_model *m, const msnap_record *r);
-/* Ends pass 1 (computes top sites, leak suspects, the capture moment).
- * 0 ok, -1 out of memory. */
-int sm_end_pass1(sm_model *m);
-/* Starts pass 2 (clean live set seeded with pre-window allocations).
- * 0 ok, -1 out of memory. */
-int sm_begin_pass2(sm_model *m);
-/* Ends pass 2 (fills the columns up to the end, captures "end").  0 ok. */
-int sm_end_pass2(sm_model *m);
+/* Observes the read of f (an_read): pass 1 as it goes, the capture at its
+ * end; with columns the change log is kept for sm_finish.  Call before
+ * an_read; f must outlive the model.  0 ok, -1 out of memory. */
+int sm_attach(sm_model *m, an_file *f);
 
-/* Reads the whole file through pass 1 (and pass 2 when pass2 is set).
- * 0 ok; 2 unreadable input or out of memory, with a one-line message
- * "PATH: why" in err (the reader's "line N: ..." messages included). */
+/* Pass 2 after the read: the columns and the NVTX ranges, from the log.
+ * Nothing to do without columns.  0 ok, -1 out of memory. */
+int sm_finish(sm_model *m);
+
+/* Reads the file at path into a model that owns its input (sm_attach on
+ * an an_file of its own, an_read), then pass 2 when pass2 is set.  0 ok;
+ * 2 unreadable input or out of memory, with a one-line message "PATH:
+ * why" in err (the reader's "line N: ..." messages included). */
 int sm_read_file(sm_model *m, const char *path, int pass2, char *err,
                  size_t errlen);
-
-/* Pass 2 alone, after pass 1 was fed by the caller (sm_feed + sm_end_pass1). */
-int sm_read_pass2(sm_model *m, const char *path, char *err, size_t errlen);
 
 /* ---- results ---------------------------------------------------------- */
 
@@ -252,8 +249,8 @@ void sm_peak_totals(const sm_model *m, uint64_t *stacked, uint64_t *reserved);
 void sm_set_colour(sm_model *m, int slot, int rank, uint32_t rgb);
 int sm_counters_seen(const sm_model *m);
 uint64_t sm_cap(const sm_model *m);             /* --cap or header settings */
-/* The file's stack/sym/module/str tables (symtab.h), complete after
- * pass 1; `memsnap summary` prints its frames from them. */
+/* The file's stack/sym/module/str tables (symtab.h, the an_file's),
+ * complete after the read. */
 const sm_symtab *sm_symtab_of(const sm_model *m);
 const char *sm_str(const sm_model *m, uint32_t id);
 const msnap_header *sm_header_info(const sm_model *m, char *mode, size_t modelen);

@@ -68,23 +68,6 @@ void msnap_state_observe(msnap_state *st, const msnap_state_observer *o)
         memset(&st->obs, 0, sizeof st->obs);
 }
 
-int msnap_state_counts_in(int kind, int slot, int layer)
-{
-    switch (layer) {
-    case MSNAP_LAYER_RESERVED:
-        return kind == MSNAP_A_ALLOC || kind == MSNAP_A_ASYNC_ALLOC ||
-               kind == MSNAP_A_MANAGED_ALLOC ||
-               (kind == MSNAP_A_VMM_CREATE && slot != MSNAP_ST_HOST);
-    case MSNAP_LAYER_ALLOCATED: return kind == MSNAP_A_BLOCK_ALLOC;
-    case MSNAP_LAYER_ASYNC: return kind == MSNAP_A_ASYNC_ALLOC;
-    case MSNAP_LAYER_MANAGED: return kind == MSNAP_A_MANAGED_ALLOC;
-    case MSNAP_LAYER_PINNED: return kind == MSNAP_A_HOST_ALLOC;
-    case MSNAP_LAYER_VMM_VA: return kind == MSNAP_A_VMM_RESERVE;
-    case MSNAP_LAYER_VMM_MAPPED: return kind == MSNAP_A_VMM_MAP;
-    default: return 0;
-    }
-}
-
 int msnap_state_site_layer(int kind, int slot)
 {
     if (msnap_state_counts_in(kind, slot, MSNAP_LAYER_RESERVED))
@@ -110,12 +93,28 @@ static int space_of(int kind)
     }
 }
 
+/* The layers an object of kind on slot counts in, as a bit mask
+ * (msnap_state_counts_in for every layer at once). */
+static unsigned layers_of(int kind, int slot)
+{
+    switch (kind) {
+    case MSNAP_A_ALLOC: return 1u << MSNAP_LAYER_RESERVED;
+    case MSNAP_A_ASYNC_ALLOC: return 1u << MSNAP_LAYER_RESERVED | 1u << MSNAP_LAYER_ASYNC;
+    case MSNAP_A_MANAGED_ALLOC: return 1u << MSNAP_LAYER_RESERVED | 1u << MSNAP_LAYER_MANAGED;
+    case MSNAP_A_VMM_CREATE: return slot != MSNAP_ST_HOST ? 1u << MSNAP_LAYER_RESERVED : 0;
+    case MSNAP_A_BLOCK_ALLOC: return 1u << MSNAP_LAYER_ALLOCATED;
+    case MSNAP_A_HOST_ALLOC: return 1u << MSNAP_LAYER_PINNED;
+    case MSNAP_A_VMM_RESERVE: return 1u << MSNAP_LAYER_VMM_VA;
+    case MSNAP_A_VMM_MAP: return 1u << MSNAP_LAYER_VMM_MAPPED;
+    default: return 0;
+    }
+}
+
 /* Moves every level o counts in by sign * size, with the peaks. */
 static void levels_move(msnap_state *st, const msnap_obj *o, int sign)
 {
-    for (int l = 0; l < MSNAP_LAYER_COUNT; l++) {
-        if (!msnap_state_counts_in(o->kind, o->device, l))
-            continue;
+    for (unsigned mask = layers_of(o->kind, o->device); mask; mask &= mask - 1) {
+        int l = __builtin_ctz(mask);
         msnap_level *v[2] = {&st->lv[o->device][l], &st->all[l]};
         for (int i = 0; i < 2; i++) {
             if (sign > 0) {
@@ -130,6 +129,11 @@ static void levels_move(msnap_state *st, const msnap_obj *o, int sign)
             }
         }
     }
+}
+
+int msnap_state_counts_in(int kind, int slot, int layer)
+{
+    return layer >= 0 && layer < MSNAP_LAYER_COUNT && (layers_of(kind, slot) >> layer & 1);
 }
 
 /* The site of o (created on first use); MSNAP_NO_SITE for kinds without
@@ -266,10 +270,13 @@ static int do_free(msnap_state *st, int space, uint64_t key,
         msnap_obj p = {.addr = space == MSNAP_SP_PHYS ? 0 : e->addr,
                        .size = e->size, .aux = e->aux,
                        .device = (int16_t)msnap_st_slot(e->device),
-                       .kind = (uint8_t)alloc_kind, .space = (uint8_t)space};
+                       .kind = (uint8_t)alloc_kind, .space = (uint8_t)space,
+                       .api = (uint8_t)e->api};
         if (alloc_kind == MSNAP_A_HOST_ALLOC)
             p.device = MSNAP_ST_HOST;
-        return pre_push(st, &p, key) ? -1 : 0;
+        if (pre_push(st, &p, key))
+            return -1;
+        return st->obs.pre && st->obs.pre(st->obs.ctx, st, st->npre - 1) ? -1 : 0;
     }
     if (!st->freed.size && !st->freed.kind)
         st->freed = o;
@@ -342,7 +349,8 @@ int msnap_state_event(msnap_state *st, const msnap_event *e)
     if (space) {
         msnap_obj o = {.addr = e->addr, .size = e->size, .t_ns = e->t_ns,
                        .aux = e->aux, .stream = e->stream, .stack = e->stack,
-                       .device = (int16_t)slot, .kind = (uint8_t)e->action};
+                       .device = (int16_t)slot, .kind = (uint8_t)e->action,
+                       .api = (uint8_t)e->api};
         uint64_t key = e->addr;
         if (e->action == MSNAP_A_VMM_CREATE) {
             o.addr = 0;

@@ -140,6 +140,7 @@ typedef struct msnap_obj {
     int16_t device;    /* slot */
     uint8_t kind;      /* msnap_action that made it */
     uint8_t space;     /* enum msnap_space */
+    uint8_t api;       /* msnap_api of the event that made it (0 for state lines) */
 } msnap_obj;
 
 /* An allocation site: a stack id in one layer on one device slot. */
@@ -161,6 +162,11 @@ typedef struct msnap_state msnap_state;
 typedef struct msnap_state_observer {
     void (*before)(void *ctx, const msnap_state *st, const msnap_obj *o, int sign);
     int (*after)(void *ctx, const msnap_state *st, const msnap_obj *o, int sign);
+    /* A free of a key not live made pre-window object st->pre[i] (the
+     * object was live before this event and is gone after it; no level
+     * moves).  Not called for the state section's objects, which
+     * msnap_state_finish adds.  A non-zero return stops the feed. */
+    int (*pre)(void *ctx, const msnap_state *st, size_t i);
     void *ctx;
 } msnap_state_observer;
 

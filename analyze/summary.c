@@ -1,7 +1,7 @@
-/* The summary engine: one streaming pass over a snapshot (see summary.h).
- * Every record goes to the state model (include/memsnap/state.h), which
- * owns what an event does to live memory; this file keeps the counts,
- * failures and marks that only the summary prints. */
+/* The summary's counts (summary.h): an observer of the one read
+ * (analysis.h).  What an event does to live memory is the state model's
+ * (state.h); this file keeps the counts, failures and marks that only the
+ * summary prints. */
 #include "summary.h"
 
 #include <inttypes.h>
@@ -14,7 +14,6 @@
 void summary_init(summary *s, int want_marks)
 {
     memset(s, 0, sizeof *s);
-    msnap_state_init(&s->st);
     s->want_marks = want_marks;
 }
 
@@ -42,7 +41,7 @@ static int mark_push(summary *s, const msnap_event *e)
         return 0;
     int ndev = s->ndevinfo;
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
-        if (s->st.seen[d] && d + 1 > ndev)
+        if (s->st->seen[d] && d + 1 > ndev)
             ndev = d + 1;
     sum_mark *nm = realloc(s->marks, (s->nmarks + 1) * sizeof *nm);
     if (!nm)
@@ -56,9 +55,9 @@ static int mark_push(summary *s, const msnap_event *e)
     if (ndev && !m->vals)
         return -1;
     for (int d = 0; d < ndev; d++) {
-        m->vals[d].reserved = s->st.lv[d][MSNAP_LAYER_RESERVED].cur;
-        m->vals[d].async = s->st.lv[d][MSNAP_LAYER_ASYNC].cur;
-        m->vals[d].allocated = s->st.lv[d][MSNAP_LAYER_ALLOCATED].cur;
+        m->vals[d].reserved = s->st->lv[d][MSNAP_LAYER_RESERVED].cur;
+        m->vals[d].async = s->st->lv[d][MSNAP_LAYER_ASYNC].cur;
+        m->vals[d].allocated = s->st->lv[d][MSNAP_LAYER_ALLOCATED].cur;
     }
     s->nmarks++;
     return 0;
@@ -133,7 +132,7 @@ static void take_device(summary *s, const msnap_device_info *d)
  * PINNED objects on the host slot. */
 static void finish_live(summary *s)
 {
-    const msnap_state *st = &s->st;
+    const msnap_state *st = s->st;
     for (size_t i = 0; i < st->map.cap; i++) {
         if (!st->map.slots[i].used)
             continue;
@@ -146,86 +145,55 @@ static void finish_live(summary *s)
     }
 }
 
-int summary_read(summary *s, const char *path, char *err, size_t errlen)
+/* Every record of the read (an_observer.record), after the state took it. */
+static int on_record(void *ctx, an_file *f, const msnap_record *r)
 {
-    char rerr[512] = "";
-    msnap_reader *r = msnap_reader_open(path, rerr, sizeof rerr);
-    if (!r) {
-        snprintf(err, errlen, "%s: %s", path, rerr[0] ? rerr : "cannot open");
-        return 2;
+    summary *s = ctx;
+    (void)f;
+    s->lines = r->line;
+    switch (r->type) {
+    case MSNAP_REC_HEADER:
+        return s->have_header ? 0 : take_header(s, &r->u.header);
+    case MSNAP_REC_DEVICE:
+        take_device(s, &r->u.device);
+        return 0;
+    case MSNAP_REC_EVENT:
+        return count_event(s, &r->u.event);
+    case MSNAP_REC_COUNTERS:
+        if (r->u.counters.t_ns > s->t_last)
+            s->t_last = r->u.counters.t_ns;
+        return 0;
+    case MSNAP_REC_TRAILER:
+        s->trailer_seen = 1;
+        s->tr_events = r->u.trailer.events;
+        s->tr_dropped = r->u.trailer.dropped;
+        s->tr_stacks_dropped = r->u.trailer.stacks_dropped;
+        snprintf(s->tr_reason, sizeof s->tr_reason, "%s",
+                 r->u.trailer.reason ? r->u.trailer.reason : "");
+        if (r->u.trailer.t_ns > s->t_last)
+            s->t_last = r->u.trailer.t_ns;
+        return 0;
+    default:
+        return 0;
     }
-    msnap_record rec;
-    int rc, ret = 0;
-    while ((rc = msnap_reader_next(r, &rec)) == 1) {
-        int mem = 0;
-        s->lines = rec.line;
-        if (!s->have_header && rec.type != MSNAP_REC_HEADER) {
-            snprintf(err, errlen,
-                     "%s: line %" PRIu64 ": not a memsnap snapshot "
-                     "(the first line is not a header)", path, rec.line);
-            ret = 2;
-            break;
-        }
-        if (s->feed && (s->have_header || rec.type == MSNAP_REC_HEADER) &&
-            s->feed(s->feed_ctx, &rec)) {
-            snprintf(err, errlen, "%s: out of memory", path);
-            ret = 2;
-            break;
-        }
-        switch (rec.type) {
-        case MSNAP_REC_HEADER:
-            if (!s->have_header)
-                mem = take_header(s, &rec.u.header);
-            break;
-        case MSNAP_REC_DEVICE: take_device(s, &rec.u.device); break;
-        case MSNAP_REC_EVENT: mem = count_event(s, &rec.u.event); break;
-        case MSNAP_REC_STACK:   /* tables: the feed's (summary.h) */
-        case MSNAP_REC_MODULE:
-        case MSNAP_REC_SYMBOL:
-        case MSNAP_REC_STR:
-            break;
-        case MSNAP_REC_COUNTERS:
-            if (rec.u.counters.t_ns > s->t_last)
-                s->t_last = rec.u.counters.t_ns;
-            break;
-        case MSNAP_REC_STATE_BEGIN:
-        case MSNAP_REC_LIVE:
-            break;
-        case MSNAP_REC_TRAILER:
-            s->trailer_seen = 1;
-            s->tr_events = rec.u.trailer.events;
-            s->tr_dropped = rec.u.trailer.dropped;
-            s->tr_stacks_dropped = rec.u.trailer.stacks_dropped;
-            snprintf(s->tr_reason, sizeof s->tr_reason, "%s",
-                     rec.u.trailer.reason ? rec.u.trailer.reason : "");
-            if (rec.u.trailer.t_ns > s->t_last)
-                s->t_last = rec.u.trailer.t_ns;
-            break;
-        }
-        if (mem || msnap_state_record(&s->st, &rec)) {
-            snprintf(err, errlen, "%s: out of memory", path);
-            ret = 2;
-            break;
-        }
-    }
-    if (ret == 0 && rc < 0) {
-        snprintf(err, errlen, "%s: %s", path, msnap_reader_error(r));
-        ret = 2;
-    }
-    if (ret == 0 && !s->have_header) {
-        snprintf(err, errlen, "%s: not a memsnap snapshot (no header line)",
-                 path);
-        ret = 2;
-    }
-    s->truncated = msnap_reader_truncated(r);
-    msnap_reader_close(r);
-    if (ret == 0 && msnap_state_finish(&s->st)) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        ret = 2;
-    }
-    if (ret == 0)
-        finish_live(s);
-    return ret;
+}
+
+/* After the read: what is live at the end, per slot. */
+static int on_end(void *ctx, an_file *f)
+{
+    summary *s = ctx;
+    s->truncated = f->truncated;
+    finish_live(s);
+    return 0;
+}
+
+int summary_attach(summary *s, an_file *f)
+{
+    static const an_observer obs = {NULL, on_record, NULL, NULL, NULL, on_end};
+    an_observer o = obs;
+    o.ctx = s;
+    s->st = &f->st;
+    return an_observe(f, &o);
 }
 
 /* Orders sites by peak descending, then stack id ascending. */
@@ -241,8 +209,8 @@ size_t summary_top_sites(const summary *s, int layer, const msnap_site **out,
 {
     /* Insertion into a short sorted list: max is a --top count. */
     size_t n = 0;
-    for (size_t i = 0; i < s->st.nsites && max; i++) {
-        const msnap_site *x = &s->st.sites[i];
+    for (size_t i = 0; i < s->st->nsites && max; i++) {
+        const msnap_site *x = &s->st->sites[i];
         if (x->layer != layer || !x->count)
             continue;
         size_t j = n < max ? n++ : max;
@@ -267,6 +235,5 @@ void summary_free(summary *s)
     for (size_t i = 0; i < s->nmarks; i++)
         free(s->marks[i].vals);
     free(s->marks);
-    msnap_state_free(&s->st);
     memset(s, 0, sizeof *s);
 }

@@ -1,20 +1,19 @@
-/* The summary engine behind `memsnap summary`: one streaming pass over a
- * snapshot.  What is live, the layers, their peaks and the allocation
- * sites are the state model's (include/memsnap/state.h, one definition of
- * each layer in docs/format.md "Layers"); this module adds what only the
+/* The counts behind `memsnap summary`: an observer of the one read of a
+ * snapshot (analysis.h).  What is live, the layers, their peaks and the
+ * allocation sites are the state model's (state.h, one definition of each
+ * layer in docs/format.md "Layers"); this module adds what only the
  * summary prints: the header, event counts per action and API, the failed
  * allocations and frees, the values at NVTX marks and the trailer.
  *
- * Memory: the state's live set and sites and the OOM/failed-free/mark
- * lists; never the events.  The file's stack/module/sym/str records are
- * left to the feed: `memsnap summary` prints its frames and mark messages
- * from the tables of the findings model (viz/symtab.h, sm_symtab_of).
+ * Memory: the OOM/failed-free/mark lists; never the events.  Frames and
+ * mark messages are printed from the an_file's tables.
  */
 #ifndef MEMSNAP_CLI_SUMMARY_H
 #define MEMSNAP_CLI_SUMMARY_H
 
 #include <stdint.h>
 
+#include "analysis.h"
 #include "memsnap/format.h"
 #include "state.h"
 
@@ -59,7 +58,7 @@ typedef struct summary {
     uint64_t events;
     uint64_t by_action[MSNAP_A_COUNT];
     uint64_t by_api[MSNAP_API_COUNT];
-    msnap_state st;            /* live objects, layers, peaks, sites */
+    const msnap_state *st;     /* the an_file's: live objects, layers, peaks, sites */
     uint64_t live_count[MSNAP_ST_NDEV], live_bytes[MSNAP_ST_NDEV];
                                /* RESERVED (device slots) and PINNED (the
                                   host slot) objects live at the end */
@@ -82,19 +81,11 @@ typedef struct summary {
     uint64_t tr_events, tr_dropped, tr_stacks_dropped;
     char tr_reason[64];
 
-    /* Called with every record read (NULL: none): lets `memsnap summary`
-     * feed its findings model (viz/model.h) in the same pass; the model
-     * also keeps the file's stack/sym/module/str tables.  A non-zero
-     * return stops the read as out of memory. */
-    int (*feed)(void *ctx, const msnap_record *r);
-    void *feed_ctx;
-
 } summary;
 
-/* Reads the snapshot at path into *s (which summary_init prepared).
- * Returns 0 on success (a truncated last line is success, s->truncated
- * set), 2 on unreadable input with a one-line message "PATH: why" in err. */
-int summary_read(summary *s, const char *path, char *err, size_t errlen);
+/* Observes the read of f (call before an_read; s prepared by
+ * summary_init; f outlives s's use).  0 ok, -1 too many observers. */
+int summary_attach(summary *s, an_file *f);
 
 /* Zeroes *s; want_marks: keep per-device values at every nvtx_mark. */
 void summary_init(summary *s, int want_marks);

@@ -31,7 +31,7 @@ static const char usage_text[] =
     "                       [--from first|0] [--width W] [--height H]\n"
     "                       [--format png|svg]\n"
     "\n"
-    "Compares snapshots (plain or zstd; each read twice, so not stdin):\n"
+    "Compares snapshots (plain or zstd; \"-\" = stdin, once):\n"
     "a table per snapshot (peak allocated, peak reserved, fragmentation\n"
     "1 - largest_free/total_free at the OOM or the peak, 1 - peak allocated /\n"
     "peak reserved, OOMs, events), the allocation sites whose peak changed\n"
@@ -138,7 +138,6 @@ int cmd_compare(int argc, char **argv)
     a.max_height = 16384;
     a.min_files = 2;
     a.max_files = MAX_FILES;
-    a.stdin_msg = "needs files, not stdin (each is read twice)";
     const char *out = NULL;
     int changes = 5, c, rc;
     optind = 1;

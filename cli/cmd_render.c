@@ -32,8 +32,7 @@ static const char usage_text[] =
     "                      [--width W] [--height H] [--cap SIZE]\n"
     "                      [--all-segments] [--format png|svg]\n"
     "\n"
-    "Draws two PNGs (or SVGs) from a snapshot (plain or zstd; read twice, so\n"
-    "not stdin):\n"
+    "Draws two PNGs (or SVGs) from a snapshot (plain or zstd; \"-\" = stdin):\n"
     "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site,\n"
     "                       reserved, capacity, cap, OOMs, NVTX ranges; a panel\n"
     "                       per device\n"
@@ -103,10 +102,11 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
-/* PREFIX from SNAP: SNAP without a trailing .zst and .msnap. */
+/* PREFIX from SNAP: SNAP without a trailing .zst and .msnap; "memsnap"
+ * for stdin. */
 static void default_prefix(const char *snap, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s", snap);
+    snprintf(buf, cap, "%s", strcmp(snap, "-") ? snap : "memsnap");
     size_t n = strlen(buf);
     if (n > 4 && !strcmp(buf + n - 4, ".zst"))
         buf[n -= 4] = '\0';
@@ -226,7 +226,6 @@ int cmd_render(int argc, char **argv)
     viz_args a;
     viz_args_init(&a, "render", usage_text);
     a.max_files = MAX_FILES;
-    a.stdin_msg = "needs a file, not stdin (it reads the snapshot twice)";
     sm_opts *o = &a.o;
     const char *prefix = NULL;
     int c, rc;

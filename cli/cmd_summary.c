@@ -33,7 +33,7 @@ static const char usage_text[] =
     "usage: memsnap summary SNAP [SNAP...] [--json] [--top N] [--marks]\n"
     "                       [--category-rules FILE]\n"
     "\n"
-    "Reads a snapshot (plain or zstd; \"-\" = stdin) in one streaming pass and\n"
+    "Reads a snapshot (plain or zstd; \"-\" = stdin) once and\n"
     "prints: the header, event counts per action and API, per-device peaks\n"
     "(reserved, async, managed, allocated, VMM), pinned host memory, OOM\n"
     "events, failed frees, what was still live at the end, the top\n"
@@ -99,9 +99,9 @@ static const int site_layers[] = {MSNAP_LAYER_RESERVED, MSNAP_LAYER_ALLOCATED,
 static int device_shown(const summary *s, int d)
 {
     if (d != MSNAP_ST_HOST)
-        return s->st.seen[d];
+        return s->st->seen[d];
     for (int l = 0; l < MSNAP_LAYER_COUNT; l++)
-        if (l != MSNAP_LAYER_PINNED && msnap_state_peak(&s->st, d, l))
+        if (l != MSNAP_LAYER_PINNED && msnap_state_peak(s->st, d, l))
             return 1;
     return 0;
 }
@@ -189,7 +189,7 @@ static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
                        int layer, int top)
 {
     const char *name = msnap_layer_name(layer);
-    if (layer == MSNAP_LAYER_ALLOCATED && !s->st.allocated_seen) {
+    if (layer == MSNAP_LAYER_ALLOCATED && !s->st->allocated_seen) {
         cJSON_AddNullToObject(ts, name);
         return;
     }
@@ -218,13 +218,7 @@ static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
     free(sites);
 }
 
-/* ---- findings (viz/model.h) --------------------------------------------- */
-
-/* Feeds a record read by summary_read to the findings model. */
-static int feed_model(void *ctx, const msnap_record *r)
-{
-    return sm_feed(ctx, r);
-}
+/* ---- findings (analyze/model.h) --------------------------------------- */
 
 static const char *at_name(int at)
 {
@@ -384,7 +378,7 @@ static cJSON *build_json(summary *s, sm_model *m, const char *path, int top)
                           json_counts(s->by_api, MSNAP_API_COUNT,
                                       msnap_api_name));
 
-    const msnap_state *st = &s->st;
+    const msnap_state *st = s->st;
     cJSON_AddBoolToObject(root, "allocated_seen", st->allocated_seen);
     /* The process (all devices at one moment): the rank table's figures. */
     cJSON *po = cJSON_AddObjectToObject(root, "process");
@@ -804,30 +798,26 @@ static void print_text(const cJSON *r, int top)
 /* ---- entry point -------------------------------------------------------- */
 
 /* Summarizes one file into *root (the one result that both the text and
- * the JSON come from).  Returns 0, 1 (an OOM) or 2 (unreadable, message
- * printed). */
+ * the JSON come from), reading it once (analysis.h): the counts
+ * (summary.h), the findings model (model.h) and the breakdown by library
+ * and category (breakdown.h) observe the same read.  Returns 0, 1 (an
+ * OOM) or 2 (unreadable, message printed). */
 static int summarize(const char *path, int marks, int top, const cat_rules *rules,
                      cJSON **root, breakdown **bdp)
 {
     summary s;
+    an_file f;
     char err[1024];
     summary_init(&s, marks);
-    /* The findings model (viz/model.h) sees the same records in the same
-     * pass; a second pass only when the fragmentation moment is the peak
-     * (known at the end) and the input is a file. */
+    an_init(&f, path);
     sm_opts mo = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
     sm_model *m = sm_new(&mo);
-    if (!m) {
-        fprintf(stderr, "memsnap summary: out of memory\n");
-        return 2;
-    }
-    s.feed = feed_model;
-    s.feed_ctx = m;
+    breakdown *bd = bd_new(rules);
     int rc = 0;
-    if (summary_read(&s, path, err, sizeof err) != 0 ||
-        (sm_end_pass1(m) != 0 &&
-         snprintf(err, sizeof err, "%s: out of memory", path) > 0) ||
-        (strcmp(path, "-") != 0 && sm_read_pass2(m, path, err, sizeof err))) {
+    if (!m || !bd || summary_attach(&s, &f) || sm_attach(m, &f) || bd_attach(bd, &f)) {
+        fprintf(stderr, "memsnap summary: out of memory\n");
+        rc = 2;
+    } else if (an_read(&f, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         rc = 2;
     } else if (!(*root = build_json(&s, m, path, top))) {
@@ -835,24 +825,14 @@ static int summarize(const char *path, int marks, int top, const cat_rules *rule
         rc = 2;
     } else {
         rc = s.n_oom ? 1 : 0;
-        /* Reconciliation and categories (breakdown.h): a pass of their own,
-         * once the tables (stacks, modules, syms) are complete; stdin can be
-         * read only once, so it gets neither. */
-        breakdown *bd = strcmp(path, "-") != 0 ? bd_new(rules) : NULL;
-        if (strcmp(path, "-") != 0 &&
-            (!bd || bd_read(bd, path, sm_symtab_of(m), err, sizeof err))) {
-            fprintf(stderr, "%s\n", bd ? err : "memsnap summary: out of memory");
-            bd_free(bd);
-            cJSON_Delete(*root);
-            *root = NULL;
-            rc = 2;
-        } else if (bd) {
-            bd_add_json(bd, *root);
-            *bdp = bd;
-        }
+        bd_add_json(bd, *root);
+        *bdp = bd;
+        bd = NULL;
     }
+    bd_free(bd);
     summary_free(&s);
     sm_free(m);
+    an_free(&f);
     return rc;
 }
 

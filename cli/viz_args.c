@@ -13,7 +13,7 @@ void viz_args_init(viz_args *a, const char *cmd, const char *usage)
 {
     *a = (viz_args){.cmd = cmd, .usage = usage, .max_height = 8192,
                     .min_files = 1, .max_files = 64,
-                    .stdin_msg = "needs a file, not stdin",
+                    .stdin_msg = "reads stdin once: give \"-\" at most once",
                     .o = {.top = 8, .x_mode = SM_X_TIME, .at = SM_AT_DEFAULT},
                     .width = 1600, .height = 0, .format = CANVAS_PNG};
 }
@@ -109,10 +109,11 @@ int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n)
     }
     *paths = argv + optind;
     *n = nfiles;
+    int nstdin = 0;
     for (int i = 0; i < nfiles; i++)
-        if (!strcmp((*paths)[i], "-")) {
-            fprintf(stderr, "memsnap %s: %s; try memsnap --help\n", a->cmd,
-                    a->stdin_msg);
+        if (!strcmp((*paths)[i], "-") && ++nstdin > 1) {
+            fprintf(stderr, "memsnap %s: %s; try memsnap %s --help\n", a->cmd,
+                    a->stdin_msg, a->cmd);
             return 2;
         }
     sm_demangle_allow_loading(1);
@@ -168,8 +169,8 @@ int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models)
             sm_set_x_range(models[i], lo, hi);
     }
     for (int i = 0; i < n; i++)
-        if (sm_read_pass2(models[i], paths[i], err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
+        if (sm_finish(models[i])) {
+            fprintf(stderr, "memsnap %s: out of memory\n", a->cmd);
             return 2;
         }
     return 0;

@@ -1,8 +1,8 @@
 /* The command-line options `memsnap render` and `memsnap compare` share:
  * --top, --x, --from, --width, --height, --format, -h/--help, the
  * unknown-option message,
- * and the checks on the snapshot files after the options (how many, not
- * stdin: each file is read twice).  Each command keeps its own option
+ * and the checks on the snapshot files after the options (how many; stdin
+ * at most once: each file is read once).  Each command keeps its own option
  * table, usage text and own options; its getopt switch hands every other
  * character to viz_args_option.  Messages are one line on stderr:
  * "memsnap CMD: ...". */
@@ -46,15 +46,16 @@ int viz_args_int(const char *s, long lo, long hi, int *out);
 int viz_args_option(viz_args *a, int c, const char *arg, char **argv);
 
 /* The snapshot files after the options (argv + optind): checks their
- * number and that none is "-", then lets the demangler load libstdc++ and
+ * number and that "-" (stdin) comes at most once, then lets the demangler load libstdc++ and
  * sets a->o.columns from the width.  0 with *paths and *n set, else 2
  * after a message. */
 int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n);
 
 /* Reads the snapshots into new models (models[] has room for n; the
- * caller frees the ones made, also after an error): pass 1 of every file,
- * then, with several, one x range for all (the union of theirs: events or
- * marks put different runs on one axis), then pass 2.  --x marks refuses
+ * caller frees the ones made, also after an error): each file once (pass
+ * 1), then, with several, one x range for all (the union of theirs:
+ * events or marks put different runs on one axis), then pass 2 from each
+ * file's change log (model.h).  --x marks refuses
  * a file without a mark to read.  0 ok, else 2 after a one-line message. */
 int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models);
 

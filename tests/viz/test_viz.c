@@ -866,8 +866,8 @@ static void test_marks_and_shared_axis(void)
     sm_x_range(b, &blo, &bhi);
     sm_set_x_range(a, blo, bhi);
     sm_set_x_range(b, blo, bhi);
-    CHECK(sm_read_pass2(a, path, err, sizeof err) == 0);
-    CHECK(sm_read_pass2(b, longp, err, sizeof err) == 0);
+    CHECK(sm_finish(a) == 0);
+    CHECK(sm_finish(b) == 0);
     const sm_dev *va = sm_device(a, 0), *vb = sm_device(b, 0);
     int last = oe.columns - 1;
     CHECK(vb->cols && vb->cols[last].has);
