@@ -480,6 +480,13 @@ int an_want_log(an_file *f)
     return 0;
 }
 
+void an_strip_path(const an_file *f, char *err)
+{
+    size_t n = strlen(f->path);
+    if (!strncmp(err, f->path, n) && err[n] == ':' && err[n + 1] == ' ')
+        memmove(err, err + n + 2, strlen(err + n + 2) + 1);
+}
+
 void an_fail(an_file *f, const char *msg)
 {
     snprintf(f->fail, sizeof f->fail, "%s", msg);

@@ -111,6 +111,10 @@ int an_want_log(an_file *f);
  * f->truncated); 2 with "PATH: why" in err. */
 int an_read(an_file *f, char *err, size_t errlen);
 
+/* an_read's message without its leading "PATH: " (for libraries whose
+ * callers name the input themselves). */
+void an_strip_path(const an_file *f, char *err);
+
 /* An observer's reason for stopping the read (printed as "PATH: msg"). */
 void an_fail(an_file *f, const char *msg);
 

@@ -17,8 +17,10 @@ void sm_symtab_free(sm_symtab *t)
         free(t->syms[i].file);
     }
     free(t->syms);
-    for (size_t i = 0; i < t->nmods; i++)
+    for (size_t i = 0; i < t->nmods; i++) {
         free(t->mods[i].path);
+        free(t->mods[i].build_id);
+    }
     free(t->mods);
     u64map_free(&t->str_map);
     for (size_t i = 0; i < t->nstrs; i++)
@@ -93,14 +95,15 @@ static int take_sym(sm_symtab *t, const msnap_symbol *y)
 /* Stores a module record. */
 static int take_module(sm_symtab *t, const msnap_module *md)
 {
-    char *path = sm_dupstr(md->path);
-    if (!path ||
+    char *path = sm_dupstr(md->path), *bid = sm_dupstr(md->build_id);
+    if (!path || !bid ||
         sm_grow((void **)&t->mods, &t->cap_mods, t->nmods, sizeof *t->mods)) {
         free(path);
+        free(bid);
         return -1;
     }
     t->mods[t->nmods++] = (sm_module){.base = md->base, .size = md->size,
-                                      .path = path};
+                                      .path = path, .build_id = bid};
     return 0;
 }
 

@@ -71,6 +71,7 @@ typedef struct sm_sym {
 typedef struct sm_module {
     uint64_t base, size;         /* size 0: see SM_MOD_OPEN_LAST */
     char *path;                  /* never NULL */
+    char *build_id;              /* never NULL ("" when absent) */
 } sm_module;
 
 /* Zero-initialised is an empty table. */

@@ -1,5 +1,6 @@
 /* Internals shared by the interop modules: temporary event files (spill.c),
- * the live-state tracker (track.c) and JSON text output (jsonw.c). */
+ * live objects as the exporters write them (track.c) and JSON text output
+ * (jsonw.c). */
 #ifndef MEMSNAP_INTEROP_COMMON_H
 #define MEMSNAP_INTEROP_COMMON_H
 
@@ -25,7 +26,7 @@ int spill_rewind(spill *s);                    /* start reading; 0 or -1 */
 int spill_get(spill *s, spill_rec *r);         /* 1 record, 0 end, -1 error */
 void spill_close(spill *s);
 
-/* ---- track: the state model (memsnap/state.h) as the exporters use it -- */
+/* ---- track: live objects as the exporters write them (track.c) ---------- */
 
 /* Kinds of live objects (what track_each lists). */
 enum { TRK_ALLOC = 1, TRK_ASYNC, TRK_HOST, TRK_MANAGED, TRK_BLOCK, TRK_VMM_CREATE,
@@ -46,23 +47,8 @@ typedef struct trk_obj {
 #define TRK_DEV(d) msnap_st_slot(d) /* slot of a device ordinal */
 #define TRK_NDEV MSNAP_ST_NDEV
 
-typedef struct track {
-    msnap_state st;        /* live objects and levels: every rule is there */
-    uint64_t reserved[TRK_NDEV], allocated[TRK_NDEV], async[TRK_NDEV],
-             mapped[TRK_NDEV];   /* current levels per slot (state.h layers) */
-    int have_blocks;       /* a block event was seen */
-    int max_device;        /* largest device index seen, -1 none */
-} track;
-
-void track_init(track *t);
-void track_free(track *t);
-/* Applies one event.  For frees, *freed (when not NULL) receives the object
- * taken out (size 0 when the address was not live); returns 1 when the
- * event changed reserved or allocated of its device, 0 when not, -1 on host
- * OOM. */
-int track_event(track *t, const msnap_event *e, trk_obj *freed);
-/* Calls fn for every live object of layer (unordered). */
-void track_each(track *t, int layer, void (*fn)(void *ctx, const trk_obj *o), void *ctx);
+/* A state object (state.h) as the exporters see it. */
+trk_obj trk_of(const msnap_obj *o);
 
 /* ---- jsonw: JSON text helpers on a FILE ---------------------------------- */
 void jw_str(FILE *f, const char *s);   /* a quoted, escaped string */

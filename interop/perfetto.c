@@ -1,8 +1,8 @@
 /* perfetto: a memsnap snapshot as a Chrome/Perfetto trace (the JSON
  * "traceEvents" format that ui.perfetto.dev and chrome://tracing load).
  *
- * One streaming pass; memory is the live set (track.c) and the string
- * table.  What is written:
+ * One read through the analysis library (analyze/analysis.h); memory is
+ * the live set and the tables.  What is written:
  *   - per device d a process "GPU d" (pid 1000000 + d) with counter tracks
  *     ("ph":"C") "allocated" and "reserved" (bytes), and "async" when
  *     stream-ordered memory is seen — one sample at every change;
@@ -13,6 +13,7 @@
  * Timestamps are microseconds with ns precision (three decimals).
  */
 #include "interop.h"
+#include "analysis.h"
 #include "common.h"
 
 #include <errno.h>
@@ -27,6 +28,130 @@ static void ts(FILE *f, uint64_t t_ns)
     fprintf(f, "%" PRIu64 ".%03u", t_ns / 1000, (unsigned)(t_ns % 1000));
 }
 
+/* The export's state beside the an_file's (analysis.h). */
+typedef struct pf {
+    FILE *out;
+    msnap_interop_stats *st;
+    uint64_t res[MSNAP_ST_NDEV], alloc[MSNAP_ST_NDEV]; /* levels before the event */
+    uint64_t last_res[MSNAP_ST_NDEV], last_alloc[MSNAP_ST_NDEV], last_async[MSNAP_ST_NDEV];
+    int named[MSNAP_ST_NDEV];
+    int64_t pid;
+    int first;
+} pf;
+
+#define SEP(x) (fputs((x)->first ? "" : ",\n", (x)->out), (x)->first = 0)
+
+static int pf_before(void *ctx, an_file *f, const msnap_event *e)
+{
+    pf *x = ctx;
+    int d = msnap_st_slot(e->device);
+    x->res[d] = f->st.lv[d][MSNAP_LAYER_RESERVED].cur;
+    x->alloc[d] = f->st.lv[d][MSNAP_LAYER_ALLOCATED].cur;
+    return 0;
+}
+
+static int pf_record(void *ctx, an_file *f, const msnap_record *rec)
+{
+    pf *x = ctx;
+    FILE *out = x->out;
+    if (rec->type == MSNAP_REC_HEADER) {
+        x->pid = rec->u.header.pid;
+        SEP(x);
+        fprintf(out, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRId64
+                     ",\"args\":{\"name\":", x->pid);
+        jw_str(out, rec->u.header.argc > 0 ? rec->u.header.argv[0] : "process");
+        fputs("}}", out);
+        return 0;
+    }
+    if (rec->type != MSNAP_REC_EVENT)
+        return 0;
+    const msnap_event *e = &rec->u.event;
+    x->st->events_in++;
+    int d = msnap_st_slot(e->device);
+    const msnap_level *lv = f->st.lv[d];
+    uint64_t reserved = lv[MSNAP_LAYER_RESERVED].cur, allocated = lv[MSNAP_LAYER_ALLOCATED].cur,
+             async = lv[MSNAP_LAYER_ASYNC].cur;
+    int have_blocks = f->st.allocated_seen;
+    int ch = reserved != x->res[d] || allocated != x->alloc[d];
+    if (!x->named[d] && e->device >= 0 && (ch || e->action == MSNAP_A_ASYNC_ALLOC ||
+                                           e->action == MSNAP_A_OOM)) {
+        x->named[d] = 1;
+        SEP(x);
+        fprintf(out, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":"
+                     "\"GPU %d\"}}", GPU_PID + e->device, e->device);
+    }
+    if (e->device >= 0) {
+        if (reserved != x->last_res[d] || (have_blocks && allocated != x->last_alloc[d])) {
+            x->last_res[d] = reserved;
+            SEP(x);
+            fprintf(out, "{\"ph\":\"C\",\"name\":\"reserved\",\"pid\":%d,\"ts\":", GPU_PID + e->device);
+            ts(out, e->t_ns);
+            fprintf(out, ",\"args\":{\"bytes\":%" PRIu64 "}}", reserved);
+            x->st->events_out++;
+            if (have_blocks) {
+                x->last_alloc[d] = allocated;
+                SEP(x);
+                fprintf(out, "{\"ph\":\"C\",\"name\":\"allocated\",\"pid\":%d,\"ts\":", GPU_PID + e->device);
+                ts(out, e->t_ns);
+                fprintf(out, ",\"args\":{\"bytes\":%" PRIu64 "}}", allocated);
+                x->st->events_out++;
+            }
+        }
+        if (async != x->last_async[d] &&
+            (e->action == MSNAP_A_ASYNC_ALLOC || e->action == MSNAP_A_ASYNC_FREE)) {
+            x->last_async[d] = async;
+            SEP(x);
+            fprintf(out, "{\"ph\":\"C\",\"name\":\"async\",\"pid\":%d,\"ts\":", GPU_PID + e->device);
+            ts(out, e->t_ns);
+            fprintf(out, ",\"args\":{\"bytes\":%" PRIu64 "}}", async);
+            x->st->events_out++;
+        }
+    }
+    const char *msg = NULL;
+    switch (e->action) {
+    case MSNAP_A_OOM:
+    case MSNAP_A_ALLOC_ERROR:
+        SEP(x);
+        fprintf(out, "{\"ph\":\"i\",\"s\":\"p\",\"name\":\"%s\",\"pid\":%d,\"tid\":%u,\"ts\":",
+                e->action == MSNAP_A_OOM ? "OOM" : "allocation error",
+                GPU_PID + (e->device >= 0 ? e->device : 0), e->tid);
+        ts(out, e->t_ns);
+        fprintf(out, ",\"args\":{\"requested\":%" PRIu64 ",\"device_free\":%" PRIu64
+                     ",\"device_total\":%" PRIu64 ",\"api\":\"%s\",\"cuda_result\":%d,\"stack\":%u}}",
+                e->size, e->aux, e->aux2, msnap_api_name(e->api), e->result, e->stack);
+        x->st->events_out++;
+        break;
+    case MSNAP_A_NVTX_PUSH:
+    case MSNAP_A_NVTX_MARK:
+    case MSNAP_A_DUMP:
+        msg = sm_symtab_str(&f->tab, (uint32_t)e->aux);
+        SEP(x);
+        fprintf(out, "{\"ph\":\"%s\",%s\"name\":", e->action == MSNAP_A_NVTX_PUSH ? "B" : "i",
+                e->action == MSNAP_A_NVTX_PUSH ? "" : "\"s\":\"t\",");
+        if (e->action == MSNAP_A_DUMP) {
+            char b[300];
+            snprintf(b, sizeof b, "dump: %s", msg);
+            jw_str(out, b);
+        } else {
+            jw_str(out, msg);
+        }
+        fprintf(out, ",\"cat\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%u,\"ts\":",
+                e->action == MSNAP_A_DUMP ? "memsnap" : "nvtx", x->pid, e->tid);
+        ts(out, e->t_ns);
+        fputs("}", out);
+        x->st->events_out++;
+        break;
+    case MSNAP_A_NVTX_POP:
+        SEP(x);
+        fprintf(out, "{\"ph\":\"E\",\"pid\":%" PRId64 ",\"tid\":%u,\"ts\":", x->pid, e->tid);
+        ts(out, e->t_ns);
+        fputs("}", out);
+        x->st->events_out++;
+        break;
+    }
+    return 0;
+}
+
 int msnap_export_perfetto(const char *in_path, FILE *out, msnap_interop_stats *st, char *err,
                           size_t errlen)
 {
@@ -34,166 +159,40 @@ int msnap_export_perfetto(const char *in_path, FILE *out, msnap_interop_stats *s
     if (!st)
         st = &dummy;
     memset(st, 0, sizeof *st);
-    char rerr[256];
-    msnap_reader *r = msnap_reader_open(in_path, rerr, sizeof rerr);
-    if (!r) {
-        snprintf(err, errlen, "%s", rerr);
+    pf *x = calloc(1, sizeof *x);
+    an_file *f = malloc(sizeof *f);
+    if (!x || !f) {
+        free(x);
+        free(f);
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
-    track *tr = malloc(sizeof *tr);
-    u64map strs = {0};
-    char **strv = NULL;
-    size_t nstr = 0, capstr = 0;
-    uint64_t last_res[TRK_NDEV], last_alloc[TRK_NDEV], last_async[TRK_NDEV];
-    int named[TRK_NDEV] = {0};
-    memset(last_res, 0xff, sizeof last_res);
-    memset(last_alloc, 0xff, sizeof last_alloc);
-    memset(last_async, 0xff, sizeof last_async);
-    int rc = -1, more;
-    int64_t pid = 0;
-    msnap_record rec;
-    if (!tr) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
-    track_init(tr);
+    x->out = out;
+    x->st = st;
+    x->first = 1;
+    memset(x->last_res, 0xff, sizeof x->last_res);
+    memset(x->last_alloc, 0xff, sizeof x->last_alloc);
+    memset(x->last_async, 0xff, sizeof x->last_async);
+    an_init(f, in_path);
+    an_observer o = {.ctx = x, .record = pf_record, .event_before = pf_before};
+    int rc = -1;
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out);
-    int first = 1;
-#define SEP() (fputs(first ? "" : ",\n", out), first = 0)
-    while ((more = msnap_reader_next(r, &rec)) == 1) {
-        if (rec.type == MSNAP_REC_HEADER) {
-            pid = rec.u.header.pid;
-            SEP();
-            fprintf(out, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRId64
-                         ",\"args\":{\"name\":", pid);
-            jw_str(out, rec.u.header.argc > 0 ? rec.u.header.argv[0] : "process");
-            fputs("}}", out);
-            continue;
-        }
-        if (rec.type == MSNAP_REC_STR) {
-            if (nstr == capstr) {
-                capstr = capstr ? capstr * 2 : 64;
-                char **nv = realloc(strv, capstr * sizeof *nv);
-                if (!nv)
-                    goto oom;
-                strv = nv;
-            }
-            strv[nstr] = strdup(rec.u.str.s);
-            if (!strv[nstr] || u64map_put(&strs, 0, rec.u.str.id, nstr))
-                goto oom;
-            nstr++;
-            continue;
-        }
-        if (rec.type != MSNAP_REC_EVENT)
-            continue;
-        const msnap_event *e = &rec.u.event;
-        st->events_in++;
-        int ch = track_event(tr, e, NULL);
-        if (ch < 0)
-            goto oom;
-        int d = TRK_DEV(e->device);
-        if (!named[d] && e->device >= 0 && (ch || e->action == MSNAP_A_ASYNC_ALLOC ||
-                                            e->action == MSNAP_A_OOM)) {
-            named[d] = 1;
-            SEP();
-            fprintf(out, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":"
-                         "\"GPU %d\"}}", GPU_PID + e->device, e->device);
-        }
-        if (e->device >= 0) {
-            if (tr->reserved[d] != last_res[d] || (tr->have_blocks && tr->allocated[d] != last_alloc[d])) {
-                last_res[d] = tr->reserved[d];
-                SEP();
-                fprintf(out, "{\"ph\":\"C\",\"name\":\"reserved\",\"pid\":%d,\"ts\":", GPU_PID + e->device);
-                ts(out, e->t_ns);
-                fprintf(out, ",\"args\":{\"bytes\":%" PRIu64 "}}", tr->reserved[d]);
-                st->events_out++;
-                if (tr->have_blocks) {
-                    last_alloc[d] = tr->allocated[d];
-                    SEP();
-                    fprintf(out, "{\"ph\":\"C\",\"name\":\"allocated\",\"pid\":%d,\"ts\":", GPU_PID + e->device);
-                    ts(out, e->t_ns);
-                    fprintf(out, ",\"args\":{\"bytes\":%" PRIu64 "}}", tr->allocated[d]);
-                    st->events_out++;
-                }
-            }
-            if (tr->async[d] != last_async[d] &&
-                (e->action == MSNAP_A_ASYNC_ALLOC || e->action == MSNAP_A_ASYNC_FREE)) {
-                last_async[d] = tr->async[d];
-                SEP();
-                fprintf(out, "{\"ph\":\"C\",\"name\":\"async\",\"pid\":%d,\"ts\":", GPU_PID + e->device);
-                ts(out, e->t_ns);
-                fprintf(out, ",\"args\":{\"bytes\":%" PRIu64 "}}", tr->async[d]);
-                st->events_out++;
-            }
-        }
-        const char *msg = NULL;
-        uint64_t *si;
-        switch (e->action) {
-        case MSNAP_A_OOM:
-        case MSNAP_A_ALLOC_ERROR:
-            SEP();
-            fprintf(out, "{\"ph\":\"i\",\"s\":\"p\",\"name\":\"%s\",\"pid\":%d,\"tid\":%u,\"ts\":",
-                    e->action == MSNAP_A_OOM ? "OOM" : "allocation error",
-                    GPU_PID + (e->device >= 0 ? e->device : 0), e->tid);
-            ts(out, e->t_ns);
-            fprintf(out, ",\"args\":{\"requested\":%" PRIu64 ",\"device_free\":%" PRIu64
-                         ",\"device_total\":%" PRIu64 ",\"api\":\"%s\",\"cuda_result\":%d,\"stack\":%u}}",
-                    e->size, e->aux, e->aux2, msnap_api_name(e->api), e->result, e->stack);
-            st->events_out++;
-            break;
-        case MSNAP_A_NVTX_PUSH:
-        case MSNAP_A_NVTX_MARK:
-        case MSNAP_A_DUMP:
-            si = u64map_get(&strs, 0, e->aux);
-            msg = si ? strv[*si] : "";
-            SEP();
-            fprintf(out, "{\"ph\":\"%s\",%s\"name\":", e->action == MSNAP_A_NVTX_PUSH ? "B" : "i",
-                    e->action == MSNAP_A_NVTX_PUSH ? "" : "\"s\":\"t\",");
-            if (e->action == MSNAP_A_DUMP) {
-                char b[300];
-                snprintf(b, sizeof b, "dump: %s", msg);
-                jw_str(out, b);
-            } else {
-                jw_str(out, msg);
-            }
-            fprintf(out, ",\"cat\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%u,\"ts\":",
-                    e->action == MSNAP_A_DUMP ? "memsnap" : "nvtx", pid, e->tid);
-            ts(out, e->t_ns);
-            fputs("}", out);
-            st->events_out++;
-            break;
-        case MSNAP_A_NVTX_POP:
-            SEP();
-            fprintf(out, "{\"ph\":\"E\",\"pid\":%" PRId64 ",\"tid\":%u,\"ts\":", pid, e->tid);
-            ts(out, e->t_ns);
-            fputs("}", out);
-            st->events_out++;
-            break;
+    if (an_observe(f, &o)) {
+        snprintf(err, errlen, "out of memory");
+    } else if (an_read(f, err, errlen)) {
+        an_strip_path(f, err);
+    } else {
+        fputs("\n]}\n", out);
+        if (fflush(out) || ferror(out)) {
+            snprintf(err, errlen, "cannot write the output: %s", strerror(errno));
+        } else {
+            for (int d = 0; d < MSNAP_ST_NDEV; d++)
+                st->devices += x->named[d];
+            rc = 0;
         }
     }
-    if (more < 0) {
-        snprintf(err, errlen, "%s", msnap_reader_error(r));
-        goto done;
-    }
-    fputs("\n]}\n", out);
-    if (fflush(out) || ferror(out)) {
-        snprintf(err, errlen, "cannot write the output: %s", strerror(errno));
-        goto done;
-    }
-    for (int d = 0; d < TRK_NDEV; d++)
-        st->devices += named[d];
-    rc = 0;
-    goto done;
-oom:
-    snprintf(err, errlen, "out of memory");
-done:
-    msnap_reader_close(r);
-    if (tr)
-        track_free(tr);
-    free(tr);
-    for (size_t i = 0; i < nstr; i++)
-        free(strv[i]);
-    free(strv);
-    u64map_free(&strs);
+    an_free(f);
+    free(f);
+    free(x);
     return rc;
 }

@@ -23,9 +23,9 @@
  * Rank: the number after "rank" in the file name (job.rank3.msnap,
  * trace_rank_07.msnap), else the file's position among the arguments.
  *
- * Each file is read twice: once through the renderer's model (viz/model.c)
- * for the site labels and frames, once here for the rows.  One transaction
- * per file; the database is written to OUT.tmp and renamed at the end, so a
+ * Each file is read once, through the analysis library (analyze/): the
+ * rows of its events as the read goes, the live objects, stacks, frames
+ * and site labels (analyze/label.c) at its end.  One transaction per file; the database is written to OUT.tmp and renamed at the end, so a
  * failed export leaves nothing behind.  Without libsqlite3 at build time the
  * format is left out and says so (MEMSNAP_HAVE_SQLITE).
  */
@@ -57,6 +57,7 @@ int msnap_export_sqlite(char **snaps, int nsnaps, const char *outp, char *err, s
 #include <inttypes.h>
 #include <sqlite3.h>
 
+#include "analysis.h"
 #include "common.h"
 #include "memsnap/format.h"
 #include "model.h"
@@ -200,22 +201,34 @@ static int alloc_row(sq *q, const trk_obj *o, uint64_t t_free, int live)
                (int64_t)o->t_ns, (int64_t)t_free);
 }
 
-typedef struct live_ctx { sq *q; int rc; } live_ctx;
-
-static void live_alloc(void *ctx, const trk_obj *o)
+/* The rows of what is live at the end: every object in allocations, the
+ * driver-level ones in segments too. */
+static int live_rows(sq *q, const an_file *f)
 {
-    live_ctx *c = ctx;
-    if (!c->rc)
-        c->rc = alloc_row(c->q, o, 0, 1);
-}
-
-static void live_segment(void *ctx, const trk_obj *o)
-{
-    live_ctx *c = ctx;
-    if (!c->rc)
-        c->rc = row(c->q, c->q->seg, "tiiiiii", layer_name(o->layer), (int64_t)o->device,
-                    (int64_t)o->addr, (int64_t)o->size, (int64_t)o->stream, (int64_t)o->stack,
-                    (int64_t)o->t_ns);
+    msnap_obj *objs;
+    size_t n;
+    if (an_live_objects(f, &objs, &n)) {
+        snprintf(q->err, sizeof q->err, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (int layer = TRK_ALLOC; !rc && layer < TRK_NLAYERS; layer++)
+        for (size_t i = 0; !rc && i < n; i++) {
+            trk_obj o = trk_of(&objs[i]);
+            if (o.layer == layer)
+                rc = alloc_row(q, &o, 0, 1);
+        }
+    static const int seg_layers[] = {TRK_ALLOC, TRK_ASYNC, TRK_VMM_CREATE, TRK_MANAGED};
+    for (size_t k = 0; !rc && k < sizeof seg_layers / sizeof seg_layers[0]; k++)
+        for (size_t i = 0; !rc && i < n; i++) {
+            trk_obj o = trk_of(&objs[i]);
+            if (o.layer == seg_layers[k])
+                rc = row(q, q->seg, "tiiiiii", layer_name(o.layer), (int64_t)o.device,
+                         (int64_t)o.addr, (int64_t)o.size, (int64_t)o.stream,
+                         (int64_t)o.stack, (int64_t)o.t_ns);
+        }
+    free(objs);
+    return rc;
 }
 
 /* The stacks, frames and sites of one file, from the model's tables. */
@@ -241,125 +254,105 @@ static int write_stacks(sq *q, sm_model *m, const uint32_t *ids, size_t n)
     return 0;
 }
 
+/* One file's read (an_observer): the header's rows, then a row per event
+ * with the levels right after it. */
+typedef struct sq_read {
+    sq *q;
+    uint32_t *ids;             /* stack ids in file order */
+    size_t nids, capids;
+    uint64_t idx;
+} sq_read;
+
+static int sq_record(void *ctx, an_file *f, const msnap_record *rec)
+{
+    sq_read *x = ctx;
+    sq *q = x->q;
+    switch (rec->type) {
+    case MSNAP_REC_HEADER: {
+        const msnap_header *h = &rec->u.header;
+        char argv[4096] = "";
+        size_t o = 0;
+        for (int i = 0; i < h->argc && o < sizeof argv - 1; i++)
+            o += (size_t)snprintf(argv + o, sizeof argv - o, "%s%s", i ? " " : "", h->argv[i]);
+        int rc = row(q, q->file, "tiitin", f->path, (int64_t)h->pid, h->host, argv,
+                     (int64_t)h->t0_unix_ns);
+        for (int i = 0; !rc && i < h->ndevices; i++)
+            rc = row(q, q->dev, "iti", (int64_t)h->devices[i].index, h->devices[i].name,
+                     (int64_t)h->devices[i].total);
+        return rc;
+    }
+    case MSNAP_REC_DEVICE:
+        return row(q, q->dev, "iti", (int64_t)rec->u.device.index, rec->u.device.name,
+                   (int64_t)rec->u.device.total);
+    case MSNAP_REC_STACK:
+        if (sm_grow((void **)&x->ids, &x->capids, x->nids, sizeof *x->ids)) {
+            snprintf(q->err, sizeof q->err, "out of memory");
+            return -1;
+        }
+        x->ids[x->nids++] = rec->u.stack.id;
+        return 0;
+    case MSNAP_REC_COUNTERS: {
+        const msnap_counters *c = &rec->u.counters;
+        return row(q, q->cnt, "iiiiiiii", (int64_t)c->t_ns, (int64_t)c->device,
+                   (int64_t)c->reserved, (int64_t)c->allocated, (int64_t)c->async,
+                   (int64_t)c->managed, (int64_t)c->host, (int64_t)c->vmm_mapped);
+    }
+    case MSNAP_REC_EVENT: {
+        const msnap_event *e = &rec->u.event;
+        const msnap_obj *freed = &f->st.freed;
+        const msnap_level *lv = f->st.lv[msnap_st_slot(e->device)];
+        int rc = row(q, q->ev, "iitiiiiiiiitiiii", (int64_t)x->idx++, (int64_t)e->t_ns,
+                     msnap_action_name(e->action), (int64_t)e->device, (int64_t)e->addr,
+                     (int64_t)(e->size ? e->size : freed->size), (int64_t)e->stream,
+                     (int64_t)e->aux, (int64_t)e->aux2, (int64_t)e->stack, (int64_t)e->tid,
+                     msnap_api_name(e->api), (int64_t)e->result,
+                     (int64_t)lv[MSNAP_LAYER_ALLOCATED].cur,
+                     (int64_t)lv[MSNAP_LAYER_RESERVED].cur, (int64_t)lv[MSNAP_LAYER_ASYNC].cur);
+        if (!rc && freed->size && !trk_kind_of_action(e->action)) {
+            trk_obj o = trk_of(freed);
+            rc = alloc_row(q, &o, e->t_ns, 0);
+        }
+        return rc;
+    }
+    default:
+        return 0;
+    }
+}
+
 /* One snapshot into the open database.  0 ok, -1 with q->err. */
 static int export_file(sq *q, const char *path)
 {
-    char err[256];
+    char err[1024];
     sm_opts vo = {.top = 8};
     sm_model *m = sm_new(&vo);
-    if (!m) {
-        snprintf(q->err, sizeof q->err, "out of memory");
-        return -1;
-    }
-    if (sm_read_file(m, path, 0, err, sizeof err)) {
-        snprintf(q->err, sizeof q->err, "%s", err);
-        sm_free(m);
-        return -1;
-    }
-    msnap_reader *r = msnap_reader_open(path, err, sizeof err);
-    if (!r) {
-        snprintf(q->err, sizeof q->err, "%s: %s", path, err);
-        sm_free(m);
-        return -1;
-    }
-    track tr;
-    track_init(&tr);
-    uint32_t *ids = NULL;
-    size_t nids = 0, capids = 0;
-    uint64_t idx = 0;
-    int rc = 0, more;
-    msnap_record rec;
+    an_file *f = malloc(sizeof *f);
+    sq_read x = {.q = q};
+    int rc = -1;
+    if (f)
+        an_init(f, path);
+    an_observer o = {.ctx = &x, .record = sq_record};
     sqlite3_exec(q->db, "BEGIN", NULL, NULL, NULL);
-    while (!rc && (more = msnap_reader_next(r, &rec)) == 1) {
-        switch (rec.type) {
-        case MSNAP_REC_HEADER: {
-            const msnap_header *h = &rec.u.header;
-            char argv[4096] = "";
-            size_t o = 0;
-            for (int i = 0; i < h->argc && o < sizeof argv - 1; i++)
-                o += (size_t)snprintf(argv + o, sizeof argv - o, "%s%s", i ? " " : "", h->argv[i]);
-            rc = row(q, q->file, "tiitin", path, (int64_t)h->pid, h->host, argv,
-                     (int64_t)h->t0_unix_ns);
-            for (int i = 0; !rc && i < h->ndevices; i++)
-                rc = row(q, q->dev, "iti", (int64_t)h->devices[i].index, h->devices[i].name,
-                         (int64_t)h->devices[i].total);
-            break;
-        }
-        case MSNAP_REC_DEVICE:
-            rc = row(q, q->dev, "iti", (int64_t)rec.u.device.index, rec.u.device.name,
-                     (int64_t)rec.u.device.total);
-            break;
-        case MSNAP_REC_STACK:
-            if (nids == capids) {
-                size_t nc = capids ? capids * 2 : 256;
-                uint32_t *ni = realloc(ids, nc * sizeof *ni);
-                if (!ni) {
-                    snprintf(q->err, sizeof q->err, "out of memory");
-                    rc = -1;
-                    break;
-                }
-                ids = ni;
-                capids = nc;
-            }
-            ids[nids++] = rec.u.stack.id;
-            break;
-        case MSNAP_REC_COUNTERS: {
-            const msnap_counters *c = &rec.u.counters;
-            rc = row(q, q->cnt, "iiiiiiii", (int64_t)c->t_ns, (int64_t)c->device,
-                     (int64_t)c->reserved, (int64_t)c->allocated, (int64_t)c->async,
-                     (int64_t)c->managed, (int64_t)c->host, (int64_t)c->vmm_mapped);
-            break;
-        }
-        case MSNAP_REC_EVENT: {
-            const msnap_event *e = &rec.u.event;
-            trk_obj freed = {0};
-            if (track_event(&tr, e, &freed) < 0) {
-                snprintf(q->err, sizeof q->err, "out of memory");
-                rc = -1;
-                break;
-            }
-            int d = TRK_DEV(e->device);
-            rc = row(q, q->ev, "iitiiiiiiiitiiii", (int64_t)idx++, (int64_t)e->t_ns,
-                     msnap_action_name(e->action), (int64_t)e->device, (int64_t)e->addr,
-                     (int64_t)(e->size ? e->size : freed.size), (int64_t)e->stream,
-                     (int64_t)e->aux, (int64_t)e->aux2, (int64_t)e->stack, (int64_t)e->tid,
-                     msnap_api_name(e->api), (int64_t)e->result, (int64_t)tr.allocated[d],
-                     (int64_t)tr.reserved[d], (int64_t)tr.async[d]);
-            if (!rc && freed.size && !trk_kind_of_action(e->action))
-                rc = alloc_row(q, &freed, e->t_ns, 0);
-            break;
-        }
-        default:
-            break;
-        }
-    }
-    if (!rc && more < 0) {
-        snprintf(q->err, sizeof q->err, "%s: %s", path, msnap_reader_error(r));
-        rc = -1;
-    }
-    msnap_reader_close(r);
-    live_ctx lc = {q, rc};
-    for (int layer = TRK_ALLOC; !lc.rc && layer < TRK_NLAYERS; layer++)
-        track_each(&tr, layer, live_alloc, &lc);
-    track_each(&tr, TRK_ALLOC, live_segment, &lc);
-    track_each(&tr, TRK_ASYNC, live_segment, &lc);
-    track_each(&tr, TRK_VMM_CREATE, live_segment, &lc);
-    track_each(&tr, TRK_MANAGED, live_segment, &lc);
-    rc = lc.rc;
-    if (!rc)
-        rc = write_stacks(q, m, ids, nids);
-    if (!rc) {
+    if (!m || !f || an_observe(f, &o) || sm_attach(m, f)) {
+        snprintf(q->err, sizeof q->err, "out of memory");
+    } else if (an_read(f, err, sizeof err)) {
+        if (!q->err[0])
+            snprintf(q->err, sizeof q->err, "%s", err);
+    } else if (!live_rows(q, f) && !write_stacks(q, m, x.ids, x.nids)) {
         char sql[128];
-        snprintf(sql, sizeof sql, "UPDATE files SET events = %" PRIu64 " WHERE file_id = %d", idx,
-                 q->file_id);
+        snprintf(sql, sizeof sql, "UPDATE files SET events = %" PRIu64 " WHERE file_id = %d",
+                 x.idx, q->file_id);
         if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-            rc = sq_fail(q, "update");
+            sq_fail(q, "update");
+        else if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+            sq_fail(q, "commit");
+        else
+            rc = 0;
     }
-    if (!rc && sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-        rc = sq_fail(q, "commit");
-    track_free(&tr);
-    free(ids);
+    free(x.ids);
     sm_free(m);
+    if (f)
+        an_free(f);
+    free(f);
     return rc;
 }
 

@@ -14,10 +14,11 @@
  *     stacks, events with no torch action) so `memsnap import` gives back
  *     the same events.
  *
- * One streaming pass over the input: the tracker (track.c) keeps the live
- * state (it becomes "segments": the state at the end of the window), the
- * id tables are kept, and the window's events are spilled to a temporary
- * file per device (torch events) or one more (JSON extension events).  The
+ * One read of the input through the analysis library (analyze/analysis.h),
+ * which keeps the tables and the live state (the live set at the end of
+ * the window, a moment, becomes "segments"); the window's events are
+ * spilled to a temporary file per device (torch events) or one more (JSON
+ * extension events).  The
  * window is --from/--to (time or event index); --max-entries then keeps the
  * newest N trace entries: a ring of the event index of the last N entries
  * gives the first event to keep.  Then the output is written from the spills.
@@ -26,6 +27,7 @@
  * is what torch writes and what memory_viz formats as a date.
  */
 #include "interop.h"
+#include "analysis.h"
 #include "common.h"
 #include "docw.h"
 
@@ -36,24 +38,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sym_ent { char *fn, *file; int line; } sym_ent;
-typedef struct mod_ent { uint64_t base, size; char *path, *build_id; } mod_ent;
-typedef struct stk_ent { uint32_t id; int depth; uint64_t *ips; char *frames_json; } stk_ent;
-
 typedef struct texp {
-    msnap_header hdr;
-    char **argv;
-    int argc;
-    char *settings;
+    an_file f;                    /* the input: header, tables, state */
+    an_moment *win_end;           /* the live set at the window's end */
+    const msnap_header *hdr;      /* f's, after the read */
+    const char *settings;
     msnap_device_info devs[MSNAP_MAX_DEVICES];
     int have_dev[MSNAP_MAX_DEVICES];
-    u64map stack_ix;              /* stack id -> index in stacks */
-    stk_ent *stacks; size_t nstacks, capstacks;
-    u64map sym_ix;                /* ip -> index in syms */
-    sym_ent *syms; size_t nsyms, capsyms;
-    mod_ent *mods; size_t nmods, capmods;
-    msnap_str *strs; size_t nstrs, capstrs;
-    track tr;
+    u64map frames_ix;             /* stack id -> index in frames_txt */
+    char **frames_txt; size_t nframes_txt, capframes_txt;
+    int have_blocks, max_device;
     spill dev[MSNAP_MAX_DEVICES]; /* torch events, per device */
     spill other;                  /* events torch has no action for (JSON) */
     uint64_t nevents;
@@ -74,8 +68,6 @@ typedef struct texp {
     uint64_t empty_frames_id;
     docw w;
 } texp;
-
-static char *dupz(const char *s) { return strdup(s ? s : ""); }
 
 #define GROW(arr, n, cap)                                                            \
     ((n) < (cap) ? 0 : (((cap) = (cap) ? (cap) * 2 : 64),                              \
@@ -134,137 +126,70 @@ static void ring_note(texp *x, uint64_t idx, int n)
     }
 }
 
-/* Reads the whole input: tables, tracker, spills. */
+/* An event of the read (an_observer.record, after the state applied it):
+ * the window and the spills. */
+static int on_record(void *ctx, an_file *f, const msnap_record *rec)
+{
+    texp *x = ctx;
+    if (rec->type != MSNAP_REC_EVENT)
+        return 0;
+    const msnap_event *e = &rec->u.event;
+    const msnap_export_opts *o = x->o;
+    uint64_t idx = x->nevents++;
+    if (o->to_set && (o->to_is_index ? idx > o->to : e->t_ns > o->to))
+        return 0; /* past the window: the state at its end is the moment's */
+    an_moment_mark(x->win_end);
+    if (e->device > x->max_device && e->device < MSNAP_MAX_DEVICES)
+        x->max_device = e->device;
+    x->have_blocks = f->st.allocated_seen;
+    if (e->action == MSNAP_A_VMM_MAP)
+        x->saw_vmm = 1;
+    if (o->from_set && (o->from_is_index ? idx < o->from : e->t_ns < o->from))
+        return 0; /* before the window: only the state needs it */
+    spill_rec sr = {.k1 = idx, .k2 = e->size ? e->size : f->st.freed.size, .e = *e};
+    spill *dst = &x->other;
+    int torch = is_torch_event(e->action) && e->device >= 0 && e->device < MSNAP_MAX_DEVICES;
+    if (torch) {
+        dst = &x->dev[e->device];
+        /* the ring counts the entries as they look now (a block event
+         * later only makes it keep fewer); the total is made exact at
+         * the end, when it is known whether entries are synthesized */
+        ring_note(x, idx, entries_of(e, !x->have_blocks));
+        x->entries_window += (uint64_t)entries_of(e, 0);
+        x->syn_extra += (uint64_t)(entries_of(e, 1) - entries_of(e, 0));
+    } else if (!o->json) {
+        return 0; /* the pickle has no extension */
+    }
+    if (spill_put(dst, &sr)) {
+        char m[200];
+        snprintf(m, sizeof m, "cannot write a temporary file: %s", strerror(errno));
+        an_fail(f, m);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the whole input once: tables, state, spills. */
 static int texp_read(texp *x, const char *path, msnap_interop_stats *st, char *err, size_t errlen)
 {
-    char rerr[256];
-    msnap_reader *r = msnap_reader_open(path, rerr, sizeof rerr);
-    if (!r) {
-        snprintf(err, errlen, "%s", rerr);
+    an_init(&x->f, path);
+    an_observer o = {.ctx = x, .record = on_record};
+    if (an_observe(&x->f, &o) || !(x->win_end = an_moment_new(&x->f))) {
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
-    msnap_record rec;
-    int rc;
-    while ((rc = msnap_reader_next(r, &rec)) == 1) {
-        switch (rec.type) {
-        case MSNAP_REC_HEADER: {
-            const msnap_header *h = &rec.u.header;
-            x->hdr = *h;
-            x->argc = h->argc;
-            x->argv = calloc((size_t)h->argc + 1, sizeof *x->argv);
-            for (int i = 0; x->argv && i < h->argc; i++)
-                x->argv[i] = dupz(h->argv[i]);
-            x->settings = dupz(h->settings_json);
-            for (int i = 0; i < h->ndevices; i++)
-                if (h->devices[i].index >= 0 && h->devices[i].index < MSNAP_MAX_DEVICES) {
-                    x->devs[h->devices[i].index] = h->devices[i];
-                    x->have_dev[h->devices[i].index] = 1;
-                }
-            break;
-        }
-        case MSNAP_REC_DEVICE:
-            if (rec.u.device.index >= 0 && rec.u.device.index < MSNAP_MAX_DEVICES) {
-                x->devs[rec.u.device.index] = rec.u.device;
-                x->have_dev[rec.u.device.index] = 1;
-            }
-            break;
-        case MSNAP_REC_STACK: {
-            if (GROW(x->stacks, x->nstacks, x->capstacks))
-                goto oom;
-            stk_ent *s = &x->stacks[x->nstacks];
-            s->id = rec.u.stack.id;
-            s->depth = rec.u.stack.depth;
-            s->frames_json = NULL;
-            s->ips = malloc(((size_t)s->depth + 1) * sizeof *s->ips);
-            if (!s->ips)
-                goto oom;
-            memcpy(s->ips, rec.u.stack.ips, (size_t)s->depth * sizeof *s->ips);
-            uint64_t *old = u64map_get(&x->stack_ix, 0, s->id);
-            if (old) { /* a repeated id replaces the earlier stack */
-                free(x->stacks[*old].ips);
-                x->stacks[*old] = *s;
-            } else {
-                if (u64map_put(&x->stack_ix, 0, s->id, x->nstacks))
-                    goto oom;
-                x->nstacks++;
-            }
-            break;
-        }
-        case MSNAP_REC_SYMBOL: {
-            const msnap_symbol *y = &rec.u.symbol;
-            uint64_t *old = u64map_get(&x->sym_ix, 0, y->ip);
-            if (old) {
-                if (!y->function[0])
-                    break; /* keep a named one */
-                free(x->syms[*old].fn);
-                free(x->syms[*old].file);
-                x->syms[*old] = (sym_ent){dupz(y->function), dupz(y->file), y->line};
-                break;
-            }
-            if (GROW(x->syms, x->nsyms, x->capsyms))
-                goto oom;
-            x->syms[x->nsyms] = (sym_ent){dupz(y->function), dupz(y->file), y->line};
-            if (u64map_put(&x->sym_ix, 0, y->ip, x->nsyms))
-                goto oom;
-            x->nsyms++;
-            break;
-        }
-        case MSNAP_REC_MODULE:
-            if (GROW(x->mods, x->nmods, x->capmods))
-                goto oom;
-            x->mods[x->nmods++] = (mod_ent){rec.u.module.base, rec.u.module.size,
-                                            dupz(rec.u.module.path), dupz(rec.u.module.build_id)};
-            break;
-        case MSNAP_REC_STR:
-            if (GROW(x->strs, x->nstrs, x->capstrs))
-                goto oom;
-            x->strs[x->nstrs].id = rec.u.str.id;
-            x->strs[x->nstrs++].s = dupz(rec.u.str.s);
-            break;
-        case MSNAP_REC_EVENT: {
-            const msnap_event *e = &rec.u.event;
-            const msnap_export_opts *o = x->o;
-            uint64_t idx = x->nevents++;
-            if (o->to_set && (o->to_is_index ? idx > o->to : e->t_ns > o->to))
-                break; /* past the window: the state stays as it was at its end */
-            trk_obj freed;
-            if (track_event(&x->tr, e, &freed) < 0)
-                goto oom;
-            if (e->action == MSNAP_A_VMM_MAP)
-                x->saw_vmm = 1;
-            if (o->from_set && (o->from_is_index ? idx < o->from : e->t_ns < o->from))
-                break; /* before the window: only the state needs it */
-            spill_rec sr = {.k1 = idx, .k2 = e->size ? e->size : freed.size, .e = *e};
-            spill *dst = &x->other;
-            int torch = is_torch_event(e->action) && e->device >= 0 && e->device < MSNAP_MAX_DEVICES;
-            if (torch) {
-                dst = &x->dev[e->device];
-                /* the ring counts the entries as they look now (a block event
-                 * later only makes it keep fewer); the total is made exact at
-                 * the end, when it is known whether entries are synthesized */
-                ring_note(x, idx, entries_of(e, !x->tr.have_blocks));
-                x->entries_window += (uint64_t)entries_of(e, 0);
-                x->syn_extra += (uint64_t)(entries_of(e, 1) - entries_of(e, 0));
-            } else if (!o->json) {
-                break; /* the pickle has no extension */
-            }
-            if (spill_put(dst, &sr)) {
-                snprintf(err, errlen, "cannot write a temporary file: %s", strerror(errno));
-                msnap_reader_close(r);
-                return -1;
-            }
-            break;
-        }
-        default:
-            break;
-        }
-    }
-    if (rc < 0) {
-        snprintf(err, errlen, "%s", msnap_reader_error(r));
-        msnap_reader_close(r);
+    x->max_device = -1;
+    if (an_read(&x->f, err, errlen)) {
+        an_strip_path(&x->f, err);
         return -1;
     }
-    msnap_reader_close(r);
+    x->hdr = &x->f.hdr;
+    x->settings = x->f.settings;
+    for (int i = 0; i < x->f.ndev; i++)
+        if (x->f.dev[i].index >= 0 && x->f.dev[i].index < MSNAP_MAX_DEVICES) {
+            x->devs[x->f.dev[i].index] = x->f.dev[i];
+            x->have_dev[x->f.dev[i].index] = 1;
+        }
     st->events_in = x->nevents;
     if (x->ring_dropped) {
         /* the oldest kept entry's event; if that event also had an entry
@@ -274,28 +199,25 @@ static int texp_read(texp *x, const char *path, msnap_interop_stats *st, char *e
             x->first_kept++;
     }
     return 0;
-oom:
-    msnap_reader_close(r);
-    snprintf(err, errlen, "out of memory");
-    return -1;
 }
 
 /* The name, file and line torch shows for one ip: its sym record, else
  * module+0xoffset (file = module path), else 0x<ip> (file "??"). */
 static void frame_of(texp *x, uint64_t ip, char *name, size_t namelen, const char **file, int *line)
 {
-    uint64_t *yi = u64map_get(&x->sym_ix, 0, ip);
-    const sym_ent *y = yi ? &x->syms[*yi] : NULL;
+    const sm_symtab *t = &x->f.tab;
+    uint64_t *yi = u64map_get(&t->sym_map, 0, ip);
+    const sm_sym *y = yi ? &t->syms[*yi] : NULL;
     if (y && y->fn[0]) {
         snprintf(name, namelen, "%s", y->fn);
         *file = y->file[0] ? y->file : "??";
         *line = y->line;
         return;
     }
-    const mod_ent *mod = NULL;
-    for (size_t k = 0; k < x->nmods; k++)
-        if (ip >= x->mods[k].base && ip - x->mods[k].base < x->mods[k].size)
-            mod = &x->mods[k];
+    const sm_module *mod = NULL;
+    for (size_t k = 0; k < t->nmods; k++)
+        if (ip >= t->mods[k].base && ip - t->mods[k].base < t->mods[k].size)
+            mod = &t->mods[k];
     *line = 0;
     if (mod) {
         const char *base = strrchr(mod->path, '/');
@@ -307,15 +229,22 @@ static void frame_of(texp *x, uint64_t ip, char *name, size_t namelen, const cha
     }
 }
 
+/* The stack record of an id, NULL when the file has none. */
+static const sm_stack_rec *stack_of(texp *x, uint32_t id)
+{
+    uint64_t *ix = id ? u64map_get(&x->f.tab.stack_map, 0, id) : NULL;
+    return ix ? &x->f.tab.stacks[*ix] : NULL;
+}
+
 /* The frames list of a stack id as JSON text, cached. */
 static const char *frames_json(texp *x, uint32_t id)
 {
-    uint64_t *ix = id ? u64map_get(&x->stack_ix, 0, id) : NULL;
-    if (!ix)
+    const sm_stack_rec *s = stack_of(x, id);
+    if (!s)
         return "[]";
-    stk_ent *s = &x->stacks[*ix];
-    if (s->frames_json)
-        return s->frames_json;
+    uint64_t *fx = u64map_get(&x->frames_ix, 0, id);
+    if (fx)
+        return x->frames_txt[*fx];
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
@@ -335,8 +264,16 @@ static const char *frames_json(texp *x, uint32_t id)
     }
     putc(']', m);
     fclose(m);
-    s->frames_json = buf;
-    return buf ? buf : "[]";
+    if (!buf)
+        return "[]";
+    if (GROW(x->frames_txt, x->nframes_txt, x->capframes_txt) ||
+        u64map_put(&x->frames_ix, 0, id, x->nframes_txt)) {
+        x->w.failed = 1;
+        free(buf);
+        return "[]";
+    }
+    x->frames_txt[x->nframes_txt++] = buf;
+    return buf;
 }
 
 /* The frames list of a stack id as a value: JSON text, or in the pickle a
@@ -348,8 +285,8 @@ static void write_frames(texp *x, uint32_t id)
         docw_raw(w, frames_json(x, id));
         return;
     }
-    uint64_t *ix = id ? u64map_get(&x->stack_ix, 0, id) : NULL;
-    if (!ix || !x->stacks[*ix].depth) {
+    const sm_stack_rec *s = stack_of(x, id);
+    if (!s || !s->depth) {
         if (x->empty_frames_id) {
             docw_get(w, x->empty_frames_id);
             return;
@@ -365,7 +302,6 @@ static void write_frames(texp *x, uint32_t id)
         docw_get(w, *memo);
         return;
     }
-    const stk_ent *s = &x->stacks[*ix];
     docw_list(w);
     uint64_t lid = docw_new_id(w);
     docw_put(w, lid);
@@ -536,14 +472,25 @@ static void segment_head(texp *x, const trk_obj *s, uint64_t used, int expandabl
     docw_list(w);
 }
 
-static void write_segments(texp *x, msnap_interop_stats *st)
+static int write_segments(texp *x, msnap_interop_stats *st)
 {
     docw *w = &x->w;
     vec segs = {.sz = sizeof(trk_obj)}, maps = {.sz = sizeof(trk_obj)}, blocks = {.sz = sizeof(trk_obj)};
-    track_each(&x->tr, TRK_ALLOC, vec_add, &segs);
-    track_each(&x->tr, TRK_ASYNC, vec_add, &segs);
-    track_each(&x->tr, TRK_VMM_MAP, vec_add, &maps);
-    track_each(&x->tr, TRK_BLOCK, vec_add, &blocks);
+    msnap_obj *objs;
+    size_t n;
+    uint64_t idx, t;
+    if (an_moment_objects(x->win_end, &objs, &n, &idx, &t))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        trk_obj o = trk_of(&objs[i]);
+        switch (o.layer) {
+        case TRK_ALLOC: case TRK_ASYNC: vec_add(&segs, &o); break;
+        case TRK_VMM_MAP: vec_add(&maps, &o); break;
+        case TRK_BLOCK: vec_add(&blocks, &o); break;
+        default: break;
+        }
+    }
+    free(objs);
     if (maps.n) /* qsort wants a non-NULL base even for 0 elements */
         qsort(maps.v, maps.n, sizeof(trk_obj), cmp_obj);
     /* neighbouring mappings are one expandable segment */
@@ -584,7 +531,7 @@ static void write_segments(texp *x, msnap_interop_stats *st)
         size_t b0 = bi;
         while (bi < blocks.n && bk[bi].device == s->device && bk[bi].addr < end)
             used += bk[bi++].size;
-        int syn = !x->tr.have_blocks;
+        int syn = !x->have_blocks;
         if (syn)
             used = s->size;
         segment_head(x, s, used, s->layer == TRK_VMM_MAP, 0, s->stack);
@@ -615,17 +562,18 @@ static void write_segments(texp *x, msnap_interop_stats *st)
     free(segs.v);
     free(maps.v);
     free(blocks.v);
+    return 0;
 }
 
 static int write_traces(texp *x, msnap_interop_stats *st, msnap_export_report *rep, char *err,
                         size_t errlen)
 {
     docw *w = &x->w;
-    int ndev = x->tr.max_device + 1;
+    int ndev = x->max_device + 1;
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
         if (x->have_dev[d] && d + 1 > ndev)
             ndev = d + 1;
-    uint64_t t0_us = x->hdr.t0_unix_ns / 1000, t0_rem = x->hdr.t0_unix_ns % 1000;
+    uint64_t t0_us = x->hdr->t0_unix_ns / 1000, t0_rem = x->hdr->t0_unix_ns % 1000;
     msnap_progress("writing trace entries", 0, x->to_write, 0);
     docw_key(w, "device_traces");
     docw_list(w);
@@ -639,7 +587,7 @@ static int write_traces(texp *x, msnap_interop_stats *st, msnap_export_report *r
         int rc;
         uint64_t last_us = 0;
         spill_rec r;
-        int syn = !x->tr.have_blocks;
+        int syn = !x->have_blocks;
         while ((rc = spill_get(s, &r)) == 1) {
             if (r.k1 < x->first_kept)
                 continue;
@@ -764,16 +712,16 @@ static int write_ext(texp *x, FILE *f, char *err, size_t errlen)
 {
     fprintf(f, ",\n\"memsnap\":{\"format\":\"memsnap torch export\",\"version\":\"%d.%d\","
                "\"header\":{\"pid\":%" PRId64 ",\"host\":",
-            MSNAP_FORMAT_MAJOR, MSNAP_FORMAT_MINOR, x->hdr.pid);
-    jw_str(f, x->hdr.host);
+            MSNAP_FORMAT_MAJOR, MSNAP_FORMAT_MINOR, x->hdr->pid);
+    jw_str(f, x->hdr->host);
     fputs(",\"argv\":[", f);
-    for (int i = 0; i < x->argc; i++) {
+    for (int i = 0; i < x->hdr->argc; i++) {
         if (i)
             putc(',', f);
-        jw_str(f, x->argv && x->argv[i] ? x->argv[i] : "");
+        jw_str(f, x->hdr->argv[i] ? x->hdr->argv[i] : "");
     }
-    fprintf(f, "],\"t0_unix_ns\":\"0x%" PRIx64 "\",\"mode\":", x->hdr.t0_unix_ns);
-    jw_str(f, x->hdr.mode);
+    fprintf(f, "],\"t0_unix_ns\":\"0x%" PRIx64 "\",\"mode\":", x->hdr->t0_unix_ns);
+    jw_str(f, x->hdr->mode);
     fprintf(f, ",\"settings\":%s},\n\"devices\":[", x->settings && x->settings[0] ? x->settings : "{}");
     int first = 1;
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++) {
@@ -784,40 +732,41 @@ static int write_ext(texp *x, FILE *f, char *err, size_t errlen)
         fprintf(f, ",\"total\":%" PRIu64 "}", x->devs[d].total);
         first = 0;
     }
+    const sm_symtab *t = &x->f.tab;
     fputs("],\n\"stacks\":[", f);
-    for (size_t i = 0; i < x->nstacks; i++) {
-        fprintf(f, "%s{\"id\":%u,\"ips\":[", i ? ",\n" : "", x->stacks[i].id);
-        for (int k = 0; k < x->stacks[i].depth; k++)
-            fprintf(f, "%s\"0x%" PRIx64 "\"", k ? "," : "", x->stacks[i].ips[k]);
+    for (size_t i = 0; i < t->nstacks; i++) {
+        fprintf(f, "%s{\"id\":%u,\"ips\":[", i ? ",\n" : "", t->stacks[i].id);
+        for (int k = 0; k < t->stacks[i].depth; k++)
+            fprintf(f, "%s\"0x%" PRIx64 "\"", k ? "," : "", t->stacks[i].ips[k]);
         fputs("]}", f);
     }
     fputs("],\n\"syms\":[", f);
-    first = 1;
-    for (size_t i = 0; i < x->sym_ix.cap; i++) {
-        if (!x->sym_ix.slots[i].used)
-            continue;
-        const sym_ent *y = &x->syms[x->sym_ix.slots[i].value];
-        fprintf(f, "%s{\"ip\":\"0x%" PRIx64 "\",\"fn\":", first ? "" : ",\n", x->sym_ix.slots[i].key);
+    for (size_t i = 0; i < t->nsyms; i++) {
+        const sm_sym *y = &t->syms[i];
+        fprintf(f, "%s{\"ip\":\"0x%" PRIx64 "\",\"fn\":", i ? ",\n" : "", y->ip);
         jw_str(f, y->fn);
         fputs(",\"file\":", f);
         jw_str(f, y->file);
         fprintf(f, ",\"line\":%d}", y->line);
-        first = 0;
     }
     fputs("],\n\"modules\":[", f);
-    for (size_t i = 0; i < x->nmods; i++) {
+    for (size_t i = 0; i < t->nmods; i++) {
         fprintf(f, "%s{\"base\":\"0x%" PRIx64 "\",\"size\":%" PRIu64 ",\"path\":", i ? ",\n" : "",
-                x->mods[i].base, x->mods[i].size);
-        jw_str(f, x->mods[i].path);
+                t->mods[i].base, t->mods[i].size);
+        jw_str(f, t->mods[i].path);
         fputs(",\"build_id\":", f);
-        jw_str(f, x->mods[i].build_id);
+        jw_str(f, t->mods[i].build_id);
         putc('}', f);
     }
     fputs("],\n\"strs\":[", f);
-    for (size_t i = 0; i < x->nstrs; i++) {
-        fprintf(f, "%s{\"id\":%u,\"s\":", i ? ",\n" : "", x->strs[i].id);
-        jw_str(f, x->strs[i].s);
+    first = 1;
+    for (size_t i = 0; i < t->str_map.cap; i++) {
+        if (!t->str_map.slots[i].used)
+            continue;
+        fprintf(f, "%s{\"id\":%u,\"s\":", first ? "" : ",\n", (uint32_t)t->str_map.slots[i].key);
+        jw_str(f, t->strs[t->str_map.slots[i].value]);
         putc('}', f);
+        first = 0;
     }
     fputs("],\n\"events\":[", f);
     if (spill_rewind(&x->other)) {
@@ -845,33 +794,13 @@ static int write_ext(texp *x, FILE *f, char *err, size_t errlen)
 
 static void texp_free(texp *x)
 {
-    for (int i = 0; x->argv && i < x->argc; i++)
-        free(x->argv[i]);
-    free(x->argv);
-    free(x->settings);
-    for (size_t i = 0; i < x->nstacks; i++) {
-        free(x->stacks[i].ips);
-        free(x->stacks[i].frames_json);
-    }
-    free(x->stacks);
-    for (size_t i = 0; i < x->nsyms; i++) {
-        free(x->syms[i].fn);
-        free(x->syms[i].file);
-    }
-    free(x->syms);
-    for (size_t i = 0; i < x->nmods; i++) {
-        free(x->mods[i].path);
-        free(x->mods[i].build_id);
-    }
-    free(x->mods);
-    for (size_t i = 0; i < x->nstrs; i++)
-        free((char *)x->strs[i].s);
-    free(x->strs);
-    u64map_free(&x->stack_ix);
-    u64map_free(&x->sym_ix);
+    for (size_t i = 0; i < x->nframes_txt; i++)
+        free(x->frames_txt[i]);
+    free(x->frames_txt);
+    u64map_free(&x->frames_ix);
     u64map_free(&x->stack_memo);
     u64map_free(&x->frame_memo);
-    track_free(&x->tr);
+    an_free(&x->f);
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
         spill_close(&x->dev[d]);
     spill_close(&x->other);
@@ -905,18 +834,18 @@ int msnap_export_torch(const char *in_path, FILE *out, const msnap_export_opts *
                  (unsigned long long)opts->max_entries);
         return -1;
     }
-    track_init(&x->tr);
     int rc = texp_read(x, in_path, st, err, errlen);
     if (!rc) {
-        st->synthesized_blocks = !x->tr.have_blocks;
-        st->stacks = x->nstacks;
-        rep->entries_window = x->entries_window + (x->tr.have_blocks ? 0 : x->syn_extra);
+        st->synthesized_blocks = !x->have_blocks;
+        st->stacks = x->f.tab.nstacks;
+        rep->entries_window = x->entries_window + (x->have_blocks ? 0 : x->syn_extra);
         x->to_write = x->ring_dropped ? x->ring_n : rep->entries_window;
         rep->cut = x->ring_dropped;
-        rep->no_wall_clock = !x->hdr.t0_unix_ns;
+        rep->no_wall_clock = !x->hdr->t0_unix_ns;
         docw_init(&x->w, out, opts->json ? DOCW_JSON : DOCW_PICKLE);
         docw_dict(&x->w);
-        write_segments(x, st);
+        if (write_segments(x, st))
+            x->w.failed = 1;
         rc = write_traces(x, st, rep, err, errlen);
         write_allocator_settings(x);
         if (!rc && opts->json)
