@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "human.h"
 #include "whatif.h"
+#include "requests.h"
 #include "parts.h"
 #include "torchalloc.h"
 #include "progress_term.h"
@@ -51,8 +52,9 @@ static const char usage_text[] =
     "                         collection) and print them best first: those that\n"
     "                         avoid the OOM in every snapshot, then the lowest peak\n"
     "                         reserved, with the string to paste\n"
-    "  -m, --device-mem SIZE  device memory, e.g. 80G (default: the snapshot's\n"
-    "                         device for PyTorch traces, else 80G)\n"
+    "  -m, --device-mem SIZE  device memory, e.g. 80G (default: the recording's\n"
+    "                         device, else 80G); memory_fraction:F in a PyTorch\n"
+    "                         CONF is a fraction of it\n"
     "  -e, --engine NAME      auto (default), memsnap or torch\n"
     "  -o, --output PREFIX    write PREFIX-1.msnap, PREFIX-2.msnap, ... (one per\n"
     "                         config; one snapshot only): the replayed blocks and\n"
@@ -124,9 +126,9 @@ static void print_table(const char *in, const char *const *confs, int nconf,
 {
     char m[32];
     human(res[0].device_mem, m, sizeof m);
-    printf("replay of %s on a simulated device of %s (%s level, %s engine: %" PRIu64
-           " requests, %" PRIu64 " frees)\n\n", in, m, res[0].level, res[0].engine,
-           res[0].requests, res[0].frees);
+    printf("replay of %s on a simulated device of %s (from %s; %s level, %s engine: %" PRIu64
+           " requests, %" PRIu64 " frees)\n\n", in, m, res[0].device_mem_from, res[0].level,
+           res[0].engine, res[0].requests, res[0].frees);
     printf("%-3s %-32s %12s %12s %9s %9s %-30s %8s\n", "#", "config", "peak alloc", "peak reserv",
            "frag free", "frag peak", "OOM", "driver");
     for (int i = 0; i < nconf; i++) {
@@ -234,6 +236,87 @@ static void print_suggest(int nin, const char *const *confs, int nconf,
     }
 }
 
+/* Replays every stream through every config and prints the tables (or,
+ * with --suggest, the ranking).  Returns the exit status. */
+static int replay_all(rq_stream *qs, char **ins, int nin, const char **confs, int nconf,
+                      int suggest, int torch, uint64_t mem, const char *prefix, int jobs,
+                      int quiet)
+{
+    char err[1280];
+    /* the configs: given, or the grid (each after the base) */
+    static char gridbuf[GRID_N][600];
+    const char *base = nconf ? confs[0] : "";
+    if (suggest) {
+        const char *const *grid = torch ? grid_torch : grid_memsnap;
+        nconf = 0;
+        for (int i = 0; i < GRID_N; i++) {
+            /* PyTorch collects garbage only under a memory fraction */
+            if (torch && strstr(grid[i], "garbage_collection") && !strstr(base, "memory_fraction"))
+                continue;
+            snprintf(gridbuf[nconf], sizeof gridbuf[nconf], "%s%s%s", base,
+                     base[0] && grid[i][0] ? "," : "", grid[i]);
+            confs[nconf] = gridbuf[nconf];
+            nconf++;
+        }
+    }
+    for (int i = 0; i < nconf; i++)
+        if (msnap_replay_check_conf(confs[i], torch, err, sizeof err)) {
+            fprintf(stderr, "memsnap replay: bad config \"%s\": %s\n", confs[i], err);
+            return 2;
+        }
+    /* replay.c dlopens the simulated device and the allocator from these
+     * variables: point them at this memsnap's own parts (parts.h). */
+    char part[PATH_MAX + 64];
+    if (!getenv("MEMSNAP_SIMDEV_LIB") &&
+        memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, part, sizeof part - 16) == 0) {
+        strcat(part, "/libcuda.so.1");
+        setenv("MEMSNAP_SIMDEV_LIB", part, 1);
+    }
+    if (!getenv("MEMSNAP_ALLOC_LIB") && memsnap_part_find(MEMSNAP_PART_ALLOC, part, sizeof part) == 0)
+        setenv("MEMSNAP_ALLOC_LIB", part, 1);
+    int total = nin * nconf;
+    msnap_replay_opts *o = calloc((size_t)total, sizeof *o);
+    msnap_replay_result *res = calloc((size_t)total, sizeof *res);
+    static char outs[MAX_CONFS][4096];
+    if (!o || !res) {
+        fprintf(stderr, "memsnap replay: out of memory\n");
+        free(o);
+        free(res);
+        return 2;
+    }
+    int rc = 0;
+    for (int f = 0; f < nin && !rc; f++) {
+        for (int i = 0; i < nconf; i++) {
+            msnap_replay_opts *x = &o[f * nconf + i];
+            x->conf = confs[i];
+            x->device_mem = mem;
+            x->engine = torch ? MSNAP_ENGINE_TORCH : MSNAP_ENGINE_MEMSNAP;
+            if (prefix) {
+                snprintf(outs[i], sizeof outs[i], "%s-%d.msnap", prefix, i + 1);
+                x->out_path = outs[i];
+            }
+        }
+        if (msnap_replay_many(&qs[f], &o[f * nconf], nconf, jobs, !quiet && progress_enabled(),
+                              &res[f * nconf], err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", ins[f], err);
+            rc = 2;
+            break;
+        }
+        if (!suggest) {
+            if (f)
+                printf("\n");
+            print_table(ins[f], confs, nconf, &res[f * nconf], prefix);
+        }
+    }
+    if (!rc && suggest)
+        print_suggest(nin, confs, nconf, res, torch);
+    free(o);
+    free(res);
+    if (rc)
+        return rc;
+    return fflush(stdout) ? 2 : 0;
+}
+
 int cmd_replay(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -327,91 +410,42 @@ int cmd_replay(int argc, char **argv)
     if (jobs < 1)
         jobs = 1;
     char **ins = argv + optind;
-    int torch = 0;
-    char err[512];
-    for (int f = 0; f < nin; f++) {
-        int eng = engine;
-        if (eng == MSNAP_ENGINE_AUTO && (eng = msnap_replay_engine_of(ins[f], err, sizeof err)) < 0) {
-            fprintf(stderr, "%s: %s\n", ins[f], err);
+    int torch = 0, nstdin = 0;
+    char err[1280];
+    for (int f = 0; f < nin; f++)
+        if (!strcmp(ins[f], "-") && ++nstdin > 1) {
+            fprintf(stderr, "memsnap replay: reads stdin once: give \"-\" at most once; "
+                            "try memsnap replay --help\n");
             return 2;
         }
-        if (f && (eng == MSNAP_ENGINE_TORCH) != torch) {
-            fprintf(stderr, "memsnap replay: %s and %s need different engines; replay them apart "
-                            "or give --engine\n", ins[0], ins[f]);
-            return 2;
-        }
-        torch = eng == MSNAP_ENGINE_TORCH;
-    }
-    /* the configs: given, or the grid (each after the base) */
-    static char gridbuf[GRID_N][600];
-    const char *base = nconf ? confs[0] : "";
-    if (suggest) {
-        const char *const *grid = torch ? grid_torch : grid_memsnap;
-        nconf = 0;
-        for (int i = 0; i < GRID_N; i++) {
-            /* PyTorch collects garbage only under a memory fraction */
-            if (torch && strstr(grid[i], "garbage_collection") && !strstr(base, "memory_fraction"))
-                continue;
-            snprintf(gridbuf[nconf], sizeof gridbuf[nconf], "%s%s%s", base,
-                     base[0] && grid[i][0] ? "," : "", grid[i]);
-            confs[nconf] = gridbuf[nconf];
-            nconf++;
-        }
-    }
-    for (int i = 0; i < nconf; i++)
-        if (msnap_replay_check_conf(confs[i], torch, err, sizeof err)) {
-            fprintf(stderr, "memsnap replay: bad config \"%s\": %s\n", confs[i], err);
-            return 2;
-        }
-    /* replay.c dlopens the simulated device and the allocator from these
-     * variables: point them at this memsnap's own parts (parts.h). */
-    char part[PATH_MAX + 64];
-    if (!getenv("MEMSNAP_SIMDEV_LIB") &&
-        memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, part, sizeof part - 16) == 0) {
-        strcat(part, "/libcuda.so.1");
-        setenv("MEMSNAP_SIMDEV_LIB", part, 1);
-    }
-    if (!getenv("MEMSNAP_ALLOC_LIB") && memsnap_part_find(MEMSNAP_PART_ALLOC, part, sizeof part) == 0)
-        setenv("MEMSNAP_ALLOC_LIB", part, 1);
-    int total = nin * nconf;
-    msnap_replay_opts *o = calloc((size_t)total, sizeof *o);
-    msnap_replay_result *res = calloc((size_t)total, sizeof *res);
-    static char outs[MAX_CONFS][4096];
-    if (!o || !res) {
+    /* each snapshot read once, into its request stream */
+    rq_stream *qs = calloc((size_t)nin, sizeof *qs);
+    if (!qs) {
         fprintf(stderr, "memsnap replay: out of memory\n");
-        free(o);
-        free(res);
         return 2;
     }
     int rc = 0;
     for (int f = 0; f < nin && !rc; f++) {
-        for (int i = 0; i < nconf; i++) {
-            msnap_replay_opts *x = &o[f * nconf + i];
-            x->conf = confs[i];
-            x->device_mem = mem;
-            x->engine = torch ? MSNAP_ENGINE_TORCH : MSNAP_ENGINE_MEMSNAP;
-            if (prefix) {
-                snprintf(outs[i], sizeof outs[i], "%s-%d.msnap", prefix, i + 1);
-                x->out_path = outs[i];
-            }
-        }
-        if (msnap_replay_many(ins[f], &o[f * nconf], nconf, (int)jobs, !quiet && progress_enabled(),
-                              &res[f * nconf], err, sizeof err)) {
-            fprintf(stderr, "%s: %s\n", ins[f], err);
+        if (rq_read(&qs[f], ins[f], err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
             rc = 2;
             break;
         }
-        if (!suggest) {
-            if (f)
-                printf("\n");
-            print_table(ins[f], confs, nconf, &res[f * nconf], prefix);
+        int eng = engine;
+        if (eng == MSNAP_ENGINE_AUTO)
+            eng = msnap_replay_engine_of(&qs[f]);
+        if (f && (eng == MSNAP_ENGINE_TORCH) != torch) {
+            fprintf(stderr, "memsnap replay: %s and %s need different engines; replay them apart "
+                            "or give --engine\n", ins[0], ins[f]);
+            rc = 2;
+            break;
         }
+        torch = eng == MSNAP_ENGINE_TORCH;
     }
-    if (!rc && suggest)
-        print_suggest(nin, confs, nconf, res, torch);
-    free(o);
-    free(res);
-    if (rc)
-        return rc;
-    return fflush(stdout) ? 2 : 0;
+    if (!rc)
+        rc = replay_all(qs, ins, nin, confs, nconf, suggest, torch, mem, prefix, (int)jobs, quiet);
+    for (int f = 0; f < nin; f++)
+        rq_free(&qs[f]);
+    free(qs);
+    return rc;
 }

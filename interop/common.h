@@ -24,6 +24,9 @@ typedef struct spill {
 int spill_put(spill *s, const spill_rec *r);   /* 0, or -1 (errno) */
 int spill_rewind(spill *s);                    /* start reading; 0 or -1 */
 int spill_get(spill *s, spill_rec *r);         /* 1 record, 0 end, -1 error */
+/* A file position of its own (a forked child reading a spill its parent
+ * wrote; the parent's position stays as it was).  0 or -1 (errno). */
+int spill_reopen(spill *s);
 void spill_close(spill *s);
 
 /* ---- track: live objects as the exporters write them (track.c) ---------- */

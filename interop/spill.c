@@ -41,3 +41,19 @@ void spill_close(spill *s)
     s->f = NULL;
     s->n = 0;
 }
+
+int spill_reopen(spill *s)
+{
+    if (!s->f)
+        return 0;
+    char p[64];
+    if (fflush(s->f))
+        return -1;
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fileno(s->f));
+    FILE *g = fopen(p, "rb");
+    if (!g)
+        return -1;
+    fclose(s->f);
+    s->f = g;
+    return 0;
+}

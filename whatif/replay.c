@@ -77,6 +77,7 @@
 
 #include "outfile.h"
 #include "memsnap/alloc.h"
+#include "requests.h"
 #include "torchalloc.h"
 
 #define VIRT_BASE 0x100000000000ULL
@@ -398,46 +399,6 @@ static CUresult w_stream_sync(CUstream s)
 
 /* ---- what the input is (first pass, up to the first block event) ------- */
 
-typedef struct src_info {
-    int blocks;             /* the snapshot has allocator block events */
-    int torch;              /* they came from PyTorch's caching allocator */
-    int torch_api;          /* ... recorded live (api torch), not imported */
-    uint64_t device_total;  /* device 0's memory in the header, 0 unknown */
-} src_info;
-
-static int probe_input(const char *path, src_info *si, char *err, size_t errlen)
-{
-    char rerr[256];
-    memset(si, 0, sizeof *si);
-    msnap_reader *r = msnap_reader_open(path, rerr, sizeof rerr);
-    if (!r) {
-        snprintf(err, errlen, "%s", rerr);
-        return -1;
-    }
-    const msnap_header *h = msnap_reader_header(r);
-    /* memsnap import names its source in argv[0]: the blocks are PyTorch's */
-    if (h->argc > 0 && h->argv[0] && !strncmp(h->argv[0], "imported from", 13))
-        si->torch = 1;
-    if (h->ndevices > 0)
-        si->device_total = h->devices[0].total;
-    msnap_record rec;
-    int rc;
-    while ((rc = msnap_reader_next(r, &rec)) == 1)
-        if (rec.type == MSNAP_REC_EVENT && rec.u.event.action == MSNAP_A_BLOCK_ALLOC) {
-            si->blocks = 1;
-            if (rec.u.event.api == MSNAP_API_TORCH)
-                si->torch = si->torch_api = 1;
-            break;
-        }
-    if (rc < 0) {
-        snprintf(err, errlen, "%s", msnap_reader_error(r));
-        msnap_reader_close(r);
-        return -1;
-    }
-    msnap_reader_close(r);
-    return 0;
-}
-
 /* ---- the torch engine's driver-level events --------------------------------- */
 
 /* torchalloc's segment and page changes as reserved-level events: fixed
@@ -635,19 +596,41 @@ static void note_peak(engine *g, rp *r, int d)
     }
 }
 
-int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay_result *res,
-                 char *err, size_t errlen)
+/* The tables of the stream's recording as lines of the new snapshot. */
+static void write_tables(rp *r, const sm_symtab *t)
+{
+    size_t n;
+    for (size_t i = 0; i < t->nmods && r->out; i++) {
+        msnap_module m = {t->mods[i].base, t->mods[i].size, t->mods[i].path, t->mods[i].build_id};
+        if ((n = msnap_fmt_module(r->buf, sizeof r->buf, &m)) && msnap_out_write(r->out, r->buf, n))
+            r->wfail = 1;
+    }
+    for (size_t i = 0; i < t->nstacks && r->out; i++) {
+        msnap_stack st = {t->stacks[i].id, t->stacks[i].depth, t->stacks[i].ips};
+        if ((n = msnap_fmt_stack(r->buf, sizeof r->buf, &st)) && msnap_out_write(r->out, r->buf, n))
+            r->wfail = 1;
+    }
+    for (size_t i = 0; i < t->nsyms && r->out; i++) {
+        msnap_symbol y = {t->syms[i].ip, t->syms[i].fn, t->syms[i].file, t->syms[i].line,
+                          t->syms[i].off};
+        if ((n = msnap_fmt_symbol(r->buf, sizeof r->buf, &y)) && msnap_out_write(r->out, r->buf, n))
+            r->wfail = 1;
+    }
+    for (size_t i = 0; i < t->str_map.cap && r->out; i++) {
+        if (!t->str_map.slots[i].used)
+            continue;
+        msnap_str x = {(uint32_t)t->str_map.slots[i].key, t->strs[t->str_map.slots[i].value]};
+        if ((n = msnap_fmt_str(r->buf, sizeof r->buf, &x)) && msnap_out_write(r->out, r->buf, n))
+            r->wfail = 1;
+    }
+}
+
+int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay_result *res,
+                        char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
     const char *conf = opt->conf ? opt->conf : "";
-    if (!strcmp(in_path, "-")) {
-        snprintf(err, errlen, "replay reads its input twice; give a file, not stdin");
-        return -1;
-    }
-    src_info si;
-    if (probe_input(in_path, &si, err, errlen))
-        return -1;
-    int blocks = si.blocks;
+    int blocks = q->blocks;
     engine *g = calloc(1, sizeof *g);
     rp *r = calloc(1, sizeof *r);
     if (!g || !r) {
@@ -656,17 +639,18 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    g->torch = opt->engine == MSNAP_ENGINE_TORCH || (opt->engine == MSNAP_ENGINE_AUTO && si.torch);
+    g->torch = opt->engine == MSNAP_ENGINE_TORCH || (opt->engine == MSNAP_ENGINE_AUTO && q->torch);
     g->device_mem = opt->device_mem ? opt->device_mem
-                    : g->torch && si.device_total ? si.device_total : 80ull << 30;
+                    : q->device_total ? q->device_total : MSNAP_REPLAY_DEFAULT_MEM;
     res->device_mem = g->device_mem;
+    snprintf(res->device_mem_from, sizeof res->device_mem_from, "%s",
+             opt->device_mem ? "--device-mem" : q->device_total ? "the recording" : "the default");
     snprintf(res->level, sizeof res->level, "%s", blocks ? "blocks" : "reserved");
     snprintf(res->engine, sizeof res->engine, "%s", g->torch ? "torch" : "memsnap");
     r->res = res;
     r->torch = g->torch;
     r->next_virt = VIRT_BASE;
-    int rc = -1, more, fd = -1;
-    msnap_reader *in = NULL;
+    int rc = -1, more;
     char perr[256];
     char out_tmp[PATH_MAX + 32] = ""; /* the new snapshot's temporary name (outfile.h) */
     if (g->torch) {
@@ -701,22 +685,12 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
         g->drv.cuStreamSynchronize = w_stream_sync;
     }
     cur = r;
-    char rerr[256];
-    fd = open(in_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+    if (rq_rewind(q)) {
+        snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
         goto done;
     }
-    struct stat sb;
-    if (opt->progress && !fstat(fd, &sb))
-        opt->progress->bytes_total = (uint64_t)sb.st_size;
-    int rfd = fd;
-    in = msnap_reader_fdopen(fd, rerr, sizeof rerr);
-    fd = -1; /* the reader owns it now */
-    if (!in) {
-        snprintf(err, errlen, "%s", rerr);
-        goto done;
-    }
+    if (opt->progress)
+        opt->progress->bytes_total = q->n;
     if (opt->out_path) {
         /* never written in place: a new file renamed over out_path at the end */
         int ofd = outfile_create(opt->out_path, out_tmp, sizeof out_tmp);
@@ -727,35 +701,21 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
             goto done;
         }
     }
-    msnap_record rec;
+    write_header(r, conf, res->engine, g->device_mem);
+    write_tables(r, &q->f.tab);
+    spill_rec rec;
     uint64_t last_t = 0, nrec = 0;
     int pending_release = 0; /* torch: segments released, no creation yet */
-    while ((more = msnap_reader_next(in, &rec)) == 1) {
+    while ((more = rq_next(q, &rec)) == 1) {
         size_t n = 0;
         if (opt->progress && !(++nrec & 0xffff)) {
-            off_t pos = lseek(rfd, 0, SEEK_CUR);
-            opt->progress->bytes_done = pos > 0 ? (uint64_t)pos : 0;
+            opt->progress->bytes_done = nrec;
             opt->progress->records = nrec;
         }
-        switch (rec.type) {
-        case MSNAP_REC_HEADER:
-            write_header(r, conf, res->engine, g->device_mem);
-            break;
-        case MSNAP_REC_STACK:
-            n = msnap_fmt_stack(r->buf, sizeof r->buf, &rec.u.stack);
-            break;
-        case MSNAP_REC_SYMBOL:
-            n = msnap_fmt_symbol(r->buf, sizeof r->buf, &rec.u.symbol);
-            break;
-        case MSNAP_REC_MODULE:
-            n = msnap_fmt_module(r->buf, sizeof r->buf, &rec.u.module);
-            break;
-        case MSNAP_REC_STR:
-            n = msnap_fmt_str(r->buf, sizeof r->buf, &rec.u.str);
-            break;
-        case MSNAP_REC_EVENT: {
-            const msnap_event *e = &rec.u.event;
+        do { /* one entry; break ends it */
+            const msnap_event *e = &rec.e;
             int a = e->action;
+            int restore = rec.k1 == RQ_RESTORE;
             if (a == MSNAP_A_NVTX_PUSH || a == MSNAP_A_NVTX_POP || a == MSNAP_A_NVTX_MARK) {
                 if (r->out) {
                     n = msnap_fmt_event(r->buf, sizeof r->buf, e);
@@ -763,13 +723,13 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
                 }
                 break;
             }
-            if (g->torch && blocks) {
+            if (g->torch && blocks && !restore) {
                 /* PyTorch's segment records: its own (api torch) when recorded
                  * live - the driver calls there include other libraries' -
                  * else the imported ones, which are driver-level events */
-                int rel = si.torch_api ? a == MSNAP_A_SEGMENT_FREE || a == MSNAP_A_SEGMENT_UNMAP
+                int rel = q->torch_api ? a == MSNAP_A_SEGMENT_FREE || a == MSNAP_A_SEGMENT_UNMAP
                                        : a == MSNAP_A_FREE || a == MSNAP_A_VMM_UNMAP;
-                int mk = si.torch_api ? a == MSNAP_A_SEGMENT_ALLOC || a == MSNAP_A_SEGMENT_MAP
+                int mk = q->torch_api ? a == MSNAP_A_SEGMENT_ALLOC || a == MSNAP_A_SEGMENT_MAP
                                       : a == MSNAP_A_ALLOC || a == MSNAP_A_VMM_MAP ||
                                             a == MSNAP_A_VMM_CREATE;
                 if (rel || mk) {
@@ -777,12 +737,13 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
                     break;
                 }
             }
-            int failed = a == MSNAP_A_OOM &&
+            int failed = !restore && a == MSNAP_A_OOM &&
                          (blocks ? e->api == MSNAP_API_ALLOCATOR || e->api == MSNAP_API_TORCH
                                  : is_driver_alloc_api(e->api));
             int is_alloc = failed || (blocks ? a == MSNAP_A_BLOCK_ALLOC
                                              : (a == MSNAP_A_ALLOC || a == MSNAP_A_ASYNC_ALLOC));
-            int is_free = blocks ? a == MSNAP_A_BLOCK_FREE : (a == MSNAP_A_FREE || a == MSNAP_A_ASYNC_FREE);
+            int is_free = !restore &&
+                          (blocks ? a == MSNAP_A_BLOCK_FREE : (a == MSNAP_A_FREE || a == MSNAP_A_ASYNC_FREE));
             if (!is_alloc && !is_free)
                 break;
             int d = e->device >= 0 && e->device < NDEV ? e->device : 0;
@@ -806,6 +767,7 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
                 if (!size)
                     break;
                 res->requests++;
+                res->restored += restore;
                 uint64_t p = 0, before = r->reserve_changes;
                 probe_t pb;
                 eng_probe(g, r, d, 0, &pb);
@@ -891,16 +853,12 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
                 emit(r, &o);
                 res->frees++;
             }
-            break;
-        }
-        default:
-            break;
-        }
+        } while (0);
         if (n && r->out && msnap_out_write(r->out, r->buf, n))
             r->wfail = 1;
     }
     if (more < 0) {
-        snprintf(err, errlen, "%s", msnap_reader_error(in));
+        snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
         goto done;
     }
     if (opt->progress)
@@ -964,10 +922,6 @@ done:
             A.destroy(g->al[d]);
         ta_destroy(g->ta[d]);
     }
-    if (in)
-        msnap_reader_close(in);
-    if (fd >= 0)
-        close(fd);
     u64map_free(&r->handles);
     u64map_free(&r->ptrs);
     u64map_free(&r->pages);
@@ -975,6 +929,22 @@ done:
     free(r);
     free(g);
     cur = NULL;
+    return rc;
+}
+
+int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay_result *res,
+                 char *err, size_t errlen)
+{
+    rq_stream *q = malloc(sizeof *q);
+    if (!q) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = rq_read(q, in_path, err, errlen) ? -1 : msnap_replay_stream(q, opt, res, err, errlen);
+    if (rc && !strncmp(err, in_path, strlen(in_path)))
+        an_strip_path(&q->f, err);
+    rq_free(q);
+    free(q);
     return rc;
 }
 
@@ -1009,7 +979,7 @@ static void show_progress(const msnap_replay_progress *pr, int n, double t0, int
             final ? "\n" : "");
 }
 
-int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n, int jobs,
+int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jobs,
                       int show, msnap_replay_result *res, char *err, size_t errlen)
 {
     if (n <= 0)
@@ -1056,7 +1026,13 @@ int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n,
                 memset(&m, 0, sizeof m);
                 msnap_replay_opts o = opts[next];
                 o.progress = &pr[next];
-                m.rc = msnap_replay(in_path, &o, &m.res, m.err, sizeof m.err);
+                if (rq_reopen(q)) {
+                    m.rc = -1;
+                    snprintf(m.err, sizeof m.err, "cannot read a temporary file: %s",
+                             strerror(errno));
+                } else {
+                    m.rc = msnap_replay_stream(q, &o, &m.res, m.err, sizeof m.err);
+                }
                 const char *b = (const char *)&m;
                 size_t left = sizeof m;
                 while (left) {
@@ -1158,10 +1134,7 @@ int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errle
     return ta_config_parse(&c, conf, err, errlen);
 }
 
-int msnap_replay_engine_of(const char *in_path, char *err, size_t errlen)
+int msnap_replay_engine_of(const rq_stream *q)
 {
-    src_info si;
-    if (probe_input(in_path, &si, err, errlen))
-        return -1;
-    return si.torch ? MSNAP_ENGINE_TORCH : MSNAP_ENGINE_MEMSNAP;
+    return q->torch ? MSNAP_ENGINE_TORCH : MSNAP_ENGINE_MEMSNAP;
 }

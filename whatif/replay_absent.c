@@ -5,6 +5,7 @@
 
 #include "whatif.h"
 #include "interop.h"
+#include "requests.h"
 
 static const char absent[] =
     "this memsnap is a reader-only build (no CUDA toolkit): replay needs "
@@ -20,10 +21,19 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
 }
 
 /* Always -1, as msnap_replay. */
-int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n, int jobs,
+int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay_result *res,
+                        char *err, size_t errlen)
+{
+    (void)q, (void)opt, (void)res;
+    snprintf(err, errlen, "%s", absent);
+    return -1;
+}
+
+/* Always -1, as msnap_replay. */
+int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jobs,
                       int show, msnap_replay_result *res, char *err, size_t errlen)
 {
-    (void)in_path, (void)opts, (void)n, (void)jobs, (void)show, (void)res;
+    (void)q, (void)opts, (void)n, (void)jobs, (void)show, (void)res;
     snprintf(err, errlen, "%s", absent);
     return -1;
 }
@@ -36,10 +46,8 @@ int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errle
     return -1;
 }
 
-/* Always -1, as msnap_replay. */
-int msnap_replay_engine_of(const char *in_path, char *err, size_t errlen)
+/* The engine the stream would take (the replay itself is absent). */
+int msnap_replay_engine_of(const rq_stream *q)
 {
-    (void)in_path;
-    snprintf(err, errlen, "%s", absent);
-    return -1;
+    return q->torch ? MSNAP_ENGINE_TORCH : MSNAP_ENGINE_MEMSNAP;
 }

@@ -45,6 +45,9 @@ typedef struct msnap_replay_result {
     uint64_t driver_calls;    /* cuMemAlloc/Free + VMM calls the allocator made */
     uint64_t driver_allocs, driver_frees, driver_maps, driver_unmaps;
     uint64_t device_mem;      /* the device memory replayed on */
+    char device_mem_from[24]; /* where that came from: "the recording",
+                                 "--device-mem" or "the default" */
+    uint64_t restored;        /* requests for memory a refused free put back */
     int bad_config;           /* the error was the config */
     char level[16];           /* "blocks" or "reserved": which events fed it */
     char engine[16];          /* "memsnap" or "torch" */
@@ -62,11 +65,27 @@ typedef struct msnap_replay_progress {
 
 typedef struct msnap_replay_opts {
     const char *conf;          /* MEMSNAP_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF syntax */
-    uint64_t device_mem;       /* bytes; 0 = the snapshot's device (torch), else 80 GiB */
+    uint64_t device_mem;       /* bytes; 0 = the recording's device, else
+                                  MSNAP_REPLAY_DEFAULT_MEM */
     const char *out_path;      /* the new snapshot, or NULL */
     int engine;                /* MSNAP_ENGINE_* */
     msnap_replay_progress *progress; /* or NULL */
 } msnap_replay_opts;
+
+/* The device memory a replay runs on when neither the options nor the
+ * recording give one. */
+#define MSNAP_REPLAY_DEFAULT_MEM (80ull << 30)
+
+/* A recording's request stream, read once (whatif/requests.h). */
+typedef struct rq_stream rq_stream;
+
+/* Replays the stream's allocation sequence, its failed requests included,
+ * through the allocator opt->conf configures (whatif/replay.c says how).
+ * Returns 0 (an OOM in the replay is a result, not an error), or -1 with a
+ * one-line message in err (res->bad_config set when the config was the
+ * problem). */
+int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay_result *res,
+                        char *err, size_t errlen);
 
 /* Replays in_path's allocation sequence, its failed requests included,
  * through the allocator opt->conf configures (interop/replay.c says how),
@@ -77,19 +96,19 @@ typedef struct msnap_replay_opts {
 int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay_result *res,
                  char *err, size_t errlen);
 
-/* n replays of in_path, one child process each, at most jobs at a time;
+/* n replays of the stream, one child process each, at most jobs at a time;
  * res[i] for opts[i].  show: a progress line on stderr once it runs longer
  * than a second.  0, or -1 with the first error in err. */
-int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n, int jobs,
+int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jobs,
                       int show, msnap_replay_result *res, char *err, size_t errlen);
 
 /* Checks a PyTorch config (torch = 1) before any replay starts.  0, or -1
  * with the reason.  memsnap configs are checked by the replay itself. */
 int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errlen);
 
-/* The engine msnap_replay would pick for in_path with MSNAP_ENGINE_AUTO
- * (MSNAP_ENGINE_TORCH or _MEMSNAP), or -1 with err. */
-int msnap_replay_engine_of(const char *in_path, char *err, size_t errlen);
+/* The engine msnap_replay_stream picks for q with MSNAP_ENGINE_AUTO
+ * (MSNAP_ENGINE_TORCH or _MEMSNAP). */
+int msnap_replay_engine_of(const rq_stream *q);
 
 #ifdef __cplusplus
 }
