@@ -30,9 +30,19 @@
  *
  * No cycles: a container that has become an item of another one is sealed;
  * adding to a sealed container (only a recursive structure needs that) is
- * refused.  Limits: strings up to 1 GiB, 4M stack entries, memo ids below
- * 2^27 and at most 65536 past the number of memo entries set so far (the
- * pickler numbers them in order), so the memo table grows with the input.
+ * refused.  A streamed item is sealed too, and a sealed container streamed
+ * again (DUP, or a second memo slot) is refused: the importer would read
+ * it again for each byte.  Limits: strings up to 1 GiB, 4M stack entries,
+ * memo ids below 2^27 and at most 65536 past the number of memo entries set
+ * so far (the pickler numbers them in order), so the memo table grows with
+ * the input.
+ *
+ * Cost: O(1) amortized per opcode.  The innermost MARK and the role of a new
+ * list come from a record kept per stack slot (pk_below), never from a scan
+ * down the stack; a value is moved off the stack once.  Each opcode, each
+ * container made and each value moved counts against the input's work
+ * budget (value.h), which also counts the importer's work on the streamed
+ * items: past it the pickle is refused ("byte N: ... steps of work ...").
  */
 #include "value.h"
 
@@ -84,7 +94,7 @@ static void pk_fail(pk *p, const char *fmt, ...)
     if (p->failed)
         return;
     p->failed = 1;
-    char msg[200];
+    char msg[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -266,6 +276,14 @@ static void assign_role(pk *p, ival *v)
     }
 }
 
+/* Fails with the work budget's message (value.h); -1. */
+static int budget_fail(pk *p)
+{
+    char why[256];
+    pk_fail(p, "%s", iv_budget_why(p->in, why, sizeof why));
+    return -1;
+}
+
 /* Adds item (a reference the caller gives up) to container c: streamed to
  * the sink for streaming roles, else stored. */
 static int add_item(pk *p, ival *c, ival *item)
@@ -279,10 +297,22 @@ static int add_item(pk *p, ival *c, ival *item)
         pk_fail(p, "a container added to itself (recursive structure); refused");
         return -1;
     }
+    p->in->steps++;
     if (c->role == IV_ROLE_SEGMENTS || c->role == IV_ROLE_DEVICE || c->role == IV_ROLE_EXT_EVENTS) {
+        /* An entry is read once: the same dict again (DUP, or a second memo
+         * slot) would make the importer read it again for a byte each. */
+        if (item->sealed &&
+            (item->type == IV_LIST || item->type == IV_TUPLE || item->type == IV_DICT)) {
+            iv_unref(item);
+            pk_fail(p, "a trace entry or segment added twice; not a layout PyTorch writes");
+            return -1;
+        }
+        item->sealed = 1;
         int rc = p->sink->item(p->sink->ctx, c->role, c->index, item, p->err, p->errlen);
         if (rc)
             p->failed = 1;
+        else if (iv_over_budget(p->in))
+            rc = budget_fail(p);
         if (item->memo >= 0 && (size_t)item->memo < p->memocap && p->memo[item->memo] == item) {
             p->memo[item->memo] = &pk_tomb;
             item->memo = -1;
@@ -428,6 +458,7 @@ static ival *make_seq(pk *p, int type, long from)
         pk_fail(p, "out of memory");
         return NULL;
     }
+    p->in->steps += 1 + (p->sp - (size_t)from); /* the container, the items moved */
     for (size_t i = (size_t)from; i < p->sp; i++) {
         if (p->st[i] == &pk_mark) {
             pk_fail(p, "a MARK inside a tuple");
@@ -448,7 +479,9 @@ static ival *make_seq(pk *p, int type, long from)
 
 static int run(pk *p, ival **result)
 {
-    for (;;) {
+    for (;; p->in->steps++) {
+        if (iv_over_budget(p->in))
+            return budget_fail(p);
         p->op_off = iv_in_offset(p->in);
         int op = iv_in_get(p->in);
         if (op < 0) {
@@ -502,6 +535,7 @@ static int run(pk *p, ival **result)
         case '1': /* POP_MARK */
             if ((m = find_mark(p, "POP_MARK")) < 0)
                 return -1;
+            p->in->steps += p->sp - (size_t)m;
             while (p->sp > (size_t)m + 1)
                 iv_unref(p->st[--p->sp]);
             p->sp--;
@@ -597,12 +631,14 @@ static int run(pk *p, ival **result)
         case '}': /* EMPTY_DICT */
         case 0x8f: /* EMPTY_SET (kept as a list) */
             v = iv_new(op == '}' ? IV_DICT : IV_LIST);
+            p->in->steps++;
             if (v)
                 assign_role(p, v);
             if (push(p, v))
                 return -1;
             break;
         case ')': /* EMPTY_TUPLE */
+            p->in->steps++;
             if (push(p, iv_new(IV_TUPLE)))
                 return -1;
             break;

@@ -104,17 +104,39 @@ int iv_push(ival *c, ival *item)
     return 0;
 }
 
-ival *iv_get(const ival *d, const char *key)
+ival *iv_get(const ival *d, const char *key, uint64_t *steps)
 {
     if (!d || d->type != IV_DICT)
         return NULL;
-    size_t kl = strlen(key);
-    for (size_t i = 0; i + 1 < d->u.a.n; i += 2) {
+    size_t kl = strlen(key), i;
+    ival *found = NULL;
+    for (i = 0; i + 1 < d->u.a.n; i += 2) {
         const ival *k = d->u.a.v[i];
-        if (k->type == IV_STR && k->u.s.n == kl && !memcmp(k->u.s.p, key, kl))
-            return d->u.a.v[i + 1];
+        if (k->type == IV_STR && k->u.s.n == kl && !memcmp(k->u.s.p, key, kl)) {
+            found = d->u.a.v[i + 1];
+            break;
+        }
     }
-    return NULL;
+    if (steps)
+        *steps += i / 2 + 1;
+    return found;
+}
+
+const char *iv_budget_why(const iv_in *in, char *buf, size_t len)
+{
+    snprintf(buf, len, "%llu steps of work for the first %llu bytes, past the budget of %u a "
+                       "byte; refused (a shape no PyTorch snapshot has: docs/interop.md, Limits)",
+             (unsigned long long)in->steps, (unsigned long long)iv_in_offset(in),
+             IV_STEPS_PER_BYTE);
+    return buf;
+}
+
+int iv_budget_fail(const iv_in *in, char *err, size_t errlen)
+{
+    char why[256];
+    snprintf(err, errlen, "byte %llu: %s", (unsigned long long)iv_in_offset(in),
+             iv_budget_why(in, why, sizeof why));
+    return -1;
 }
 
 int64_t iv_int(const ival *v, int *ok)
