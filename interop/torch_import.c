@@ -60,6 +60,8 @@ typedef struct timp {
     iv_in *in;           /* the input: its work budget (value.h) counts lookups too */
 } timp;
 
+#define SETTINGS_MAX (256u << 10) /* bytes of JSON for allocator_settings, argv */
+
 /* A dict lookup that counts against the input's work budget. */
 #define GET(d, key) iv_get((d), (key), &m->in->steps)
 
@@ -596,12 +598,16 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         rebase = m->t_min;
         h->t0_unix_ns = m->t_min;
     }
-    /* settings: where it came from, and what torch said about its allocator */
+    /* settings: where it came from, and what torch said about its allocator
+     * (at most SETTINGS_MAX bytes of JSON each: a pickle can share one list
+     * into 2^40 leaves in 80 bytes; a bigger one is replaced by a note) */
     char *settings = NULL;
     {
         ival *as = GET(top, "allocator_settings");
-        char *asj = as ? iv_to_json(as) : NULL;
-        char *argvj = eh ? iv_to_json(GET(eh, "argv")) : NULL;
+        char *asj = as ? iv_to_json(as, SETTINGS_MAX) : NULL;
+        char *argvj = eh ? iv_to_json(GET(eh, "argv"), SETTINGS_MAX) : NULL;
+        if (as && !asj)
+            asj = strdup("\"(not kept: more than 256 KiB as JSON)\"");
         size_t n = 200 + (asj ? strlen(asj) : 0) + (argvj ? strlen(argvj) : 0);
         settings = malloc(n);
         if (settings)

@@ -252,12 +252,22 @@ int iv_in_fill(iv_in *in)
 
 /* ---- iv_to_json --------------------------------------------------------- */
 
-typedef struct sbuf { char *p; size_t n, cap; int oom; } sbuf;
+/* Output buffer.  *left is the byte budget shared by the buffer and the
+ * scratch buffers of non-string keys: a pickle can share one list many
+ * times (a DAG of 40 levels of [x, x] is 80 bytes and 2^40 leaves) or nest
+ * dicts as keys (each level escapes the one inside again, doubling it), so
+ * the text is cut off, and the walk stopped, at the budget. */
+typedef struct sbuf { char *p; size_t n, cap; int oom; size_t *left; } sbuf;
 
 static void sb_put(sbuf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
+    if (n > *b->left) {
+        b->oom = 1;
+        return;
+    }
+    *b->left -= n;
     if (b->n + n + 1 > b->cap) {
         size_t nc = (b->cap ? b->cap * 2 : 256);
         while (nc < b->n + n + 1)
@@ -278,7 +288,7 @@ static void sb_put(sbuf *b, const char *s, size_t n)
 static void sb_str(sbuf *b, const char *s, size_t n)
 {
     sb_put(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !b->oom; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
         if (c == '"' || c == '\\') {
@@ -295,9 +305,14 @@ static void sb_str(sbuf *b, const char *s, size_t n)
     sb_put(b, "\"", 1);
 }
 
+/* Writes v; every call writes at least one byte before it recurses and
+ * returns at once once the budget is spent, so the walk is as long as the
+ * text it may write. */
 static void sb_val(sbuf *b, const ival *v, int depth)
 {
     char num[64];
+    if (b->oom)
+        return;
     if (depth > 64) {
         sb_put(b, "null", 4);
         return;
@@ -327,7 +342,7 @@ static void sb_val(sbuf *b, const ival *v, int depth)
         return;
     case IV_BYTES:
         sb_put(b, "\"", 1);
-        for (size_t i = 0; i < v->u.s.n; i++) {
+        for (size_t i = 0; i < v->u.s.n && !b->oom; i++) {
             snprintf(num, sizeof num, "%02x", (unsigned char)v->u.s.p[i]);
             sb_put(b, num, 2);
         }
@@ -336,7 +351,7 @@ static void sb_val(sbuf *b, const ival *v, int depth)
     case IV_LIST:
     case IV_TUPLE:
         sb_put(b, "[", 1);
-        for (size_t i = 0; i < v->u.a.n; i++) {
+        for (size_t i = 0; i < v->u.a.n && !b->oom; i++) {
             if (i)
                 sb_put(b, ",", 1);
             sb_val(b, v->u.a.v[i], depth + 1);
@@ -345,16 +360,19 @@ static void sb_val(sbuf *b, const ival *v, int depth)
         return;
     case IV_DICT:
         sb_put(b, "{", 1);
-        for (size_t i = 0; i + 1 < v->u.a.n; i += 2) {
+        for (size_t i = 0; i + 1 < v->u.a.n && !b->oom; i += 2) {
             if (i)
                 sb_put(b, ",", 1);
             const ival *k = v->u.a.v[i];
             if (k->type == IV_STR) {
                 sb_str(b, k->u.s.p, k->u.s.n);
             } else {
-                sbuf kb = {0};
+                sbuf kb = {.left = b->left};
                 sb_val(&kb, k, depth + 1);
-                sb_str(b, kb.p ? kb.p : "", kb.n);
+                if (kb.oom)
+                    b->oom = 1;
+                else
+                    sb_str(b, kb.p ? kb.p : "", kb.n);
                 free(kb.p);
             }
             sb_put(b, ":", 1);
@@ -367,9 +385,9 @@ static void sb_val(sbuf *b, const ival *v, int depth)
     }
 }
 
-char *iv_to_json(const ival *v)
+char *iv_to_json(const ival *v, size_t max)
 {
-    sbuf b = {0};
+    sbuf b = {.left = &max};
     sb_val(&b, v, 0);
     if (b.oom) {
         free(b.p);

@@ -140,6 +140,9 @@ ival *iv_read_json(iv_in *in, const iv_sink *sink, char *err, size_t errlen);
 ival *iv_read_pickle(iv_in *in, const iv_sink *sink, char *err, size_t errlen);
 
 /* Serializes v as JSON text into a malloc'd string (for free-form settings);
- * NULL on host OOM.  Bytes become strings of hex, non-finite floats null. */
-char *iv_to_json(const ival *v);
+ * NULL on host OOM or when the text (with the scratch text of non-string
+ * keys) would pass max bytes: the time it takes is bounded by max, however
+ * v shares or nests its parts.  Bytes become strings of hex, non-finite
+ * floats null, a non-string key the string of its JSON text. */
+char *iv_to_json(const ival *v, size_t max);
 #endif
