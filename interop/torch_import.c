@@ -111,9 +111,10 @@ static uint32_t frame_id_(timp *m, ival *f)
     if (!name)
         name = "??";
     size_t fl = strlen(file), nl = strlen(name);
-    /* hashing and comparing the strings: a step for each 64 bytes (a pickle
-     * can give many small frame dicts one long memoized name) */
-    m->in->steps += (fl + nl) / 64 + 1;
+    /* hashing and comparing the strings (FNV goes a byte at a time, then
+     * strcmp): a step for each 4 bytes, about what a step costs elsewhere
+     * (a pickle can give many small frame dicts one long memoized name) */
+    m->in->steps += (fl + nl) / 4 + 1;
     uint64_t h = fnv(file, fl + 1, 0xcbf29ce484222325ULL);
     h = fnv(name, nl + 1, h);
     h = fnv(&line, sizeof line, h);
@@ -488,12 +489,12 @@ static void wline(wr *w, size_t n)
 }
 
 /* A line of the extension's tables: counted against the work budget by
- * its length (a pickle can list one memoized dict with a long string many
- * times). */
+ * its length, a step for each 4 bytes formatted and written (a pickle can
+ * list one memoized dict with a long string many times). */
 static void ext_line(timp *m, wr *w, size_t n)
 {
     wline(w, n);
-    m->in->steps += n / 64 + 1;
+    m->in->steps += n / 4 + 1;
 }
 
 /* Writes the extension's tables (stacks, syms, modules, strs); 0, or -1
