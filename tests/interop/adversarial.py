@@ -31,6 +31,7 @@ import sys
 
 M, S = sys.argv[1:3]
 os.makedirs(S, exist_ok=True)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_fixtures import torch_snapshot  # noqa: E402  (the fixtures' PyTorch schema)
 
