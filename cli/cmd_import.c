@@ -36,7 +36,11 @@ static const char usage_text[] =
     "Events: alloc -> block_alloc, free_completed -> block_free, segment_alloc/\n"
     "free -> alloc/free, segment_map/unmap -> vmm_*, oom -> oom; frames become\n"
     "stacks with sym records; \"segments\" becomes the final state.  See\n"
-    "docs/interop.md.  Exit status: 0 ok, 2 bad usage or input.\n";
+    "docs/interop.md.  Exit status: 0 ok, 2 bad usage or input.\n"
+    "\n"
+    "The import's work is bounded by the input's size: one that would take more\n"
+    "than 32 steps of work a byte (no PyTorch snapshot comes near) is refused.\n"
+    "MEMSNAP_IMPORT_STATS=1 prints the steps it took.\n";
 
 int cmd_import(int argc, char **argv)
 {
@@ -96,6 +100,13 @@ int cmd_import(int argc, char **argv)
     char err[512];
     msnap_interop_stats st;
     int rc = msnap_import_torch(in, kind, fd, zstd, base ? base + 1 : in, &st, err, sizeof err);
+    const char *ws = getenv("MEMSNAP_IMPORT_STATS");
+    if (ws && *ws && strcmp(ws, "0")) /* the work budget (docs/interop.md, Limits) */
+        fprintf(stderr, "memsnap import: work: %llu steps for %llu bytes (%.2f a byte; budget %u a "
+                        "byte)\n", (unsigned long long)st.work_steps,
+                (unsigned long long)st.bytes_read,
+                st.bytes_read ? (double)st.work_steps / (double)st.bytes_read : 0.0,
+                MSNAP_IMPORT_STEPS_PER_BYTE);
     if (rc) {
         if (tmp)
             unlink(tmp);

@@ -36,7 +36,14 @@ typedef struct msnap_interop_stats {
     uint64_t stacks;        /* distinct stacks */
     uint64_t devices;       /* devices seen */
     int synthesized_blocks; /* export: no block events, one block per segment */
+    uint64_t bytes_read;    /* import: bytes of the input read (also on failure) */
+    uint64_t work_steps;    /* import: steps of work done, against the budget of
+                               MSNAP_IMPORT_STEPS_PER_BYTE a byte read (value.h;
+                               docs/interop.md, Limits); also on failure */
 } msnap_interop_stats;
+
+/* The import's work budget: steps a byte of input (interop/value.h). */
+#define MSNAP_IMPORT_STEPS_PER_BYTE 32u
 
 /* What msnap_export_torch writes and which part of the snapshot. */
 typedef struct msnap_export_opts {

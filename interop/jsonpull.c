@@ -36,10 +36,19 @@ static void jp_fail(jp *p, const char *fmt, const char *what)
     if (p->failed)
         return;
     p->failed = 1;
-    char msg[160];
+    char msg[256];
     snprintf(msg, sizeof msg, fmt, what);
     snprintf(p->err, p->errlen, "line %llu, byte %llu: %s",
              (unsigned long long)p->line, (unsigned long long)iv_in_offset(p->in), msg);
+}
+
+/* Fails with the work budget's message (value.h).  A JSON value is at least
+ * a byte and the reader never goes back, so only the importer's work on
+ * the streamed items can reach the budget; it is checked all the same. */
+static void budget_fail(jp *p)
+{
+    char why[256];
+    jp_fail(p, "%s", iv_budget_why(p->in, why, sizeof why));
 }
 
 static int jp_ws(jp *p)
@@ -290,11 +299,16 @@ static ival *jp_array(jp *p, int depth, int role, unsigned index)
         ival *it = jp_value(p, depth + 1, item_role, n);
         if (!it)
             goto fail;
+        p->in->steps++;
         if (role == IV_ROLE_SEGMENTS || role == IV_ROLE_DEVICE || role == IV_ROLE_EXT_EVENTS) {
             int rc = p->sink->item(p->sink->ctx, role, index, it, p->err, p->errlen);
             iv_unref(it);
             if (rc) {
                 p->failed = 1;
+                goto fail;
+            }
+            if (iv_over_budget(p->in)) {
+                budget_fail(p);
                 goto fail;
             }
         } else if (iv_push(a, it)) {
@@ -366,6 +380,7 @@ static ival *jp_object(jp *p, int depth, int role)
         ival *v = jp_value(p, depth + 1, vrole, 0);
         if (!v)
             goto fail;
+        p->in->steps++;
         if (iv_push(d, v)) {
             iv_unref(v);
             jp_fail(p, "%s", "out of memory");
@@ -389,6 +404,10 @@ fail:
  * roles; objects: IV_ROLE_EXT). */
 static ival *jp_value(jp *p, int depth, int role, unsigned index)
 {
+    if (++p->in->steps, iv_over_budget(p->in)) {
+        budget_fail(p);
+        return NULL;
+    }
     if (depth > JP_MAX_DEPTH) {
         jp_fail(p, "%s", "nested deeper than 200 levels");
         return NULL;

@@ -30,9 +30,19 @@
  *
  * No cycles: a container that has become an item of another one is sealed;
  * adding to a sealed container (only a recursive structure needs that) is
- * refused.  Limits: strings up to 1 GiB, 4M stack entries, memo ids below
- * 2^27 and at most 65536 past the number of memo entries set so far (the
- * pickler numbers them in order), so the memo table grows with the input.
+ * refused.  A streamed item is sealed too, and a sealed container streamed
+ * again (DUP, or a second memo slot) is refused: the importer would read
+ * it again for each byte.  Limits: strings up to 1 GiB, 4M stack entries,
+ * memo ids below 2^27 and at most 65536 past the number of memo entries set
+ * so far (the pickler numbers them in order), so the memo table grows with
+ * the input.
+ *
+ * Cost: O(1) amortized per opcode.  The innermost MARK and the role of a new
+ * list come from a record kept per stack slot (pk_below), never from a scan
+ * down the stack; a value is moved off the stack once.  Each opcode, each
+ * container made and each value moved counts against the input's work
+ * budget (value.h), which also counts the importer's work on the streamed
+ * items: past it the pickle is refused ("byte N: ... steps of work ...").
  */
 #include "value.h"
 
@@ -48,6 +58,18 @@
 static ival pk_mark = {.type = IV_MARK};
 static ival pk_tomb = {.type = IV_NONE};
 
+/* What lies at or below a stack slot, kept as the slot is pushed, so that
+ * finding the innermost MARK and giving a new list its role take O(1)
+ * however deep the stack is (they used to scan down the stack for each
+ * new container: 220 KB of EMPTY_LIST took 40 s).  Slots never change once
+ * pushed (only popped), and a container's role is set before it is pushed,
+ * so both stay true. */
+typedef struct pk_below {
+    uint32_t mark;  /* 1 + index of the topmost MARK at or below the slot; 0: none */
+    uint32_t outer; /* 1 + index of the topmost slot at or below it that is
+                       neither a MARK nor a device list; 0: none */
+} pk_below;
+
 typedef struct pk {
     iv_in *in;
     const iv_sink *sink;
@@ -56,6 +78,7 @@ typedef struct pk {
     int failed;
     uint64_t op_off;     /* offset of the opcode being run */
     ival **st;           /* the stack */
+    pk_below *below;     /* below[i] for st[i], i < sp */
     size_t sp, stcap;
     ival **memo;
     size_t memocap, memolen;
@@ -71,7 +94,7 @@ static void pk_fail(pk *p, const char *fmt, ...)
     if (p->failed)
         return;
     p->failed = 1;
-    char msg[200];
+    char msg[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -121,26 +144,35 @@ static int push(pk *p, ival *v)
         }
         size_t nc = p->stcap ? p->stcap * 2 : 256;
         ival **ns = realloc(p->st, nc * sizeof *ns);
-        if (!ns) {
+        if (ns)
+            p->st = ns;
+        pk_below *nb = ns ? realloc(p->below, nc * sizeof *nb) : NULL;
+        if (!nb) {
             iv_unref(v);
             pk_fail(p, "out of memory");
             return -1;
         }
-        p->st = ns;
+        p->below = nb;
         p->stcap = nc;
     }
-    p->st[p->sp++] = v;
+    size_t i = p->sp++;
+    pk_below b = i ? p->below[i - 1] : (pk_below){0, 0};
+    if (v == &pk_mark)
+        b.mark = (uint32_t)i + 1;
+    else if (!(v->type == IV_LIST && v->role == IV_ROLE_DEVICE))
+        b.outer = (uint32_t)i + 1;
+    p->below[i] = b;
+    p->st[i] = v;
     return 0;
 }
 
 /* Index of the topmost mark, or -1 (after failing) when there is none. */
 static long find_mark(pk *p, const char *op)
 {
-    for (long i = (long)p->sp - 1; i >= 0; i--)
-        if (p->st[i] == &pk_mark)
-            return i;
-    pk_fail(p, "%s without a MARK", op);
-    return -1;
+    long m = p->sp ? (long)p->below[p->sp - 1].mark - 1 : -1;
+    if (m < 0)
+        pk_fail(p, "%s without a MARK", op);
+    return m;
 }
 
 static int memo_put(pk *p, uint64_t id)
@@ -199,7 +231,8 @@ static int memo_get(pk *p, uint64_t id)
     return push(p, iv_ref(v));
 }
 
-/* Role of a new empty list or dict from what is below it (value.h). */
+/* Role of a new empty list or dict from what is below it (value.h), in
+ * O(1) from p->below. */
 static void assign_role(pk *p, ival *v)
 {
     if (!p->sp)
@@ -207,10 +240,9 @@ static void assign_role(pk *p, ival *v)
     long k = (long)p->sp - 1;
     ival *key = p->st[k];
     if (v->type == IV_LIST) {
-        long i = k;
-        while (i >= 0 && (p->st[i] == &pk_mark ||
-                          (p->st[i]->type == IV_LIST && p->st[i]->role == IV_ROLE_DEVICE)))
-            i--;
+        /* an item of device_traces: the first slot down that is not a MARK
+         * or an earlier device list is the device_traces list */
+        long i = (long)p->below[k].outer - 1;
         if (i >= 0 && p->st[i]->type == IV_LIST && p->st[i]->role == IV_ROLE_TRACES) {
             v->role = IV_ROLE_DEVICE;
             v->index = p->st[i]->index++;
@@ -224,9 +256,7 @@ static void assign_role(pk *p, ival *v)
     if (k >= 1 && p->st[k - 1]->type == IV_DICT && p->st[k - 1]->role == IV_ROLE_EXT)
         owner = p->st[k - 1];
     if (!owner) {
-        long m = k - 1;
-        while (m >= 0 && p->st[m] != &pk_mark)
-            m--;
+        long m = k >= 1 ? (long)p->below[k - 1].mark - 1 : -1; /* innermost MARK */
         if (m >= 1 && ((k - (m + 1)) % 2) == 0 && p->st[m - 1]->type == IV_DICT)
             owner = p->st[m - 1];
         else if (m < 0 && k >= 1 && p->st[k - 1]->type == IV_DICT)
@@ -246,6 +276,14 @@ static void assign_role(pk *p, ival *v)
     }
 }
 
+/* Fails with the work budget's message (value.h); -1. */
+static int budget_fail(pk *p)
+{
+    char why[256];
+    pk_fail(p, "%s", iv_budget_why(p->in, why, sizeof why));
+    return -1;
+}
+
 /* Adds item (a reference the caller gives up) to container c: streamed to
  * the sink for streaming roles, else stored. */
 static int add_item(pk *p, ival *c, ival *item)
@@ -259,10 +297,22 @@ static int add_item(pk *p, ival *c, ival *item)
         pk_fail(p, "a container added to itself (recursive structure); refused");
         return -1;
     }
+    p->in->steps++;
     if (c->role == IV_ROLE_SEGMENTS || c->role == IV_ROLE_DEVICE || c->role == IV_ROLE_EXT_EVENTS) {
+        /* An entry is read once: the same dict again (DUP, or a second memo
+         * slot) would make the importer read it again for a byte each. */
+        if (item->sealed &&
+            (item->type == IV_LIST || item->type == IV_TUPLE || item->type == IV_DICT)) {
+            iv_unref(item);
+            pk_fail(p, "a trace entry or segment added twice; not a layout PyTorch writes");
+            return -1;
+        }
+        item->sealed = 1;
         int rc = p->sink->item(p->sink->ctx, c->role, c->index, item, p->err, p->errlen);
         if (rc)
             p->failed = 1;
+        else if (iv_over_budget(p->in))
+            rc = budget_fail(p);
         if (item->memo >= 0 && (size_t)item->memo < p->memocap && p->memo[item->memo] == item) {
             p->memo[item->memo] = &pk_tomb;
             item->memo = -1;
@@ -408,6 +458,7 @@ static ival *make_seq(pk *p, int type, long from)
         pk_fail(p, "out of memory");
         return NULL;
     }
+    p->in->steps += 1 + (p->sp - (size_t)from); /* the container, the items moved */
     for (size_t i = (size_t)from; i < p->sp; i++) {
         if (p->st[i] == &pk_mark) {
             pk_fail(p, "a MARK inside a tuple");
@@ -428,7 +479,9 @@ static ival *make_seq(pk *p, int type, long from)
 
 static int run(pk *p, ival **result)
 {
-    for (;;) {
+    for (;; p->in->steps++) {
+        if (iv_over_budget(p->in))
+            return budget_fail(p);
         p->op_off = iv_in_offset(p->in);
         int op = iv_in_get(p->in);
         if (op < 0) {
@@ -482,6 +535,7 @@ static int run(pk *p, ival **result)
         case '1': /* POP_MARK */
             if ((m = find_mark(p, "POP_MARK")) < 0)
                 return -1;
+            p->in->steps += p->sp - (size_t)m;
             while (p->sp > (size_t)m + 1)
                 iv_unref(p->st[--p->sp]);
             p->sp--;
@@ -577,12 +631,14 @@ static int run(pk *p, ival **result)
         case '}': /* EMPTY_DICT */
         case 0x8f: /* EMPTY_SET (kept as a list) */
             v = iv_new(op == '}' ? IV_DICT : IV_LIST);
+            p->in->steps++;
             if (v)
                 assign_role(p, v);
             if (push(p, v))
                 return -1;
             break;
         case ')': /* EMPTY_TUPLE */
+            p->in->steps++;
             if (push(p, iv_new(IV_TUPLE)))
                 return -1;
             break;
@@ -735,6 +791,7 @@ ival *iv_read_pickle(iv_in *in, const iv_sink *sink, char *err, size_t errlen)
     for (size_t i = 0; i < p.sp; i++)
         iv_unref(p.st[i]);
     free(p.st);
+    free(p.below);
     for (size_t i = 0; i < p.memocap; i++)
         if (p.memo[i] && p.memo[i] != &pk_tomb) {
             p.memo[i]->memo = -1;

@@ -57,7 +57,13 @@ typedef struct timp {
     uint64_t t_min;      /* earliest torch time (ns since the epoch); 0 = none */
     int have_t;
     msnap_interop_stats *st;
+    iv_in *in;           /* the input: its work budget (value.h) counts lookups too */
 } timp;
+
+#define SETTINGS_MAX (256u << 10) /* bytes of JSON for allocator_settings, argv */
+
+/* A dict lookup that counts against the input's work budget. */
+#define GET(d, key) iv_get((d), (key), &m->in->steps)
 
 static uint64_t fnv(const void *p, size_t n, uint64_t h)
 {
@@ -97,17 +103,23 @@ static uint32_t frame_id_(timp *m, ival *f)
 {
     if (f->cache_id)
         return f->cache_id;
-    const char *file = iv_str(iv_get(f, "filename")), *name = iv_str(iv_get(f, "name"));
+    const char *file = iv_str(GET(f, "filename")), *name = iv_str(GET(f, "name"));
     int ok = 1;
-    int64_t line = iv_int(iv_get(f, "line"), &ok);
+    int64_t line = iv_int(GET(f, "line"), &ok);
     if (!file)
         file = "??";
     if (!name)
         name = "??";
-    uint64_t h = fnv(file, strlen(file) + 1, 0xcbf29ce484222325ULL);
-    h = fnv(name, strlen(name) + 1, h);
+    size_t fl = strlen(file), nl = strlen(name);
+    /* hashing and comparing the strings (FNV goes a byte at a time, then
+     * strcmp): a step for each 4 bytes, about what a step costs elsewhere
+     * (a pickle can give many small frame dicts one long memoized name) */
+    m->in->steps += (fl + nl) / 4 + 1;
+    uint64_t h = fnv(file, fl + 1, 0xcbf29ce484222325ULL);
+    h = fnv(name, nl + 1, h);
     h = fnv(&line, sizeof line, h);
     for (uint32_t probe = 0;; probe++) {
+        m->in->steps++;
         uint64_t *ix = u64map_get(&m->frame_ix, probe, h);
         if (!ix)
             break;
@@ -154,6 +166,7 @@ static uint32_t stack_id(timp *m, ival *l)
     if (!depth)
         return 0;
     uint32_t fids[MSNAP_MAX_FRAMES];
+    m->in->steps += (uint64_t)depth;
     for (int i = 0; i < depth; i++) {
         ival *f = l->u.a.v[i];
         fids[i] = f->type == IV_DICT ? frame_id(m, f) : 0;
@@ -161,6 +174,7 @@ static uint32_t stack_id(timp *m, ival *l)
     uint64_t h = fnv(fids, (size_t)depth * sizeof fids[0], 0xcbf29ce484222325ULL);
     uint32_t id = 0, probe = 0;
     for (;; probe++) {
+        m->in->steps++;
         uint64_t *ix = u64map_get(&m->stack_ix, probe, h);
         if (!ix)
             break;
@@ -203,28 +217,28 @@ static int put_ev(timp *m, int src, uint64_t k1, const msnap_event *e, char *err
 }
 
 /* Our event from its short-key JSON object (extension). */
-static int ext_event(const ival *v, msnap_event *e, uint64_t *idx)
+static int ext_event(timp *m, const ival *v, msnap_event *e, uint64_t *idx)
 {
     int ok = 1;
     memset(e, 0, sizeof *e);
-    int a = msnap_action_from_name(iv_str(iv_get(v, "a")) ? iv_str(iv_get(v, "a")) : "");
+    int a = msnap_action_from_name(iv_str(GET(v, "a")) ? iv_str(GET(v, "a")) : "");
     if (a <= 0)
         return -1;
     e->action = (uint16_t)a;
-    *idx = iv_u64(iv_get(v, "i"), &ok);
-    e->t_ns = iv_u64(iv_get(v, "t"), &ok);
-    e->device = (int16_t)iv_int(iv_get(v, "d"), &ok);
-    e->addr = iv_u64(iv_get(v, "p"), &ok);
-    e->size = iv_u64(iv_get(v, "n"), &ok);
-    e->stream = iv_u64(iv_get(v, "s"), &ok);
-    e->aux = iv_u64(iv_get(v, "x"), &ok);
-    e->aux2 = iv_u64(iv_get(v, "y"), &ok);
-    e->stack = (uint32_t)iv_u64(iv_get(v, "k"), &ok);
-    e->tid = (uint32_t)iv_u64(iv_get(v, "th"), &ok);
-    const char *f = iv_str(iv_get(v, "f"));
+    *idx = iv_u64(GET(v, "i"), &ok);
+    e->t_ns = iv_u64(GET(v, "t"), &ok);
+    e->device = (int16_t)iv_int(GET(v, "d"), &ok);
+    e->addr = iv_u64(GET(v, "p"), &ok);
+    e->size = iv_u64(GET(v, "n"), &ok);
+    e->stream = iv_u64(GET(v, "s"), &ok);
+    e->aux = iv_u64(GET(v, "x"), &ok);
+    e->aux2 = iv_u64(GET(v, "y"), &ok);
+    e->stack = (uint32_t)iv_u64(GET(v, "k"), &ok);
+    e->tid = (uint32_t)iv_u64(GET(v, "th"), &ok);
+    const char *f = iv_str(GET(v, "f"));
     int api = f ? msnap_api_from_name(f) : 0;
     e->api = (uint16_t)(api > 0 ? api : 0);
-    e->result = (int16_t)iv_int(iv_get(v, "r"), &ok);
+    e->result = (int16_t)iv_int(GET(v, "r"), &ok);
     return ok ? 0 : -1;
 }
 
@@ -235,24 +249,24 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
         return -1;
     }
     m->st->events_in++;
-    ival *ext = iv_get(v, "memsnap");
+    ival *ext = GET(v, "memsnap");
     if (ext && ext->type == IV_DICT) {
-        if (iv_get(ext, "syn"))
+        if (GET(ext, "syn"))
             return 0;
         msnap_event e;
         uint64_t idx;
-        if (ext_event(ext, &e, &idx)) {
+        if (ext_event(m, ext, &e, &idx)) {
             snprintf(err, errlen, "device_traces[%u]: a bad \"memsnap\" event", dev);
             return -1;
         }
         return put_ev(m, (int)dev, idx, &e, err, errlen);
     }
-    const char *action = iv_str(iv_get(v, "action"));
+    const char *action = iv_str(GET(v, "action"));
     int ok = 1;
-    uint64_t addr = iv_u64(iv_get(v, "addr"), &ok);
-    uint64_t size = iv_u64(iv_get(v, "size"), &ok);
-    uint64_t stream = iv_u64(iv_get(v, "stream"), &ok);
-    double us = iv_num(iv_get(v, "time_us"), &ok);
+    uint64_t addr = iv_u64(GET(v, "addr"), &ok);
+    uint64_t size = iv_u64(GET(v, "size"), &ok);
+    uint64_t stream = iv_u64(GET(v, "stream"), &ok);
+    double us = iv_num(GET(v, "time_us"), &ok);
     /* time_us must fit in uint64 nanoseconds (and not be NaN): the
      * conversion below is undefined otherwise */
     if (!action || !ok || !(us >= 0 && us < 1.8e16)) {
@@ -263,7 +277,7 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
     msnap_event e = {0};
     /* an integer time_us (what torch writes) converts exactly: a double
      * holds epoch nanoseconds only to ~256 ns */
-    ival *tv = iv_get(v, "time_us");
+    ival *tv = GET(v, "time_us");
     if (tv && tv->type == IV_INT && tv->u.i >= 0 && tv->u.i < (__int128)18000000000000000)
         e.t_ns = (uint64_t)tv->u.i * 1000u;
     else
@@ -276,7 +290,7 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
     e.addr = addr;
     e.size = size;
     e.stream = stream;
-    e.stack = stack_id(m, iv_get(v, "frames"));
+    e.stack = stack_id(m, GET(v, "frames"));
     uint64_t key = e.t_ns;
     if (!strcmp(action, "alloc")) {
         e.action = MSNAP_A_BLOCK_ALLOC;
@@ -348,7 +362,7 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
         e.action = MSNAP_A_OOM;
         e.api = MSNAP_API_ALLOCATOR;
         e.addr = 0;
-        e.aux = iv_u64(iv_get(v, "device_free"), &ok);
+        e.aux = iv_u64(GET(v, "device_free"), &ok);
         e.result = 2; /* CUDA_ERROR_OUT_OF_MEMORY */
     } else if (!strcmp(action, "snapshot")) {
         e.action = MSNAP_A_DUMP;
@@ -384,34 +398,46 @@ static int on_segment(timp *m, ival *s, char *err, size_t errlen)
     }
     int ok = 1;
     msnap_live l = {0};
-    l.device = (int)iv_int(iv_get(s, "device"), &ok);
-    l.addr = iv_u64(iv_get(s, "address"), &ok);
-    l.size = iv_u64(iv_get(s, "total_size"), &ok);
-    l.stream = iv_u64(iv_get(s, "stream"), &ok);
-    ival *exp = iv_get(s, "is_expandable");
+    l.device = (int)iv_int(GET(s, "device"), &ok);
+    l.addr = iv_u64(GET(s, "address"), &ok);
+    l.size = iv_u64(GET(s, "total_size"), &ok);
+    l.stream = iv_u64(GET(s, "stream"), &ok);
+    ival *exp = GET(s, "is_expandable");
     l.kind = exp && exp->type == IV_BOOL && exp->u.i ? MSNAP_A_VMM_MAP : MSNAP_A_ALLOC;
-    l.stack = stack_id(m, iv_get(s, "frames"));
+    l.stack = stack_id(m, GET(s, "frames"));
     if (!ok || l.device < 0 || l.device >= MSNAP_MAX_DEVICES) {
         snprintf(err, errlen, "segments: a segment without a valid device, address, total_size or stream");
         return -1;
     }
-    ival *synth = iv_get(s, "memsnap_synthesized");
+    ival *synth = GET(s, "memsnap_synthesized");
     if (!(synth && synth->type == IV_BOOL && synth->u.i)) {
         if (add_live(m, &l))
             goto oom;
         m->st->segments++;
     }
     m->dev_seen[l.device] = 1;
-    ival *blocks = iv_get(s, "blocks");
+    ival *blocks = GET(s, "blocks");
+    if (blocks && blocks->type == IV_LIST) {
+        /* a pickle could give every segment one shared list of a million
+         * blocks: each would read it again and keep its blocks again */
+        if (blocks->visited) {
+            snprintf(err, errlen, "segments: one blocks list in two segments; not a layout "
+                                  "PyTorch writes");
+            return -1;
+        }
+        blocks->visited = 1;
+    }
     for (size_t i = 0; blocks && blocks->type == IV_LIST && i < blocks->u.a.n; i++) {
+        if (++m->in->steps, iv_over_budget(m->in))
+            return iv_budget_fail(m->in, err, errlen);
         ival *b = blocks->u.a.v[i];
-        const char *state = iv_str(iv_get(b, "state"));
+        const char *state = iv_str(GET(b, "state"));
         if (!state || strncmp(state, "active", 6))
             continue;
         msnap_live bl = {.kind = MSNAP_A_BLOCK_ALLOC, .device = l.device, .stream = l.stream};
-        bl.addr = iv_u64(iv_get(b, "address"), &ok);
-        bl.size = iv_u64(iv_get(b, "size"), &ok);
-        bl.stack = stack_id(m, iv_get(b, "frames"));
+        bl.addr = iv_u64(GET(b, "address"), &ok);
+        bl.size = iv_u64(GET(b, "size"), &ok);
+        bl.stack = stack_id(m, GET(b, "frames"));
         if (!ok) {
             snprintf(err, errlen, "segments: a block without a valid address or size");
             return -1;
@@ -442,7 +468,7 @@ static int sink_item(void *ctx, int role, unsigned index, ival *v, char *err, si
     if (role == IV_ROLE_EXT_EVENTS) {
         msnap_event e;
         uint64_t idx;
-        if (v->type != IV_DICT || ext_event(v, &e, &idx)) {
+        if (v->type != IV_DICT || ext_event(m, v, &e, &idx)) {
             snprintf(err, errlen, "memsnap.events: a bad event");
             return -1;
         }
@@ -462,54 +488,69 @@ static void wline(wr *w, size_t n)
         w->fail = 1;
 }
 
-/* Writes the extension's tables (stacks, syms, modules, strs); returns the
- * largest str id. */
-static uint32_t write_ext_tables(wr *w, ival *ext)
+/* A line of the extension's tables: counted against the work budget by
+ * its length, a step for each 4 bytes formatted and written (a pickle can
+ * list one memoized dict with a long string many times). */
+static void ext_line(timp *m, wr *w, size_t n)
+{
+    wline(w, n);
+    m->in->steps += n / 4 + 1;
+}
+
+/* Writes the extension's tables (stacks, syms, modules, strs); 0, or -1
+ * past the work budget (checked at each item). */
+static int write_ext_tables(timp *m, wr *w, ival *ext)
 {
     int ok = 1;
-    uint32_t maxstr = 0;
-    ival *l = iv_get(ext, "strs");
+    ival *l = GET(ext, "strs");
     for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
-        msnap_str s = {(uint32_t)iv_u64(iv_get(l->u.a.v[i], "id"), &ok), iv_str(iv_get(l->u.a.v[i], "s"))};
+        if (iv_over_budget(m->in))
+            return -1;
+        msnap_str s = {(uint32_t)iv_u64(GET(l->u.a.v[i], "id"), &ok), iv_str(GET(l->u.a.v[i], "s"))};
         if (!s.id || !s.s)
             continue;
-        if (s.id > maxstr)
-            maxstr = s.id;
-        wline(w, msnap_fmt_str(w->buf, sizeof w->buf, &s));
+        ext_line(m, w, msnap_fmt_str(w->buf, sizeof w->buf, &s));
     }
-    l = iv_get(ext, "stacks");
+    l = GET(ext, "stacks");
     for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
-        ival *ips = iv_get(l->u.a.v[i], "ips");
+        if (iv_over_budget(m->in))
+            return -1;
+        ival *ips = GET(l->u.a.v[i], "ips");
         uint64_t v[MSNAP_MAX_FRAMES];
         int n = 0;
         for (size_t k = 0; ips && ips->type == IV_LIST && k < ips->u.a.n && n < MSNAP_MAX_FRAMES; k++) {
             const char *h = iv_str(ips->u.a.v[k]);
             v[n++] = h ? strtoull(h, NULL, 16) : iv_u64(ips->u.a.v[k], &ok);
         }
-        msnap_stack s = {(uint32_t)iv_u64(iv_get(l->u.a.v[i], "id"), &ok), n, v};
+        m->in->steps += (uint64_t)n;
+        msnap_stack s = {(uint32_t)iv_u64(GET(l->u.a.v[i], "id"), &ok), n, v};
         if (s.id)
-            wline(w, msnap_fmt_stack(w->buf, sizeof w->buf, &s));
+            ext_line(m, w, msnap_fmt_stack(w->buf, sizeof w->buf, &s));
     }
-    l = iv_get(ext, "modules");
+    l = GET(ext, "modules");
     for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
+        if (iv_over_budget(m->in))
+            return -1;
         ival *x = l->u.a.v[i];
-        const char *b = iv_str(iv_get(x, "base"));
-        msnap_module md = {b ? strtoull(b, NULL, 16) : 0, iv_u64(iv_get(x, "size"), &ok),
-                           iv_str(iv_get(x, "path")) ? iv_str(iv_get(x, "path")) : "",
-                           iv_str(iv_get(x, "build_id")) ? iv_str(iv_get(x, "build_id")) : ""};
-        wline(w, msnap_fmt_module(w->buf, sizeof w->buf, &md));
+        const char *b = iv_str(GET(x, "base"));
+        msnap_module md = {b ? strtoull(b, NULL, 16) : 0, iv_u64(GET(x, "size"), &ok),
+                           iv_str(GET(x, "path")) ? iv_str(GET(x, "path")) : "",
+                           iv_str(GET(x, "build_id")) ? iv_str(GET(x, "build_id")) : ""};
+        ext_line(m, w, msnap_fmt_module(w->buf, sizeof w->buf, &md));
     }
-    l = iv_get(ext, "syms");
+    l = GET(ext, "syms");
     for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
+        if (iv_over_budget(m->in))
+            return -1;
         ival *x = l->u.a.v[i];
-        const char *ip = iv_str(iv_get(x, "ip"));
+        const char *ip = iv_str(GET(x, "ip"));
         msnap_symbol y = {ip ? strtoull(ip, NULL, 16) : 0,
-                          iv_str(iv_get(x, "fn")) ? iv_str(iv_get(x, "fn")) : "",
-                          iv_str(iv_get(x, "file")) ? iv_str(iv_get(x, "file")) : "",
-                          (int)iv_int(iv_get(x, "line"), &ok), 0};
-        wline(w, msnap_fmt_symbol(w->buf, sizeof w->buf, &y));
+                          iv_str(GET(x, "fn")) ? iv_str(GET(x, "fn")) : "",
+                          iv_str(GET(x, "file")) ? iv_str(GET(x, "file")) : "",
+                          (int)iv_int(GET(x, "line"), &ok), 0};
+        ext_line(m, w, msnap_fmt_symbol(w->buf, sizeof w->buf, &y));
     }
-    return maxstr;
+    return iv_over_budget(m->in) ? -1 : 0;
 }
 
 static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const char *source,
@@ -528,10 +569,10 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         snprintf(err, errlen, "cannot open the output: %s", strerror(errno));
         return -1;
     }
-    ival *ext = iv_get(top, "memsnap");
+    ival *ext = GET(top, "memsnap");
     if (ext && ext->type != IV_DICT)
         ext = NULL;
-    ival *eh = iv_get(ext, "header");
+    ival *eh = GET(ext, "header");
     int ok = 1;
     /* header */
     msnap_header *h = calloc(1, sizeof *h);
@@ -550,20 +591,24 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
      * carries exact times and t0 in its extension instead. */
     uint64_t rebase = 0;
     if (eh) {
-        h->pid = iv_int(iv_get(eh, "pid"), &ok);
-        snprintf(h->host, sizeof h->host, "%s", iv_str(iv_get(eh, "host")) ? iv_str(iv_get(eh, "host")) : "");
-        const char *t0 = iv_str(iv_get(eh, "t0_unix_ns"));
+        h->pid = iv_int(GET(eh, "pid"), &ok);
+        snprintf(h->host, sizeof h->host, "%s", iv_str(GET(eh, "host")) ? iv_str(GET(eh, "host")) : "");
+        const char *t0 = iv_str(GET(eh, "t0_unix_ns"));
         h->t0_unix_ns = t0 ? strtoull(t0, NULL, 16) : 0;
     } else if (m->have_t) {
         rebase = m->t_min;
         h->t0_unix_ns = m->t_min;
     }
-    /* settings: where it came from, and what torch said about its allocator */
+    /* settings: where it came from, and what torch said about its allocator
+     * (at most SETTINGS_MAX bytes of JSON each: a pickle can share one list
+     * into 2^40 leaves in 80 bytes; a bigger one is replaced by a note) */
     char *settings = NULL;
     {
-        ival *as = iv_get(top, "allocator_settings");
-        char *asj = as ? iv_to_json(as) : NULL;
-        char *argvj = eh ? iv_to_json(iv_get(eh, "argv")) : NULL;
+        ival *as = GET(top, "allocator_settings");
+        char *asj = as ? iv_to_json(as, SETTINGS_MAX) : NULL;
+        char *argvj = eh ? iv_to_json(GET(eh, "argv"), SETTINGS_MAX) : NULL;
+        if (as && !asj)
+            asj = strdup("\"(not kept: more than 256 KiB as JSON)\"");
         size_t n = 200 + (asj ? strlen(asj) : 0) + (argvj ? strlen(argvj) : 0);
         settings = malloc(n);
         if (settings)
@@ -582,14 +627,16 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
     free(settings);
     free(h);
     /* devices */
-    ival *devs = iv_get(ext, "devices");
+    ival *devs = GET(ext, "devices");
     if (devs && devs->type == IV_LIST && devs->u.a.n) {
         for (size_t i = 0; i < devs->u.a.n; i++) {
+            if (iv_over_budget(m->in))
+                goto budget;
             msnap_device_info d = {0};
-            d.index = (int)iv_int(iv_get(devs->u.a.v[i], "index"), &ok);
-            snprintf(d.name, sizeof d.name, "%s", iv_str(iv_get(devs->u.a.v[i], "name")) ? iv_str(iv_get(devs->u.a.v[i], "name")) : "");
-            d.total = iv_u64(iv_get(devs->u.a.v[i], "total"), &ok);
-            wline(w, msnap_fmt_device(w->buf, sizeof w->buf, &d));
+            d.index = (int)iv_int(GET(devs->u.a.v[i], "index"), &ok);
+            snprintf(d.name, sizeof d.name, "%s", iv_str(GET(devs->u.a.v[i], "name")) ? iv_str(GET(devs->u.a.v[i], "name")) : "");
+            d.total = iv_u64(GET(devs->u.a.v[i], "total"), &ok);
+            ext_line(m, w, msnap_fmt_device(w->buf, sizeof w->buf, &d));
         }
     } else {
         for (int d = 0; d < MSNAP_MAX_DEVICES; d++) {
@@ -604,7 +651,8 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         m->st->devices += m->dev_seen[d];
     /* tables */
     if (ext) {
-        write_ext_tables(w, ext);
+        if (write_ext_tables(m, w, ext))
+            goto budget;
     } else {
         if (m->have_snapshot_marker) {
             msnap_str s = {1, "torch.cuda.memory._snapshot()"};
@@ -673,6 +721,11 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
     }
     free(w);
     return 0;
+budget:
+    iv_budget_fail(m->in, err, errlen);
+    msnap_out_close(w->o);
+    free(w);
+    return -1;
 ioerr:
     snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
     msnap_out_close(w->o);
@@ -700,6 +753,7 @@ int msnap_import_torch(const char *in_path, msnap_import_kind kind, int out_fd, 
         goto done;
     }
     m->st = st;
+    m->in = &in;
     iv_sink sink = {m, sink_item};
     int c = iv_in_peek(&in);
     if (kind == MSNAP_IMPORT_AUTO)
@@ -710,7 +764,7 @@ int msnap_import_torch(const char *in_path, msnap_import_kind kind, int out_fd, 
         close(out_fd);
         goto done;
     }
-    if (top->type != IV_DICT || (!iv_get(top, "segments") && !iv_get(top, "device_traces"))) {
+    if (top->type != IV_DICT || (!GET(top, "segments") && !GET(top, "device_traces"))) {
         snprintf(err, errlen, "not a PyTorch memory snapshot (a dict with \"segments\" and "
                               "\"device_traces\")");
         iv_unref(top);
@@ -720,6 +774,8 @@ int msnap_import_torch(const char *in_path, msnap_import_kind kind, int out_fd, 
     rc = write_output(m, top, out_fd, zstd_level, source_name, err, errlen);
     iv_unref(top);
 done:
+    st->bytes_read = iv_in_offset(&in);
+    st->work_steps = in.steps;
     iv_in_close(&in);
     if (m) {
         for (size_t i = 0; i < m->nframes; i++) {

@@ -104,17 +104,39 @@ int iv_push(ival *c, ival *item)
     return 0;
 }
 
-ival *iv_get(const ival *d, const char *key)
+ival *iv_get(const ival *d, const char *key, uint64_t *steps)
 {
     if (!d || d->type != IV_DICT)
         return NULL;
-    size_t kl = strlen(key);
-    for (size_t i = 0; i + 1 < d->u.a.n; i += 2) {
+    size_t kl = strlen(key), i;
+    ival *found = NULL;
+    for (i = 0; i + 1 < d->u.a.n; i += 2) {
         const ival *k = d->u.a.v[i];
-        if (k->type == IV_STR && k->u.s.n == kl && !memcmp(k->u.s.p, key, kl))
-            return d->u.a.v[i + 1];
+        if (k->type == IV_STR && k->u.s.n == kl && !memcmp(k->u.s.p, key, kl)) {
+            found = d->u.a.v[i + 1];
+            break;
+        }
     }
-    return NULL;
+    if (steps)
+        *steps += i / 2 + 1;
+    return found;
+}
+
+const char *iv_budget_why(const iv_in *in, char *buf, size_t len)
+{
+    snprintf(buf, len, "%llu steps of work for the first %llu bytes, past the budget of %u a "
+                       "byte; refused (a shape no PyTorch snapshot has: docs/interop.md, Limits)",
+             (unsigned long long)in->steps, (unsigned long long)iv_in_offset(in),
+             IV_STEPS_PER_BYTE);
+    return buf;
+}
+
+int iv_budget_fail(const iv_in *in, char *err, size_t errlen)
+{
+    char why[256];
+    snprintf(err, errlen, "byte %llu: %s", (unsigned long long)iv_in_offset(in),
+             iv_budget_why(in, why, sizeof why));
+    return -1;
 }
 
 int64_t iv_int(const ival *v, int *ok)
@@ -230,12 +252,22 @@ int iv_in_fill(iv_in *in)
 
 /* ---- iv_to_json --------------------------------------------------------- */
 
-typedef struct sbuf { char *p; size_t n, cap; int oom; } sbuf;
+/* Output buffer.  *left is the byte budget shared by the buffer and the
+ * scratch buffers of non-string keys: a pickle can share one list many
+ * times (a DAG of 40 levels of [x, x] is 80 bytes and 2^40 leaves) or nest
+ * dicts as keys (each level escapes the one inside again, doubling it), so
+ * the text is cut off, and the walk stopped, at the budget. */
+typedef struct sbuf { char *p; size_t n, cap; int oom; size_t *left; } sbuf;
 
 static void sb_put(sbuf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
+    if (n > *b->left) {
+        b->oom = 1;
+        return;
+    }
+    *b->left -= n;
     if (b->n + n + 1 > b->cap) {
         size_t nc = (b->cap ? b->cap * 2 : 256);
         while (nc < b->n + n + 1)
@@ -256,7 +288,7 @@ static void sb_put(sbuf *b, const char *s, size_t n)
 static void sb_str(sbuf *b, const char *s, size_t n)
 {
     sb_put(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !b->oom; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
         if (c == '"' || c == '\\') {
@@ -273,9 +305,14 @@ static void sb_str(sbuf *b, const char *s, size_t n)
     sb_put(b, "\"", 1);
 }
 
+/* Writes v; every call writes at least one byte before it recurses and
+ * returns at once once the budget is spent, so the walk is as long as the
+ * text it may write. */
 static void sb_val(sbuf *b, const ival *v, int depth)
 {
     char num[64];
+    if (b->oom)
+        return;
     if (depth > 64) {
         sb_put(b, "null", 4);
         return;
@@ -305,7 +342,7 @@ static void sb_val(sbuf *b, const ival *v, int depth)
         return;
     case IV_BYTES:
         sb_put(b, "\"", 1);
-        for (size_t i = 0; i < v->u.s.n; i++) {
+        for (size_t i = 0; i < v->u.s.n && !b->oom; i++) {
             snprintf(num, sizeof num, "%02x", (unsigned char)v->u.s.p[i]);
             sb_put(b, num, 2);
         }
@@ -314,7 +351,7 @@ static void sb_val(sbuf *b, const ival *v, int depth)
     case IV_LIST:
     case IV_TUPLE:
         sb_put(b, "[", 1);
-        for (size_t i = 0; i < v->u.a.n; i++) {
+        for (size_t i = 0; i < v->u.a.n && !b->oom; i++) {
             if (i)
                 sb_put(b, ",", 1);
             sb_val(b, v->u.a.v[i], depth + 1);
@@ -323,16 +360,19 @@ static void sb_val(sbuf *b, const ival *v, int depth)
         return;
     case IV_DICT:
         sb_put(b, "{", 1);
-        for (size_t i = 0; i + 1 < v->u.a.n; i += 2) {
+        for (size_t i = 0; i + 1 < v->u.a.n && !b->oom; i += 2) {
             if (i)
                 sb_put(b, ",", 1);
             const ival *k = v->u.a.v[i];
             if (k->type == IV_STR) {
                 sb_str(b, k->u.s.p, k->u.s.n);
             } else {
-                sbuf kb = {0};
+                sbuf kb = {.left = b->left};
                 sb_val(&kb, k, depth + 1);
-                sb_str(b, kb.p ? kb.p : "", kb.n);
+                if (kb.oom)
+                    b->oom = 1;
+                else
+                    sb_str(b, kb.p ? kb.p : "", kb.n);
                 free(kb.p);
             }
             sb_put(b, ":", 1);
@@ -345,9 +385,9 @@ static void sb_val(sbuf *b, const ival *v, int depth)
     }
 }
 
-char *iv_to_json(const ival *v)
+char *iv_to_json(const ival *v, size_t max)
 {
-    sbuf b = {0};
+    sbuf b = {.left = &max};
     sb_val(&b, v, 0);
     if (b.oom) {
         free(b.p);

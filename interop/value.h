@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "interop.h" /* MSNAP_IMPORT_STEPS_PER_BYTE */
+
 typedef enum iv_type {
     IV_NONE = 0, IV_BOOL, IV_INT, IV_FLOAT, IV_STR, IV_BYTES,
     IV_LIST, IV_TUPLE, IV_DICT, IV_MARK /* pickle's stack mark, never in a tree */
@@ -38,7 +40,9 @@ enum {
 typedef struct ival {
     uint8_t type;      /* iv_type */
     uint8_t role;      /* IV_ROLE_* */
-    uint8_t sealed;    /* pickle: already an item of another container */
+    uint8_t sealed;    /* pickle: already an item of another container, or
+                          streamed: it may not change any more */
+    uint8_t visited;   /* importer: a segment's blocks list already read */
     uint32_t refs;
     int64_t memo;      /* pickle memo slot holding it, -1 when none */
     uint32_t cache_id; /* importer's cache: frame id (frame dict) or stack id
@@ -65,8 +69,10 @@ static inline ival *iv_ref(ival *v) { if (v) v->refs++; return v; }
 void iv_unref(ival *v);
 int iv_push(ival *container, ival *item);  /* takes item's reference; -1 OOM */
 
-/* Dict lookup by string key (borrowed; NULL when absent or not a dict). */
-ival *iv_get(const ival *dict, const char *key);
+/* Dict lookup by string key (borrowed; NULL when absent or not a dict); the
+ * first of equal keys wins.  Adds the keys it compared to *steps (the work
+ * budget above) when steps is not NULL. */
+ival *iv_get(const ival *dict, const char *key, uint64_t *steps);
 /* Integer of a value: 0 and *ok = 1 for IV_NONE and a missing value (NULL),
  * the number for INT/BOOL (and a FLOAT with an integral value), *ok = 0 for
  * anything else or out of [lo, hi]. */
@@ -84,6 +90,7 @@ typedef struct iv_in {
     uint64_t off;      /* bytes consumed before buf[0] */
     int eof, error;
     uint64_t total;    /* file size for progress reports; 0 = unknown */
+    uint64_t steps;    /* work done on this input so far (the budget below) */
     char what[96];     /* "reading NAME" (msnap_progress) */
 } iv_in;
 int iv_in_open(iv_in *in, const char *path, char *err, size_t errlen);
@@ -103,6 +110,29 @@ static inline int iv_in_get(iv_in *in)
 }
 static inline uint64_t iv_in_offset(const iv_in *in) { return in->off + in->pos; }
 
+/* The work budget.  Everything an import does per piece of input counts in
+ * in->steps: a pickle opcode or a JSON value, a container made, a value
+ * moved off the pickle stack into a container, a key compared by a dict
+ * lookup, a block or table item the importer visits.  Reading is linear, so
+ * a real snapshot takes a few steps a byte (docs/interop.md, Limits); an
+ * input that would take more than IV_STEPS_PER_BYTE steps for each byte
+ * read so far (plus IV_STEPS_BASE, so that small files never meet it) is
+ * refused.  It bounds the time of an import by the size of its input
+ * whatever shape the input has: the same lookups repeated on one shared
+ * dict, or a scan that a future change makes quadratic, ends in a one-line
+ * error in well under a second instead of minutes. */
+#define IV_STEPS_PER_BYTE MSNAP_IMPORT_STEPS_PER_BYTE /* interop.h */
+#define IV_STEPS_BASE (1u << 20)
+static inline int iv_over_budget(const iv_in *in)
+{
+    return in->steps > (uint64_t)IV_STEPS_PER_BYTE * iv_in_offset(in) + IV_STEPS_BASE;
+}
+/* The budget's message without a position ("N steps of work for B bytes
+ * ..."), for a reader to prefix with its own; returns buf. */
+const char *iv_budget_why(const iv_in *in, char *buf, size_t len);
+/* "byte N: " + iv_budget_why into err, for the importer; returns -1. */
+int iv_budget_fail(const iv_in *in, char *err, size_t errlen);
+
 /* The readers.  Both return the top-level value (with streamed lists
  * empty) or NULL with a message "byte N: ..." (JSON: "line L, byte N: ...")
  * in err. */
@@ -110,6 +140,9 @@ ival *iv_read_json(iv_in *in, const iv_sink *sink, char *err, size_t errlen);
 ival *iv_read_pickle(iv_in *in, const iv_sink *sink, char *err, size_t errlen);
 
 /* Serializes v as JSON text into a malloc'd string (for free-form settings);
- * NULL on host OOM.  Bytes become strings of hex, non-finite floats null. */
-char *iv_to_json(const ival *v);
+ * NULL on host OOM or when the text (with the scratch text of non-string
+ * keys) would pass max bytes: the time it takes is bounded by max, however
+ * v shares or nests its parts.  Bytes become strings of hex, non-finite
+ * floats null, a non-string key the string of its JSON text. */
+char *iv_to_json(const ival *v, size_t max);
 #endif

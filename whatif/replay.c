@@ -206,7 +206,9 @@ static void emit(rp *r, const msnap_event *e)
     r->nev++;
 }
 
-static uint64_t virt_of(rp *r, uint64_t sim)
+/* The number of regions whose sim is <= sim (binary search): the region
+ * that holds sim, if any, is the one before. */
+static size_t region_upper(const rp *r, uint64_t sim)
 {
     size_t lo = 0, hi = r->nreg;
     while (lo < hi) {
@@ -216,6 +218,19 @@ static uint64_t virt_of(rp *r, uint64_t sim)
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The region that starts at sim, or NULL. */
+static region *region_at(rp *r, uint64_t sim)
+{
+    size_t i = region_upper(r, sim);
+    return i && r->reg[i - 1].sim == sim ? &r->reg[i - 1] : NULL;
+}
+
+static uint64_t virt_of(rp *r, uint64_t sim)
+{
+    size_t lo = region_upper(r, sim);
     if (lo && sim - r->reg[lo - 1].sim < r->reg[lo - 1].size + 1)
         return r->reg[lo - 1].virt + (sim - r->reg[lo - 1].sim);
     return sim; /* not ours: should not happen */
@@ -231,11 +246,10 @@ static uint64_t region_add(rp *r, uint64_t sim, uint64_t size)
         r->reg = nr;
         r->capreg = nc;
     }
-    size_t i = r->nreg;
-    while (i && r->reg[i - 1].sim > sim) {
-        r->reg[i] = r->reg[i - 1];
-        i--;
-    }
+    /* its place by binary search (it used to be found by moving the
+     * regions above it up one at a time: O(live segments) compares a call) */
+    size_t i = region_upper(r, sim);
+    memmove(&r->reg[i + 1], &r->reg[i], (r->nreg - i) * sizeof *r->reg);
     uint64_t v = r->next_virt;
     r->next_virt += ((size + VIRT_GAP - 1) & ~(VIRT_GAP - 1)) + VIRT_GAP;
     r->reg[i] = (region){sim, size, v};
@@ -245,12 +259,12 @@ static uint64_t region_add(rp *r, uint64_t sim, uint64_t size)
 
 static void region_del(rp *r, uint64_t sim)
 {
-    for (size_t i = 0; i < r->nreg; i++)
-        if (r->reg[i].sim == sim) {
-            memmove(&r->reg[i], &r->reg[i + 1], (r->nreg - i - 1) * sizeof *r->reg);
-            r->nreg--;
-            return;
-        }
+    region *g = region_at(r, sim);
+    if (!g)
+        return;
+    size_t i = (size_t)(g - r->reg);
+    memmove(&r->reg[i], &r->reg[i + 1], (r->nreg - i - 1) * sizeof *r->reg);
+    r->nreg--;
 }
 
 static msnap_event drv_ev(int action, int api)
@@ -278,9 +292,9 @@ static CUresult w_free(CUdeviceptr p)
 {
     msnap_event e = drv_ev(MSNAP_A_FREE, MSNAP_API_cuMemFree_v2);
     e.addr = virt_of(cur, p);
-    for (size_t i = 0; i < cur->nreg; i++)
-        if (cur->reg[i].sim == p)
-            e.size = cur->reg[i].size;
+    region *g = region_at(cur, p);
+    if (g)
+        e.size = g->size;
     CUresult rc = cur->real.cuMemFree_v2(p);
     cur->res->driver_calls++;
     if (rc == CUDA_SUCCESS) {

@@ -123,6 +123,26 @@ replay_determinism)
   sed 's/det[12]/detN/g' "$S/table1.txt" >"$S/t1"; sed 's/det[12]/detN/g' "$S/table2.txt" >"$S/t2"
   cmp "$S/t1" "$S/t2" || fail "tables differ"
   "$M" summary "$S/det1-2.msnap" >/dev/null; [ $? -le 1 ] || fail "summary of a replay" ;;
+replay_segments) # 2667 live segments, then one 40 GiB block: the OOM retry frees them all, and
+  # each free carries its segment's size (replay.c finds a segment by binary search; it
+  # used to scan them all per call)
+  python3 -c 'import json,sys
+h={"type":"header","format":"memsnap","version":"1.0","pid":1,"host":"h","argv":["x"],"clock":"CLOCK_MONOTONIC","t0_unix_ns":"0x0","mode":"stream","settings":{},"devices":[]}
+out=[json.dumps(h), json.dumps({"type":"device","index":0,"name":"Simulated H200","total":150000000000})]
+ev=[("block_alloc",i) for i in range(24000)]+[("block_free",i) for i in range(0,24000,2)]+[("block_free",i) for i in range(1,24000,2)]
+for t,(a,i) in enumerate(ev):
+    out.append(json.dumps({"a":a,"t":1000*(t+1),"p":(1<<40)+(i<<23),"n":(2<<20)+(i%64)*4096,"f":"allocator"}))
+out.append(json.dumps({"a":"block_alloc","t":1000*(len(ev)+1),"p":1<<45,"n":40<<30,"f":"allocator"}))
+open(sys.argv[1],"w").write("\n".join(out)+"\n")' "$S/segs.msnap"
+  "$M" replay "$S/segs.msnap" -c "" -m 64G -q -o "$S/segs" >/dev/null || fail replay
+  python3 -c 'import json,sys
+live={}; frees=0; peak=0
+for l in open(sys.argv[1]):
+    o=json.loads(l)
+    if o.get("a")=="alloc": live[o["p"]]=o["n"]; peak=max(peak,len(live))
+    elif o.get("a")=="free":
+        assert live.pop(o["p"])==o["n"], o; frees+=1
+assert frees>=2000 and peak>=2000 and len(live)==1, (frees, peak, len(live))' "$S/segs-1.msnap" || fail "segment sizes at free" ;;
 replay_oom) # fixed segments OOM under a 200 MiB cap; expandable ones do not
   "$M" replay "$D/frag.msnap" --alloc-conf "expandable_segments:false" \
     --alloc-conf "expandable_segments:true,expandable_va:1G" --device-mem 200M -o "$S/frag" >"$S/t.txt" || fail replay
