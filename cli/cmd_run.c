@@ -10,6 +10,10 @@
  *
  * Where things are found: parts.h (MEMSNAP_LIB and MEMSNAP_SIMDEV_DIR, else
  * next to this binary in the installed or the build-tree layout).
+ *
+ * PyTorch: before the program starts, a Python program whose PyTorch has no
+ * recorder plugin yet gets one built into the cache, once, with one line on
+ * stderr (torch_autobuild, torch_setup.h; --no-torch-build skips it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +29,7 @@
 
 #include "cli.h"
 #include "parts.h"
+#include "torch_setup.h"
 #include "../recorder/pathpat.h"
 
 static const char run_usage[] =
@@ -62,6 +67,9 @@ static const char run_usage[] =
     "                          instead of the GPU (for machines without one)\n"
     "      --sim-devices N     number of simulated devices (default 1)\n"
     "      --summary           print `memsnap summary` of the snapshot afterwards\n"
+    "      --no-torch-build    do not build the PyTorch plugin before a Python\n"
+    "                          program whose PyTorch has none (by default it is\n"
+    "                          built once, into the cache, as torch-setup does)\n"
     "  -q, --quiet             no closing line from the recorder\n"
     "  -h, --help              this help\n"
     "\n"
@@ -139,7 +147,8 @@ static void forward(int sig)
 int cmd_run(int argc, char **argv)
 {
     enum { O_MODE = 256, O_RING, O_DEPTH, O_OOM, O_SIG, O_NOEXIT, O_COMPRESS, O_NOSYM,
-           O_FORK, O_SIM, O_SIMN, O_SUMMARY, O_NOPY, O_PYDEPTH, O_PYFRAMES, O_PYNATIVE };
+           O_FORK, O_SIM, O_SIMN, O_SUMMARY, O_NOPY, O_PYDEPTH, O_PYFRAMES, O_PYNATIVE,
+           O_NOTORCHBUILD };
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'},
         {"mode", required_argument, 0, O_MODE},
@@ -158,12 +167,13 @@ int cmd_run(int argc, char **argv)
         {"sim-device", required_argument, 0, O_SIM},
         {"sim-devices", required_argument, 0, O_SIMN},
         {"summary", no_argument, 0, O_SUMMARY},
+        {"no-torch-build", no_argument, 0, O_NOTORCHBUILD},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *sim = NULL, *simn = NULL;
-    int summary = 0;
+    int summary = 0, torch_build = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -244,6 +254,9 @@ int cmd_run(int argc, char **argv)
         case O_SUMMARY:
             summary = 1;
             break;
+        case O_NOTORCHBUILD:
+            torch_build = 0;
+            break;
         case 'q':
             setenv("MEMSNAP_QUIET", "1", 1);
             break;
@@ -279,6 +292,9 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "memsnap run: recorder library %s not found; set MEMSNAP_LIB\n", lib);
         return 2;
     }
+    /* Before the environment is changed: the build is not recorded. */
+    if (torch_build)
+        torch_autobuild(&argv[optind], real_lib);
     if (sim) {
         char real_sim[PATH_MAX];
         if (memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, simdir, sizeof simdir) != 0 ||

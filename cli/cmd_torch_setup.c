@@ -10,19 +10,29 @@
  * and g++), and removes the folder.
  * Exit status: 0 built, 2 bad usage or nothing could be built (one line on
  * stderr from the script saying what is missing).
+ *
+ * The same build runs from `memsnap run` at the first run of a Python
+ * program whose PyTorch has no plugin yet (torch_autobuild, torch_setup.h):
+ * the second half of this file finds that PyTorch from the command line
+ * alone (no Python is started unless there is something to build).
  */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <glob.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "torch_setup.h"
 
 /* torch_setup_data.c (generated from torch/). */
 extern const unsigned char msnap_torch_plugin_cpp[];
@@ -84,6 +94,52 @@ static int default_dir(char *out, size_t cap)
     return 0;
 }
 
+/* Builds the plugin for the torch that python imports into outdir: writes
+ * the embedded source and build script into a fresh private folder, runs
+ * PYTHON build_plugin.py (its stdout to out_fd and its stderr to err_fd
+ * when >= 0, else this process's), removes the folder.  0 built, 2 not. */
+static int build_plugin(const char *python, const char *outdir, int out_fd, int err_fd)
+{
+    const char *tmp = getenv("TMPDIR");
+    char work[4096];
+    snprintf(work, sizeof work, "%s/memsnap-torch-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(work)) {
+        fprintf(stderr, "memsnap torch-setup: %s: %s\n", work, strerror(errno));
+        return 2;
+    }
+    int rc = 2;
+    char src[4200], script[4200];
+    snprintf(src, sizeof src, "%s/memsnap_torch.cpp", work);
+    snprintf(script, sizeof script, "%s/build_plugin.py", work);
+    if (write_file(work, "memsnap_torch.cpp", msnap_torch_plugin_cpp, msnap_torch_plugin_cpp_len) ||
+        write_file(work, "build_plugin.py", msnap_torch_build_py, msnap_torch_build_py_len))
+        goto out;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "memsnap torch-setup: fork: %s\n", strerror(errno));
+        goto out;
+    }
+    if (pid == 0) {
+        if (out_fd >= 0)
+            dup2(out_fd, 1);
+        if (err_fd >= 0)
+            dup2(err_fd, 2);
+        execlp(python, python, script, "--source", src, "--out-dir", outdir, (char *)NULL);
+        fprintf(stderr, "memsnap torch-setup: cannot run %s: %s\n", python, strerror(errno));
+        _exit(2);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 2;
+out:
+    unlink(src);
+    unlink(script);
+    rmdir(work);
+    return rc;
+}
+
 int cmd_torch_setup(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -121,37 +177,399 @@ int cmd_torch_setup(int argc, char **argv)
                         "give --out-dir\n");
         return 2;
     }
-    const char *tmp = getenv("TMPDIR");
-    char work[4096];
-    snprintf(work, sizeof work, "%s/memsnap-torch-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(work)) {
-        fprintf(stderr, "memsnap torch-setup: %s: %s\n", work, strerror(errno));
-        return 2;
+    return build_plugin(python, outdir, -1, -1);
+}
+
+/* ---- memsnap run: the plugin built at first use (torch_setup.h) ---------- */
+
+/* 1 when name (a path's last part) is a CPython interpreter's: python,
+ * python3, python3.12. */
+static int python_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    if (strncmp(b, "python", 6) != 0)
+        return 0;
+    for (b += 6; *b; b++)
+        if ((*b < '0' || *b > '9') && *b != '.')
+            return 0;
+    return 1;
+}
+
+/* word resolved as execvp would (PATH when it has no '/') into out; 0, or
+ * -1 when there is no such executable file. */
+static int find_program(const char *word, char *out, size_t cap)
+{
+    struct stat st;
+    if (strchr(word, '/')) {
+        snprintf(out, cap, "%s", word);
+        return stat(out, &st) == 0 && S_ISREG(st.st_mode) ? 0 : -1;
     }
-    int rc = 2;
-    char src[4200], script[4200];
-    snprintf(src, sizeof src, "%s/memsnap_torch.cpp", work);
-    snprintf(script, sizeof script, "%s/build_plugin.py", work);
-    if (write_file(work, "memsnap_torch.cpp", msnap_torch_plugin_cpp, msnap_torch_plugin_cpp_len) ||
-        write_file(work, "build_plugin.py", msnap_torch_build_py, msnap_torch_build_py_len))
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path;; ) {
+        const char *e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        snprintf(out, cap, "%.*s%s%s", (int)n, p, n ? "/" : "", word);
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+            return 0;
+        if (!e)
+            return -1;
+        p = e + 1;
+    }
+}
+
+/* The Python interpreter a command runs, into out: the command itself when
+ * it is one; the interpreter of its #! line (also through /usr/bin/env, and
+ * pip's "#!/bin/sh" + "'''exec' PYTHON" form for long paths) unless the
+ * script is one of memsnap's own console scripts (they exec a C program);
+ * else the first python word among its arguments.  0, or -1: not Python. */
+static int python_of(char *const *cmd, char *out, size_t cap)
+{
+    char prog[PATH_MAX];
+    if (find_program(cmd[0], prog, sizeof prog) != 0)
+        return -1;
+    if (python_name(prog)) {
+        snprintf(out, cap, "%s", prog);
+        return 0;
+    }
+    char head[513] = "";
+    int fd = open(prog, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, head, sizeof head - 1);
+        head[n > 0 ? n : 0] = 0;
+        close(fd);
+    }
+    if (head[0] == '#' && head[1] == '!') {
+        if (strstr(head, "from memsnap._cli import"))
+            return -1;
+        char line[513], *save = NULL;
+        snprintf(line, sizeof line, "%s", head + 2);
+        line[strcspn(line, "\n")] = 0;
+        char *interp = strtok_r(line, " \t", &save);
+        const char *base = interp ? strrchr(interp, '/') : NULL;
+        if (base && strcmp(base + 1, "env") == 0) {
+            for (interp = strtok_r(NULL, " \t", &save); interp && (interp[0] == '-' || strchr(interp, '='));
+                 interp = strtok_r(NULL, " \t", &save))
+                ;
+        }
+        if (interp && python_name(interp))
+            return find_program(interp, out, cap);
+        const char *ex = strstr(head, "\n'''exec' ");
+        if (ex) {
+            ex += 10;
+            char q = *ex == '"' || *ex == '\'' ? *ex++ : ' ';
+            size_t n = strcspn(ex, q == ' ' ? " \n" : (q == '"' ? "\"\n" : "'\n"));
+            snprintf(line, sizeof line, "%.*s", (int)n, ex);
+            if (python_name(line))
+                return find_program(line, out, cap);
+        }
+        return -1;
+    }
+    for (int i = 1; cmd[i]; i++)
+        if (python_name(cmd[i]))
+            return find_program(cmd[i], out, cap);
+    return -1;
+}
+
+/* Appends base/<pattern>/torch for each folder that pattern (a glob under
+ * base) names, to the candidates list (n of cap used). */
+static void add_sites(char (*cand)[PATH_MAX], int *n, int cap, const char *base, const char *pattern)
+{
+    char pat[PATH_MAX];
+    snprintf(pat, sizeof pat, "%s/%s", base, pattern);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc && *n < cap; i++)
+            snprintf(cand[(*n)++], PATH_MAX, "%s/torch", g.gl_pathv[i]);
+    globfree(&g);
+}
+
+/* The site folders of a Python prefix (Debian's dist-packages too); ver is
+ * "3.12" when known from the interpreter's name, else every python3.*. */
+static void add_prefix(char (*cand)[PATH_MAX], int *n, int cap, const char *prefix, const char *ver)
+{
+    char pat[96];
+    const char *v = ver[0] ? ver : "3.*";
+    snprintf(pat, sizeof pat, "local/lib/python%s/dist-packages", v);
+    add_sites(cand, n, cap, prefix, pat);
+    snprintf(pat, sizeof pat, "lib/python%s/site-packages", v);
+    add_sites(cand, n, cap, prefix, pat);
+    snprintf(pat, sizeof pat, "lib/python%s/dist-packages", v);
+    add_sites(cand, n, cap, prefix, pat);
+    add_sites(cand, n, cap, prefix, "lib/python3/dist-packages");
+}
+
+/* The torch package folder that interpreter python would import (the first
+ * that has lib/libc10_cuda.so, in sys.path's order: PYTHONPATH, the user's
+ * site, the virtual environment's, its base's), into out; 0, or -1. */
+static int find_torch(const char *python, char *out, size_t cap)
+{
+    enum { MAXC = 48 };
+    static char cand[MAXC][PATH_MAX];
+    int n = 0;
+    char real[PATH_MAX], dir[PATH_MAX], ver[16] = "";
+    if (!realpath(python, real))
+        return -1;
+    const char *b = strrchr(real, '/') + 1;
+    if (strncmp(b, "python3.", 8) == 0 && strlen(b) < sizeof ver + 6)
+        snprintf(ver, sizeof ver, "%s", b + 6);
+    for (const char *p = getenv("PYTHONPATH"); p && *p && n < MAXC;) {
+        size_t len = strcspn(p, ":");
+        if (len)
+            snprintf(cand[n++], PATH_MAX, "%.*s/torch", (int)len, p);
+        p += len + (p[len] == ':');
+    }
+    /* A virtual environment: PYTHON's folder's parent has pyvenv.cfg. */
+    snprintf(dir, sizeof dir, "%s", python);
+    char *slash = strrchr(dir, '/');
+    int venv = 0, system_site = 1;
+    char home[PATH_MAX] = "";
+    if (slash) {
+        *slash = 0;
+        char cfg[PATH_MAX + 32];
+        snprintf(cfg, sizeof cfg, "%s/../pyvenv.cfg", dir);
+        FILE *f = fopen(cfg, "re");
+        if (f) {
+            venv = 1;
+            system_site = 0;
+            char line[PATH_MAX + 32];
+            while (fgets(line, sizeof line, f)) {
+                line[strcspn(line, "\r\n")] = 0;
+                char *eq = strchr(line, '=');
+                if (!eq)
+                    continue;
+                char *v = eq + 1 + strspn(eq + 1, " \t");
+                if (!strncmp(line, "include-system-site-packages", 28))
+                    system_site = !strncmp(v, "true", 4);
+                else if (!strncmp(line, "home", 4) && strspn(line + 4, " \t") + 4 == (size_t)(eq - line))
+                    snprintf(home, sizeof home, "%s", v);
+            }
+            fclose(f);
+        }
+    }
+    if (system_site) {            /* the user's site comes before the prefix's */
+        const char *ub = getenv("PYTHONUSERBASE"), *h = getenv("HOME");
+        char user[PATH_MAX] = "";
+        if (ub && *ub)
+            snprintf(user, sizeof user, "%s", ub);
+        else if (h && *h)
+            snprintf(user, sizeof user, "%s/.local", h);
+        if (user[0]) {
+            char pat[64];
+            snprintf(pat, sizeof pat, "lib/python%s/site-packages", ver[0] ? ver : "3.*");
+            add_sites(cand, &n, MAXC, user, pat);
+        }
+    }
+    if (venv) {
+        char prefix[PATH_MAX + 4];
+        snprintf(prefix, sizeof prefix, "%s/..", dir);
+        add_prefix(cand, &n, MAXC, prefix, ver);
+    }
+    if (system_site) {
+        char base[PATH_MAX + 4];
+        if (venv && home[0])
+            snprintf(base, sizeof base, "%s/..", home);
+        else {
+            snprintf(base, sizeof base, "%s", real);
+            *strrchr(base, '/') = 0;                 /* .../bin */
+            strcat(base, "/..");
+        }
+        add_prefix(cand, &n, MAXC, base, ver);
+    }
+    for (int i = 0; i < n; i++) {
+        char c10[PATH_MAX + 32];
+        struct stat st;
+        if (snprintf(c10, sizeof c10, "%s/lib/libc10_cuda.so", cand[i]) >= (int)sizeof c10)
+            continue;
+        if (stat(c10, &st) == 0 && S_ISREG(st.st_mode))
+            return snprintf(out, cap, "%s", cand[i]) < (int)cap ? 0 : -1;
+    }
+    return -1;
+}
+
+/* The GNU build-id (hex) of the ELF file at path, read from its PT_NOTE
+ * segments (as the recorder reads the loaded copy's), into out (cap >=
+ * 129); 0, or -1. */
+static int file_build_id(const char *path, char *out, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = -1;
+    Elf64_Ehdr eh;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 512)
         goto out;
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "memsnap torch-setup: fork: %s\n", strerror(errno));
-        goto out;
+    for (int i = 0; i < eh.e_phnum && rc != 0; i++) {
+        Elf64_Phdr ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
+            goto out;
+        if (ph.p_type != PT_NOTE || ph.p_filesz > 65536)
+            continue;
+        unsigned char buf[65536];
+        if (pread(fd, buf, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
+            continue;
+        for (size_t p = 0; p + sizeof(Elf64_Nhdr) <= ph.p_filesz;) {
+            const Elf64_Nhdr *nh = (const Elf64_Nhdr *)(buf + p);
+            size_t name = p + sizeof *nh, desc = name + ((nh->n_namesz + 3u) & ~3u);
+            size_t next = desc + ((nh->n_descsz + 3u) & ~3u);
+            if (next > ph.p_filesz)
+                break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(buf + name, "GNU", 4) &&
+                nh->n_descsz * 2 < cap && nh->n_descsz > 0) {
+                for (unsigned j = 0; j < nh->n_descsz; j++)
+                    snprintf(out + 2 * j, 3, "%02x", buf[desc + j]);
+                rc = 0;
+                break;
+            }
+            p = next;
+        }
     }
-    if (pid == 0) {
-        execlp(python, python, script, "--source", src, "--out-dir", outdir, (char *)NULL);
-        fprintf(stderr, "memsnap torch-setup: cannot run %s: %s\n", python, strerror(errno));
-        _exit(2);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 2;
 out:
-    unlink(src);
-    unlink(script);
-    rmdir(work);
+    close(fd);
     return rc;
+}
+
+/* 1 when a regular file is at dir/name. */
+static int has_file(const char *dir, const char *name)
+{
+    char p[PATH_MAX + 256];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return dir[0] && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* 1 when cuda_runtime_api.h is where build_plugin.py looks for it. */
+static int have_cuda_headers(const char *torch)
+{
+    const char *env[] = {"CUDA_HOME", "CUDA_PATH"};
+    char d[PATH_MAX + 32];
+    for (int i = 0; i < 2; i++) {
+        const char *e = getenv(env[i]);
+        snprintf(d, sizeof d, "%s/include", e ? e : "");
+        if (e && *e && has_file(d, "cuda_runtime_api.h"))
+            return 1;
+    }
+    if (has_file("/usr/local/cuda/include", "cuda_runtime_api.h") ||
+        has_file("/usr/include", "cuda_runtime_api.h"))
+        return 1;
+    glob_t g;
+    if (snprintf(d, sizeof d, "%s/../nvidia/*/include/cuda_runtime_api.h", torch) >= (int)sizeof d)
+        return 0;
+    int found = glob(d, GLOB_NOSORT, NULL, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return found;
+}
+
+/* PyTorch's version from torch/version.py into out ("?" unknown). */
+static void torch_version(const char *torch, char *out, size_t cap)
+{
+    char p[PATH_MAX + 16], line[256];
+    snprintf(out, cap, "?");
+    snprintf(p, sizeof p, "%s/version.py", torch);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        char *q, *e;
+        if (!strncmp(line, "__version__", 11) && (q = strpbrk(line, "'\"")) && (e = strchr(q + 1, *q))) {
+            snprintf(out, cap, "%.*s", (int)(e - q - 1), q + 1);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* Contract in torch_setup.h. */
+void torch_autobuild(char *const *cmd, const char *recorder)
+{
+    const char *off = getenv("MEMSNAP_TORCH");
+    char python[PATH_MAX], torch[PATH_MAX], c10[PATH_MAX + 32], bid[129];
+    if ((off && !strcmp(off, "off")) || python_of(cmd, python, sizeof python) != 0 ||
+        find_torch(python, torch, sizeof torch) != 0)
+        return;
+    snprintf(c10, sizeof c10, "%s/lib/libc10_cuda.so", torch);
+    if (file_build_id(c10, bid, sizeof bid) != 0)
+        return;                    /* the recorder says it, if it is loaded */
+    char name[200], dirs[3][PATH_MAX];
+    snprintf(name, sizeof name, "libmemsnap_torch-%s.so", bid);
+    const char *pd = getenv("MEMSNAP_TORCH_PLUGIN_DIR");
+    snprintf(dirs[0], PATH_MAX, "%s", pd ? pd : "");
+    snprintf(dirs[1], PATH_MAX, "%s", recorder);
+    char *slash = strrchr(dirs[1], '/');
+    if (slash)
+        *slash = 0;
+    if (default_dir(dirs[2], PATH_MAX) != 0)
+        return;
+    for (int i = 0; i < 3; i++)
+        if (has_file(dirs[i], name))
+            return;                /* built before: the usual case */
+    char failed[200], inc[PATH_MAX + 32];
+    snprintf(failed, sizeof failed, "libmemsnap_torch-%s.failed", bid);
+    snprintf(inc, sizeof inc, "%s/include/c10/cuda", torch);
+    const char *cxx = getenv("CXX");
+    char cc[PATH_MAX];
+    if (has_file(dirs[2], failed) || !has_file(inc, "CUDACachingAllocator.h") ||
+        !have_cuda_headers(torch) || find_program(cxx && *cxx ? cxx : "g++", cc, sizeof cc) != 0)
+        return;                    /* nothing to build with: the recorder's notice */
+
+    /* One build at a time for this PyTorch: a second run waits, then finds it. */
+    char path[PATH_MAX + 256];
+    for (char *p = dirs[2] + 1; (p = strchr(p, '/')); p++) {
+        *p = 0;
+        mkdir(dirs[2], 0755);
+        *p = '/';
+    }
+    mkdir(dirs[2], 0755);
+    snprintf(path, sizeof path, "%s/.libmemsnap_torch-%s.lock", dirs[2], bid);
+    int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0)
+        return;
+    while (flock(lock, LOCK_EX) != 0 && errno == EINTR)
+        ;
+    if (has_file(dirs[2], name) || has_file(dirs[2], failed)) {
+        close(lock);              /* another run built it (or tried) meanwhile */
+        return;
+    }
+    char ver[64];
+    torch_version(torch, ver, sizeof ver);
+    fprintf(stderr, "memsnap run: building the PyTorch plugin for PyTorch %s at %s (once for this "
+                    "PyTorch, about 10 s) into %s/%s\n", ver, torch, dirs[2], name);
+    char log[PATH_MAX + 256];
+    snprintf(log, sizeof log, "%s/.libmemsnap_torch-%s.log", dirs[2], bid);
+    int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int rc = logfd >= 0 && null >= 0 ? build_plugin(python, dirs[2], null, logfd) : 2;
+    if (null >= 0)
+        close(null);
+    if (logfd >= 0)
+        close(logfd);
+    if (rc == 0 && has_file(dirs[2], name)) {
+        unlink(log);
+    } else {
+        /* build_plugin.py's own line says what went wrong; a failed
+         * compile's command line and errors stay in the log. */
+        char last[256] = "", *line = NULL;
+        size_t len = 0;
+        FILE *f = fopen(log, "re");
+        while (f && getline(&line, &len, f) > 0)
+            if (!strncmp(line, "memsnap torch-setup: ", 21))
+                snprintf(last, sizeof last, "%s", line + 21);
+        free(line);
+        if (f)
+            fclose(f);
+        last[strcspn(last, "\n")] = 0;
+        char *colon = strstr(last, "failed: ");
+        if (colon)
+            colon[6] = 0;          /* "compiling the plugin failed" */
+        snprintf(path, sizeof path, "%s/%s", dirs[2], failed);
+        if (rc == 0)
+            snprintf(last, sizeof last, "%.100s imports another PyTorch than %.100s", python, torch);
+        rename(log, path);
+        fprintf(stderr, "memsnap run: the PyTorch plugin was not built (%s); its log is %s, "
+                        "and `memsnap torch-setup` tries again\n", last[0] ? last : "no message", path);
+    }
+    close(lock);
 }

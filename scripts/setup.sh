@@ -1,15 +1,19 @@
 #!/bin/bash
 # Installs what memsnap needs on Debian 12 / Ubuntu, if it is missing:
 # a C toolchain, CMake, pkg-config and the Debian packages of libunwind, cJSON,
-# libpng, cairo (the pictures) with the DejaVu fonts, elfutils libdw and zstd,
+# libpng, cairo (the pictures) with FreeType and the DejaVu fonts, elfutils libdw and zstd,
 # jq (tests read JSON output with it) and xmllint (tests read the SVGs).
 # The CUDA toolkit must already be at /usr/local/cuda (or CUDA_HOME); it is
 # not a Debian package.
 # Idempotent and quiet when everything is there.
 set -euo pipefail
-pkgs="build-essential cmake pkg-config libunwind-dev libcjson-dev libpng-dev libcairo2-dev fonts-dejavu-core libxml2-utils libdw-dev libelf-dev libzstd-dev zstd procps libsqlite3-dev jq"
+pkgs="build-essential cmake pkg-config libunwind-dev libcjson-dev libpng-dev libcairo2-dev libfreetype-dev fonts-dejavu-core libxml2-utils libdw-dev libelf-dev libzstd-dev zstd procps libsqlite3-dev jq"
 # packaging and its tests (cpack -G DEB, dpkg-shlibdeps, man), the fuzz build (clang, libFuzzer)
 pkgs="$pkgs dpkg-dev man-db groff-base clang libclang-rt-14-dev"
+# the pip package, built offline from Debian's Python packages (docs/install.md):
+# setuptools and wheel drive CMake, patchelf bundles the libraries, venv and pip
+# install and test the wheel
+pkgs="$pkgs python3-venv python3-pip python3-setuptools python3-wheel patchelf"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -12,7 +12,9 @@
  * again), as cairo's image-surface contract asks.
  *
  * Text: DejaVu Sans through cairo's toy font API (fontconfig finds it in
- * fonts-dejavu-core), grey antialiasing, slight hinting, hinted metrics
+ * fonts-dejavu-core) -- or, when a DejaVuSans.ttf is shipped beside the
+ * binary (the pip package bundles one: bundled_face), that file through
+ * FreeType, with no fontconfig at all -- grey antialiasing, slight hinting, hinted metrics
  * (whole-pixel advances: at 10 pixels unhinted advances put glyphs at
  * uneven whole-pixel positions, "1.00 0").  The SVG gives every <text> the
  * width measured here (textLength), so a viewer's unhinted layout, or a
@@ -23,7 +25,11 @@
 #include "canvas.h"
 
 #include <cairo.h>
+#include <cairo-ft.h>
 #include <errno.h>
+#include <ft2build.h>
+#include FT_FREETYPE_H
+#include <limits.h>
 #include <math.h>
 #include <png.h>
 #include <setjmp.h>
@@ -38,6 +44,9 @@
 #define SVG_FONTS "DejaVu Sans, Verdana, Bitstream Vera Sans, sans-serif"
 #define FONT_PX (CANVAS_CAP_H / 0.729)  /* font size at scale 1 */
 #define NO_STR UINT32_MAX
+#ifndef MEMSNAP_BIN_TO_FONT   /* relative to the binary's folder (viz/CMakeLists.txt) */
+#define MEMSNAP_BIN_TO_FONT "../lib/memsnap/fonts/DejaVuSans.ttf"
+#endif
 
 enum op_kind { OP_RECT, OP_BLEND, OP_HATCH, OP_FRAME, OP_HLINE, OP_VLINE,
                OP_LINE, OP_TEXT, OP_TEXT_UP, OP_GROUP, OP_END };
@@ -309,6 +318,37 @@ void canvas_group_end(canvas *c)
 
 /* ---- text metrics ---- */
 
+/* The font shipped beside the running binary (MEMSNAP_BIN_TO_FONT from its
+ * folder), loaded through FreeType so that neither fontconfig nor an
+ * installed font is needed: the pip package bundles DejaVuSans.ttf there for
+ * machines that have no fonts.  NULL when there is no such file (the build
+ * tree, the Debian package: fontconfig finds fonts-dejavu-core).  The face,
+ * and the FT_Face under it, live as long as the process. */
+static cairo_font_face_t *bundled_face(void)
+{
+    char path[PATH_MAX + sizeof MEMSNAP_BIN_TO_FONT + 1];
+    ssize_t n = readlink("/proc/self/exe", path, PATH_MAX - 1);
+    char *slash;
+    if (n <= 0)
+        return NULL;
+    path[n] = 0;
+    if (!(slash = strrchr(path, '/')))
+        return NULL;
+    snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%s", MEMSNAP_BIN_TO_FONT);
+    static FT_Library ft;
+    FT_Face ff;
+    if (access(path, R_OK) != 0 || (!ft && FT_Init_FreeType(&ft) != 0) ||
+        FT_New_Face(ft, path, 0, &ff) != 0)
+        return NULL;
+    cairo_font_face_t *face = cairo_ft_font_face_create_for_ft_face(ff, 0);
+    if (cairo_font_face_status(face) != CAIRO_STATUS_SUCCESS) {
+        cairo_font_face_destroy(face);
+        FT_Done_Face(ff);
+        return NULL;
+    }
+    return face;
+}
+
 /* Sets the renderer's font at this scale on cr. */
 static void set_font(cairo_t *cr, int scale)
 {
@@ -320,7 +360,7 @@ static void set_font(cairo_t *cr, int scale)
         cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_ON);
     }
     static cairo_font_face_t *face;   /* made once: fontconfig matches once */
-    if (!face)
+    if (!face && !(face = bundled_face()))
         face = cairo_toy_font_face_create(FONT_FAMILY, CAIRO_FONT_SLANT_NORMAL,
                                           CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_face(cr, face);
