@@ -55,7 +55,10 @@
 // This file is self-contained (it repeats memsnap.h's numbers and types) so
 // that `memsnap torch-setup` can compile it alone on a user's machine.
 // Built with MEMSNAP_TORCH_UNIT_TEST, only the block-size logic is compiled,
-// without PyTorch (tests/torch/test_plugin_sizes.cpp).
+// without PyTorch (tests/torch/test_plugin_sizes.cpp).  Two switches leave
+// a part out, for a PyTorch whose headers differ (MEMSNAP_TORCH_CXXFLAGS of
+// build_plugin.py): MEMSNAP_TORCH_NO_AUTOGRAD (no nodes, no sequence
+// numbers) and MEMSNAP_TORCH_NO_GAUGE (requested sizes).
 
 #include <atomic>
 #include <cstdint>
@@ -64,12 +67,14 @@
 #include <string>
 
 #ifndef MEMSNAP_TORCH_UNIT_TEST
-#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <ATen/SequenceNumber.h>
-#include <torch/csrc/autograd/function.h>
 #include <typeinfo>
-#if __has_include(<c10/util/Gauge.h>)
+#ifndef MEMSNAP_TORCH_NO_AUTOGRAD
+#include <ATen/SequenceNumber.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function.h>
+#endif
+#if __has_include(<c10/util/Gauge.h>) && !defined(MEMSNAP_TORCH_NO_GAUGE)
 #include <c10/util/Gauge.h>
 #define MEMSNAP_HAVE_GAUGE 1
 #endif
@@ -137,6 +142,7 @@ thread_local Pending t_pending;
 thread_local int64_t t_gauge;          // the last gauge on this thread that no ALLOC took
 thread_local bool t_gauge_set;
 std::atomic<bool> g_gauge_ok{false};   // gauges follow ALLOC entries (else: requested sizes)
+bool g_gauge_found;                    // they did when the plugin attached
 std::atomic<bool> g_fallback_said{false};
 std::atomic<uint64_t> g_checks{0}, g_corrections{0}, g_fallbacks{0};
 
@@ -250,6 +256,7 @@ memsnap_torch_api g_api;               // set once, before the tracker is attach
 bool g_nodes;                          // name autograd nodes
 c10::cuda::CUDACachingAllocator::CUDAAllocator* g_alloc;
 
+#ifndef MEMSNAP_TORCH_NO_AUTOGRAD
 // ---- autograd nodes ----
 
 // Node type -> the recorder's id for its name.  Lock-free: a slot is
@@ -323,6 +330,13 @@ void autograd_state(uint64_t* seq, uint32_t* node)
         *seq = at::sequence_number::peek();
     }
 }
+#else
+void autograd_state(uint64_t* seq, uint32_t* node)
+{
+    *seq = 0;
+    *node = 0;
+}
+#endif
 
 // Forwards one event, with the thread's autograd state where it names a site.
 void emit(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
@@ -446,7 +460,7 @@ int attach(char* msg, size_t msglen)
         g_read_total = read_total;
         g_emit = emit;
         if (gauges_start())
-            g_gauge_ok.store(true);
+            g_gauge_found = true, g_gauge_ok.store(true);
         else
             fall_back("PyTorch's allocated-bytes gauge is missing or was made before the plugin");
         a->attachAllocatorTraceTracker(&on_trace);
@@ -494,6 +508,25 @@ MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* 
 {
     memsnap_plugin::g_trace1 = fn;
     return memsnap_plugin::attach(msg, msglen);
+}
+
+// For benchmarks (tests/gpu/torch_llama.py time): turns the block sizes
+// (sizes 0: requested sizes, as plugins before format 1.2 gave) and the
+// node lookup (nodes 0: none, as with MEMSNAP_TORCH_NODES=0) off and on in a
+// running process, so that they can be timed against each other step by
+// step.  Call it between steps, with no allocation under way on any thread.
+// Neither can be turned on where it was off at attach.
+MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mode(int sizes, int nodes)
+{
+    using namespace memsnap_plugin;
+    if (sizes && g_gauge_found && !g_gauge_ok.load()) {
+        for (Device& d : g_dev)
+            d.known = false;            // read the totals again at the next ALLOC
+        g_gauge_ok.store(true);
+    } else if (!sizes) {
+        g_gauge_ok.store(false);
+    }
+    g_nodes = nodes && !g_trace1 && (g_api.flags & MEMSNAP_TORCH_API_NODES);
 }
 
 // What the block-size logic did so far (tests): out[0] 1 when the sizes
