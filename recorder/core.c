@@ -3,7 +3,7 @@
  * Per event: a timestamp (vDSO clock_gettime), a native backtrace with
  * libunwind's unw_backtrace into a fixed array, a stack id from a lock-free
  * hash table (the frames are stored once, in a preallocated arena), and one
- * 64-byte record appended to a bounded lock-free queue (Vyukov's ticket
+ * 72-byte record appended to a bounded lock-free queue (Vyukov's ticket
  * queue: a producer takes a ticket with one fetch_add, waits until the slot is
  * free, fills it, and publishes it by storing the slot's sequence number).
  * There is no I/O, no symbolization and no allocation here after start-up;
