@@ -2,7 +2,13 @@
  * (the PyTorch plugin's call) in a loop of block alloc + free_completed
  * pairs, as PyTorch's allocator makes them on a cache hit.
  *
- *   memsnap run [--stack-depth N] -- bench_torch_trace [PAIRS]
+ *   memsnap run [--stack-depth N] -- bench_torch_trace [PAIRS [MODE]]
+ *
+ * MODE (format 1.2's entry point, memsnap_trace_torch2): v1 (default: the
+ * old entry point), plain (trace2, no autograd state), seq (trace2 with a
+ * sequence number, as a forward allocation), node (trace2 with a node and
+ * a number, as a backward one: the autograd frame goes in front of the
+ * stack, which is then hashed again).
  *
  * The pairs come in bursts of 1000 (2000 events, well below the recorder's
  * queue) with a 5 ms pause after each, which the writer thread uses to drain
@@ -16,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "memsnap/memsnap.h"
@@ -47,12 +54,31 @@ __attribute__((noinline)) static void pair(memsnap_trace_torch_fn fn, uint64_t i
     __asm__ volatile("" ::: "memory");
 }
 
+static memsnap_trace_torch2_fn fn2;
+static uint64_t seq2;
+static uint32_t node2;
+
+/* memsnap_trace_torch2 with the mode's autograd state, as a 7-argument call. */
+static void via2(int a, int d, uint64_t p, uint64_t n, uint64_t s, uint64_t x, uint64_t y)
+{
+    fn2(a, d, p, n, s, x, y, seq2 ? seq2++ : 0, node2);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t pairs = argc > 1 ? strtoull(argv[1], NULL, 10) : 20000;
+    const char *mode = argc > 2 ? argv[2] : "v1";
     memsnap_trace_torch_fn fn = (memsnap_trace_torch_fn)dlsym(RTLD_DEFAULT, "memsnap_trace_torch");
+    fn2 = (memsnap_trace_torch2_fn)dlsym(RTLD_DEFAULT, "memsnap_trace_torch2");
+    memsnap_torch_node_id_fn node_id =
+        (memsnap_torch_node_id_fn)dlsym(RTLD_DEFAULT, "memsnap_torch_node_id");
     if (!fn)
         fn = nop;
+    else if (strcmp(mode, "v1") != 0 && fn2 && node_id) {
+        seq2 = strcmp(mode, "plain") != 0;
+        node2 = strcmp(mode, "node") == 0 ? node_id("MmBackward0") : 0;
+        fn = via2;
+    }
     uint64_t t[7];
     for (int r = 0; r < 7; r++) {
         t[r] = 0;
@@ -67,7 +93,7 @@ int main(int argc, char **argv)
     }
     qsort(t, 7, sizeof t[0], cmp_u64);
     printf("%s: %.1f ns per event (%llu pairs, median of 7)\n",
-           fn == nop ? "no recorder" : "memsnap_trace_torch", (double)t[3] / (2.0 * (double)(pairs / 1000 * 1000)),
-           (unsigned long long)pairs);
+           fn == nop ? "no recorder" : fn == via2 ? mode : "memsnap_trace_torch",
+           (double)t[3] / (2.0 * (double)(pairs / 1000 * 1000)), (unsigned long long)pairs);
     return 0;
 }

@@ -222,7 +222,7 @@ static int next_line(msnap_reader *r, char **line, size_t *len, int *complete)
 
 /* ---- Layer 3a: the fast event-line parser. ------------------------------ */
 
-enum { K_T, K_D, K_P, K_N, K_S, K_X, K_Y, K_K, K_TH, K_F, K_R };
+enum { K_T, K_D, K_P, K_N, K_S, K_X, K_Y, K_K, K_TH, K_F, K_R, K_Q };
 
 /* Key index for a 1-2 character key span, -1 for anything else. */
 static int event_key(const char *k, size_t n)
@@ -239,6 +239,7 @@ static int event_key(const char *k, size_t n)
         case 'k': return K_K;
         case 'f': return K_F;
         case 'r': return K_R;
+        case 'q': return K_Q;
         }
         return -1;
     }
@@ -367,6 +368,7 @@ static int parse_event_fast(const char *p, const char *end, msnap_event *e)
         case K_S: e->stream = v; break;
         case K_X: e->aux = v; break;
         case K_Y: e->aux2 = v; break;
+        case K_Q: e->seq = v; break;
         case K_K:
             if (v > UINT32_MAX)
                 return 0;
@@ -521,6 +523,7 @@ static int event_from_json(msnap_reader *r, const cJSON *o, msnap_event *e)
     U64("k", UINT32_MAX, e->stack);
     U64("th", UINT32_MAX, e->tid);
     I64("r", INT16_MIN, INT16_MAX, e->result);
+    U64("q", UINT64_MAX, e->seq);
     const char *f;
     STR("f", f);
     int api = msnap_api_from_name(f);

@@ -154,6 +154,10 @@ static size_t fmt_event_unchecked(char *buf, const msnap_event *e)
         p = LIT(p, ",\"r\":");
         p = json_i64(p, e->result);
     }
+    if (e->seq) {
+        p = LIT(p, ",\"q\":");
+        p = json_u64(p, e->seq);
+    }
     p = LIT(p, "}\n");
     return (size_t)(p - buf);
 }

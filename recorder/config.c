@@ -125,6 +125,7 @@ int config_load(void)
      * native frames (docs/recorder.md, docs/benchmarks.md). */
     g_cfg.torch_native_depth = TORCH_NATIVE_AUTO;
     g_cfg.torch_free_stacks = 0;
+    g_cfg.torch_nodes = 1;
 
     const char *s;
     int rc = 0;
@@ -182,6 +183,11 @@ int config_load(void)
         if (strcmp(s, "1") == 0) g_cfg.torch_free_stacks = 1;
         else if (strcmp(s, "0") == 0) g_cfg.torch_free_stacks = 0;
         else rc |= bad("MEMSNAP_TORCH_FREE_STACKS", s, "expected 0 or 1");
+    }
+    if ((s = getenv("MEMSNAP_TORCH_NODES"))) {
+        if (strcmp(s, "1") == 0) g_cfg.torch_nodes = 1;
+        else if (strcmp(s, "0") == 0) g_cfg.torch_nodes = 0;
+        else rc |= bad("MEMSNAP_TORCH_NODES", s, "expected 0 or 1");
     }
     if ((s = getenv("MEMSNAP_PYTHON_FRAMES"))) {
         if (strcmp(s, "1") == 0) g_cfg.py_frames = 1;
@@ -250,7 +256,7 @@ size_t config_to_json(char *buf, size_t cap)
                      "\"dump_signal\":%d,\"dump_at_exit\":%d,\"zstd_level\":%d,"
                      "\"symbolize\":%d,\"fork\":\"%s\",\"queue_events\":%llu,"
                      "\"max_stacks\":%llu,\"python_frames\":%d,\"python_depth\":%d,\"python_native_depth\":%d,"
-                     "\"torch_native_depth\":%s,\"torch_free_stacks\":%d}",
+                     "\"torch_native_depth\":%s,\"torch_free_stacks\":%d,\"torch_nodes\":%d}",
                      g_cfg.mode == MODE_RING ? "ring" : "stream",
                      (unsigned long long)g_cfg.ring_events, g_cfg.stack_depth, g_cfg.flush_ms,
                      g_cfg.counters_ms, oom[g_cfg.oom_dump], g_cfg.dump_signal,
@@ -258,6 +264,6 @@ size_t config_to_json(char *buf, size_t cap)
                      g_cfg.fork_mode == FORK_FOLLOW ? "follow" : "stop",
                      (unsigned long long)g_cfg.queue_events,
                      (unsigned long long)g_cfg.max_stacks, g_cfg.py_frames, g_cfg.py_depth,
-                     g_cfg.py_native_depth, tnd, g_cfg.torch_free_stacks);
+                     g_cfg.py_native_depth, tnd, g_cfg.torch_free_stacks, g_cfg.torch_nodes);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }

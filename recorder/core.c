@@ -3,7 +3,7 @@
  * Per event: a timestamp (vDSO clock_gettime), a native backtrace with
  * libunwind's unw_backtrace into a fixed array, a stack id from a lock-free
  * hash table (the frames are stored once, in a preallocated arena), and one
- * 64-byte record appended to a bounded lock-free queue (Vyukov's ticket
+ * 72-byte record appended to a bounded lock-free queue (Vyukov's ticket
  * queue: a producer takes a ticket with one fetch_add, waits until the slot is
  * free, fills it, and publishes it by storing the slot's sequence number).
  * There is no I/O, no symbolization and no allocation here after start-up;
@@ -127,9 +127,10 @@ int core_stack_get(uint32_t id, const uint64_t **ips)
 uint64_t core_stacks_dropped(void) { return g_stacks_ready ? stacktab_dropped(&g_stacks) : 0; }
 
 /* Captures up to keep native frames (own_frames of ours above them are
- * unwound and dropped) merged with the Python frames py[0..np). */
+ * unwound and dropped) merged with the Python frames py[0..np), behind
+ * first when it is not 0 (an autograd frame: the innermost entry). */
 static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_frames, const uint64_t *py, const uint16_t *grp,
-                        int np, uint64_t py_hash)
+                        int np, uint64_t py_hash, uint64_t first)
 {
     void *raw[MSNAP_MAX_FRAMES + OWN_FRAMES_MAX];
     int n = 0, skip = 0;
@@ -144,20 +145,27 @@ static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_
     if (depth < 0)
         depth = 0;
     uint64_t ips[MSNAP_MAX_FRAMES];
+    int f = first != 0;              /* entries taken by first */
+    ips[0] = first;
     if (np > 0 && depth == 0) {    /* Python frames alone: nothing to merge */
-        int d = np < MSNAP_MAX_FRAMES ? np : MSNAP_MAX_FRAMES;
-        return py_hash && d == np ? stacktab_intern_hashed(&g_stacks, py, d, py_hash)
-                                  : stacktab_intern(&g_stacks, py, d);
+        int d = np < MSNAP_MAX_FRAMES - f ? np : MSNAP_MAX_FRAMES - f;
+        if (!f)
+            return py_hash && d == np ? stacktab_intern_hashed(&g_stacks, py, d, py_hash)
+                                      : stacktab_intern(&g_stacks, py, d);
+        memcpy(ips + 1, py, (size_t)d * sizeof *py);
+        return stacktab_intern(&g_stacks, ips, d + 1);
     }
     if (np > 0)
         return stacktab_intern(&g_stacks, ips,
-                               pyframes_merge(raw + skip, depth, py, grp, np, ips,
-                                              MSNAP_MAX_FRAMES));
-    if (depth == 0)
+                               f + pyframes_merge(raw + skip, depth, py, grp, np, ips + f,
+                                                  MSNAP_MAX_FRAMES - f));
+    if (depth + f == 0)
         return 0;
+    if (depth > MSNAP_MAX_FRAMES - f)
+        depth = MSNAP_MAX_FRAMES - f;
     for (int i = 0; i < depth; i++)
-        ips[i] = (uint64_t)(uintptr_t)raw[skip + i];
-    return stacktab_intern(&g_stacks, ips, depth);
+        ips[f + i] = (uint64_t)(uintptr_t)raw[skip + i];
+    return stacktab_intern(&g_stacks, ips, depth + f);
 }
 
 __attribute__((noinline)) uint32_t core_capture_stack(void)
@@ -177,10 +185,11 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
     /* Our own frames on top (this function, the recording helper, the hook,
      * the wrapper) are skipped in capture(): ask for only a few more than
      * kept, since unwinding costs per frame. */
-    return capture(keep, OWN_FRAMES_MAX, py, grp, np, py_hash);
+    return capture(keep, OWN_FRAMES_MAX, py, grp, np, py_hash, 0);
 }
 
-__attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own_frames)
+__attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own_frames,
+                                                        uint64_t first)
 {
     if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
         return 0;
@@ -197,7 +206,7 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
         keep = 0;
     if (own_frames < 0 || own_frames > OWN_FRAMES_MAX)
         own_frames = OWN_FRAMES_MAX;
-    return capture(keep, own_frames, py, grp, np, py_hash);
+    return capture(keep, own_frames, py, grp, np, py_hash, first);
 }
 
 /* ---- string table ---------------------------------------------------------------

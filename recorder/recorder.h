@@ -67,6 +67,8 @@ typedef struct rec_config {
     int torch_native_depth;   /* native frames of a PyTorch block/segment allocation,
                                  or TORCH_NATIVE_AUTO */
     int torch_free_stacks;    /* 1: PyTorch's frees carry a stack too */
+    int torch_nodes;          /* 1: PyTorch's allocations name the autograd node
+                                 and carry its sequence number (q) */
 } rec_config;
 
 extern rec_config g_cfg;
@@ -121,8 +123,10 @@ uint32_t core_capture_stack(void);
  * of the recorder above the caller's, so that only what is kept is unwound.
  * native_keep 0 with Python frames: no unwinding at all.  native_keep
  * TORCH_NATIVE_AUTO: 0 when the thread has Python frames, else
- * TORCH_NATIVE_NO_PYTHON. */
-uint32_t core_capture_stack_n(int native_keep, int own_frames);
+ * TORCH_NATIVE_NO_PYTHON.  first, when not 0, is put in front of the
+ * stack as its innermost entry (an autograd frame, format.h); the stack
+ * then has it even when it has nothing else. */
+uint32_t core_capture_stack_n(int native_keep, int own_frames, uint64_t first);
 
 /* Interns a string (NVTX message, dump reason); 0 when the table is full. */
 uint32_t core_intern(const char *s);

@@ -162,9 +162,12 @@ static void torch_version(char *out, size_t cap)
 
 typedef const char *(*build_id_fn)(void);
 typedef int (*attach_fn)(memsnap_trace_torch_fn fn, char *msg, size_t msglen);
+typedef int (*attach2_fn)(const memsnap_torch_api *api, char *msg, size_t msglen);
 
 static void *plugin;                 /* dlopen handle, kept once loaded */
-static attach_fn plugin_attach;
+static attach_fn plugin_attach;      /* memsnap_torch_attach: every plugin has it */
+static attach2_fn plugin_attach2;    /* memsnap_torch_attach2: plugins of format 1.2 */
+static char plugin_path[4096];
 
 /* Folder of libmemsnap.so into out; "" when unknown. */
 static void own_dir(char *out, size_t cap)
@@ -211,6 +214,8 @@ static int load_plugin(void)
         if (bid && at && strcmp(bid(), c10_build_id) == 0) {
             plugin = h;
             plugin_attach = at;
+            plugin_attach2 = (attach2_fn)dlsym(h, "memsnap_torch_attach2");
+            snprintf(plugin_path, sizeof plugin_path, "%s", path);
             return 0;
         }
         dlclose(h);
@@ -238,7 +243,19 @@ static int try_attach(void)
         }
     }
     char msg[256] = "";
-    int rc = plugin_attach(memsnap_trace_torch, msg, sizeof msg);
+    static const memsnap_torch_api api_nodes = {sizeof(memsnap_torch_api),
+                                                MEMSNAP_TORCH_API_NODES,
+                                                memsnap_trace_torch2, memsnap_torch_node_id};
+    static const memsnap_torch_api api_plain = {sizeof(memsnap_torch_api), 0,
+                                                memsnap_trace_torch2, memsnap_torch_node_id};
+    int rc = plugin_attach2
+                 ? plugin_attach2(g_cfg.torch_nodes ? &api_nodes : &api_plain, msg, sizeof msg)
+                 : plugin_attach(memsnap_trace_torch, msg, sizeof msg);
+    if (rc == 0 && !plugin_attach2 && !g_cfg.quiet)
+        fprintf(stderr,
+                "memsnap: %s predates this recorder: PyTorch's blocks get the requested sizes "
+                "and no autograd nodes (rebuild it with: memsnap torch-setup)\n",
+                plugin_path);
     if (rc == 0)
         return T_ATTACHED;
     if (rc > 0)
@@ -266,7 +283,8 @@ void torch_on_driver_alloc_slow(void)
 /* ---- the entry point ----------------------------------------------------- */
 
 /* Frames of ours above the plugin's callback: core_capture_stack_n and
- * memsnap_trace_torch (torch_stack is inlined), one spare. */
+ * memsnap_trace_torch[2] (torch_stack and torch_event are inlined), one
+ * spare. */
 #define TORCH_OWN_FRAMES 3
 
 static const uint16_t torch_action[9] = {
@@ -286,9 +304,12 @@ static const uint16_t torch_action[9] = {
  * Allocations keep the Python frames in full and only
  * MEMSNAP_TORCH_NATIVE_DEPTH native frames (the plugin's callback and c10's
  * allocator): unwinding through libtorch to the eval loop was most of an
- * event's cost.  An OOM gets the usual full capture. */
-static uint32_t torch_stack(int action)
+ * event's cost.  An OOM gets the usual full capture.  node (an autograd
+ * node's id, 0 = none) goes in front as the innermost entry, so the
+ * backward's stacks differ by node. */
+static inline __attribute__((always_inline)) uint32_t torch_stack(int action, uint32_t node)
 {
+    uint64_t first = node ? msnap_autograd_ip(node) : 0;
     switch (action) {
     case MEMSNAP_TORCH_FREE_REQUESTED:
     case MEMSNAP_TORCH_FREE_COMPLETED:
@@ -296,16 +317,22 @@ static uint32_t torch_stack(int action)
     case MEMSNAP_TORCH_SEGMENT_UNMAP:
         if (!g_cfg.torch_free_stacks)
             return 0;
-        return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES);
+        return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES, 0);
     case MEMSNAP_TORCH_OOM:
+        if (first)   /* the usual depth, behind the node */
+            return core_capture_stack_n(g_cfg.stack_depth, TORCH_OWN_FRAMES, first);
         return core_capture_stack();
     default:
-        return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES);
+        return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES, first);
     }
 }
 
-MSNAP_EXPORT void memsnap_trace_torch(int action, int device, uint64_t addr, uint64_t size,
-                                      uint64_t stream, uint64_t pool, uint64_t requested)
+/* One PyTorch trace entry -> one event (both entry points). */
+static inline __attribute__((always_inline)) void torch_event(int action, int device,
+                                                              uint64_t addr, uint64_t size,
+                                                              uint64_t stream, uint64_t pool,
+                                                              uint64_t requested, uint64_t seq,
+                                                              uint32_t node)
 {
     if (action < 0 || action > MEMSNAP_TORCH_OOM || !torch_action[action])
         return;
@@ -320,6 +347,20 @@ MSNAP_EXPORT void memsnap_trace_torch(int action, int device, uint64_t addr, uin
     e.device = (int16_t)device;
     e.size = size;
     e.stream = stream;
+    switch (action) {   /* what names a site: allocations and OOMs (docs/format.md) */
+    case MEMSNAP_TORCH_ALLOC:
+    case MEMSNAP_TORCH_SEGMENT_ALLOC:
+    case MEMSNAP_TORCH_SEGMENT_MAP:
+    case MEMSNAP_TORCH_OOM:
+        if (g_cfg.torch_nodes) {
+            e.seq = seq;
+            break;
+        }
+        /* fall through */
+    default:
+        node = 0;
+        break;
+    }
     if (action == MEMSNAP_TORCH_OOM) {
         e.aux = addr;                      /* device free bytes, as PyTorch read them */
         if (device >= 0 && device < MSNAP_MAX_DEVICES &&
@@ -333,7 +374,33 @@ MSNAP_EXPORT void memsnap_trace_torch(int action, int device, uint64_t addr, uin
             e.aux2 = requested;
         }
     }
-    e.stack = torch_stack(action);
+    e.stack = torch_stack(action, node);
     core_emit(&e, action == MEMSNAP_TORCH_OOM);
     t_in_hook--;
+}
+
+MSNAP_EXPORT void memsnap_trace_torch(int action, int device, uint64_t addr, uint64_t size,
+                                      uint64_t stream, uint64_t pool, uint64_t requested)
+{
+    torch_event(action, device, addr, size, stream, pool, requested, 0, 0);
+}
+
+MSNAP_EXPORT void memsnap_trace_torch2(int action, int device, uint64_t addr, uint64_t size,
+                                       uint64_t stream, uint64_t pool, uint64_t requested,
+                                       uint64_t seq, uint32_t node)
+{
+    torch_event(action, device, addr, size, stream, pool, requested, seq, node);
+}
+
+/* A node's name is interned in the recorder's string table (core_intern:
+ * a short lock, once per node type); its id makes the autograd frame, which
+ * the writer names from the same table (writer.c). */
+MSNAP_EXPORT uint32_t memsnap_torch_node_id(const char *name)
+{
+    if (!name || !*name || !core_recording())
+        return 0;
+    t_in_hook++;
+    uint32_t id = core_intern(name);
+    t_in_hook--;
+    return id;
 }

@@ -227,6 +227,12 @@ static void apply(msnap_event *e)
             e->device = (int16_t)l->device;
         }
         break;
+    case MSNAP_A_BLOCK_FREE_REQUESTED: {   /* still allocated: its size, kept */
+        uint64_t *b = u64map_get(&live, TAG_BLOCK, e->addr);
+        if (b)
+            e->size = ((msnap_live *)(uintptr_t)*b)->size;
+        break;
+    }
     case MSNAP_A_FREE_ERROR:
         switch (e->api) {
         case MSNAP_API_cuMemRelease: live_restore(TAG_HANDLE, e->aux); break;
@@ -445,16 +451,24 @@ static void write_modules(msnap_out *o)
     modules_gen = g;
 }
 
-/* The sym line of Python frame ip (named from pyframes.c's copy). */
+/* The sym line of Python frame ip (named from pyframes.c's copy), or of
+ * an autograd frame (the node's name, interned by memsnap_torch_node_id). */
 static void write_python_sym(msnap_out *o, uint64_t ip)
 {
     msnap_symbol sym = {.ip = ip};
-    pyframes_name(ip, &sym.function, &sym.file, &sym.line, &sym.offset);
+    if (msnap_ip_is_autograd(ip)) {
+        sym.function = core_str_get((uint32_t)ip);
+        sym.file = MSNAP_AUTOGRAD_FILE;
+        sym.line = 0;
+        sym.offset = 0;
+    } else {
+        pyframes_name(ip, &sym.function, &sym.file, &sym.line, &sym.offset);
+    }
     put(o, msnap_fmt_symbol(line, sizeof line, &sym));
 }
 
-/* The stack line, then a sym line for each of its Python frames not yet
- * named in this file: Python frames are named at once, whatever the
+/* The stack line, then a sym line for each of its Python (and autograd)
+ * frames not yet named in this file: they are named at once, whatever the
  * symbolize setting, since nothing offline could name them. */
 static void write_stack(msnap_out *o, uint32_t id)
 {

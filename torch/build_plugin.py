@@ -7,6 +7,9 @@ build and named by that library's GNU build-id.  This script finds torch's
 headers and libraries from `import torch` (it does not initialize CUDA), reads
 the build-id from libc10_cuda.so's ELF notes, finds the CUDA runtime headers
 (torch's headers include cuda_runtime_api.h), and runs the C++ compiler.
+The plugin uses the caching allocator (libc10_cuda, libc10) and the autograd
+engine (torch/csrc/autograd headers, libtorch_cpu).  MEMSNAP_TORCH_CXXFLAGS,
+when set, is added to the compiler's flags (split on spaces; for debugging).
 
 Used by torch/CMakeLists.txt (into the build's lib/ folder, beside
 libmemsnap.so) and by `memsnap torch-setup` (into the per-user cache).
@@ -93,6 +96,11 @@ def main():
         fail("torch %s at %s has no lib/libc10_cuda.so (a CPU-only build?)" % (torch.__version__, torch_dir))
     if not os.path.isfile(os.path.join(inc, "c10", "cuda", "CUDACachingAllocator.h")):
         fail("torch %s at %s has no C++ headers (include/c10/cuda)" % (torch.__version__, torch_dir))
+    if not os.path.isfile(os.path.join(inc, "torch", "csrc", "autograd", "function.h")):
+        fail("torch %s at %s has no autograd headers (include/torch/csrc/autograd)"
+             % (torch.__version__, torch_dir))
+    if not os.path.isfile(os.path.join(lib, "libtorch_cpu.so")):
+        fail("torch %s at %s has no lib/libtorch_cpu.so" % (torch.__version__, torch_dir))
     bid = elf_build_id(c10)
     if not bid:
         fail("%s has no GNU build-id; the plugin could not be matched to it" % c10)
@@ -113,8 +121,9 @@ def main():
            "-isystem", cuda]
     if a.include:
         cmd += ["-I", a.include]
-    cmd += [a.source, "-o", tmp, "-L" + lib, "-lc10_cuda", "-lc10", "-Wl,-rpath," + lib,
-            "-Wl,--no-undefined"]
+    cmd += os.environ.get("MEMSNAP_TORCH_CXXFLAGS", "").split()
+    cmd += [a.source, "-o", tmp, "-L" + lib, "-ltorch_cpu", "-lc10_cuda", "-lc10",
+            "-Wl,-rpath," + lib, "-Wl,--no-undefined"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         os.unlink(tmp)

@@ -4,12 +4,44 @@
 // trace entries (block alloc, free requested, free completed, segment alloc,
 // free, map, unmap, OOM) whether or not its own history is on.  This plugin
 // attaches one tracker that forwards each entry to the recorder's
-// memsnap_trace_torch (include/memsnap/memsnap.h), which fills one fixed-size
-// record on the recorder's lock-free hot path with the calling thread's stack.
+// memsnap_trace_torch2 (include/memsnap/memsnap.h), which fills one
+// fixed-size record on the recorder's lock-free hot path with the calling
+// thread's stack.  Two things are added on the way:
 //
-// The tracker runs under the allocator's per-device mutex for every block
-// event, so it is a plain function (no captures, no allocation, no lock): a
-// switch and one call through a pointer.
+// Block sizes as PyTorch counts them.  A trace entry carries the size the
+// program asked for; torch.cuda.memory_allocated() counts the block's size
+// (rounded, or the whole cached block when it was not split).  PyTorch's
+// allocator (c10/cuda/CUDACachingAllocator.cpp) changes its allocated_bytes
+// statistic in two places, each followed by a record of its
+// "...CachingAllocator.allocated_bytes" gauge (c10/util/Gauge.h) with the
+// device's new total, on the same thread, under the device's mutex:
+//   alloc_found_block:  trace ALLOC, then += block size, then gauge;
+//   free:               -= block size, then gauge, then trace FREE_REQUESTED.
+// So the plugin registers a gauge backend, keeps each device's total as the
+// gauges report it, holds an ALLOC entry back until the gauge that follows
+// it (size = new total - old total), and gives a FREE_REQUESTED the
+// difference of the gauge just before it.  The total starts from
+// getDeviceStats() at a device's first ALLOC and is checked against it
+// every 256th ALLOC (a difference is counted and corrected).  When no gauge
+// follows an ALLOC (a PyTorch without it, or a gauge made before the plugin
+// registered), the plugin says so once on stderr and gives the requested
+// sizes, as plugins before it did.
+//
+// The autograd node.  While PyTorch's autograd engine evaluates a node on
+// the allocating thread (the backward pass), torch::autograd::
+// get_current_node() returns it: the event carries the node's name (an id
+// the recorder gives per name; the name is read once per node type, keyed
+// by its typeid, and never through PyNode::name(), which takes the GIL:
+// Python Functions are all "PyNode") and 1 + its sequence number.  A thread
+// evaluating no node (the forward pass) carries 1 + the sequence number of
+// the last node it created (at::sequence_number::peek()), while grad mode
+// is on: PyTorch makes an operator's backward node before its output, so
+// the forward allocation and the backward node's allocations meet on that
+// number (docs/format.md, *The autograd engine*).
+//
+// The tracker and the gauge run under the allocator's per-device mutex for
+// every block event: no lock, no allocation (but at a node type's first
+// sight), no call into Python.
 //
 // The plugin is C++ against PyTorch's headers and must match the exact
 // libc10_cuda.so of the process (the allocator's classes have no stable
@@ -17,24 +49,44 @@
 // the libc10_cuda.so it was compiled against: MEMSNAP_C10_BUILD_ID (hex) is
 // passed by the build (torch/CMakeLists.txt or `memsnap torch-setup`), and
 // the recorder loads it only when it equals the build-id of the loaded
-// libc10_cuda.so (recorder/torch.c).
+// libc10_cuda.so (recorder/torch.c).  It links libc10, libc10_cuda and
+// libtorch_cpu (the autograd engine).
 //
-// This file is self-contained (it repeats memsnap.h's action numbers) so that
-// `memsnap torch-setup` can compile it alone on a user's machine.
-#include <c10/cuda/CUDACachingAllocator.h>
+// This file is self-contained (it repeats memsnap.h's numbers and types) so
+// that `memsnap torch-setup` can compile it alone on a user's machine.
+// Built with MEMSNAP_TORCH_UNIT_TEST, only the block-size logic is compiled,
+// without PyTorch (tests/torch/test_plugin_sizes.cpp).  Two switches leave
+// a part out, for a PyTorch whose headers differ (MEMSNAP_TORCH_CXXFLAGS of
+// build_plugin.py): MEMSNAP_TORCH_NO_AUTOGRAD (no nodes, no sequence
+// numbers) and MEMSNAP_TORCH_NO_GAUGE (requested sizes).
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
+#ifndef MEMSNAP_TORCH_UNIT_TEST
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <typeinfo>
+#ifndef MEMSNAP_TORCH_NO_AUTOGRAD
+#include <ATen/SequenceNumber.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function.h>
+#endif
+#if __has_include(<c10/util/Gauge.h>) && !defined(MEMSNAP_TORCH_NO_GAUGE)
+#include <c10/util/Gauge.h>
+#define MEMSNAP_HAVE_GAUGE 1
+#endif
 #ifndef MEMSNAP_C10_BUILD_ID
 #error "MEMSNAP_C10_BUILD_ID (hex build-id of libc10_cuda.so) must be defined"
+#endif
 #endif
 
 #if __has_include("memsnap/memsnap.h")
 #include "memsnap/memsnap.h"
 #else
-// The same numbers as include/memsnap/memsnap.h.
+// The same numbers and types as include/memsnap/memsnap.h.
 #define MEMSNAP_TORCH_ALLOC 0
 #define MEMSNAP_TORCH_FREE_REQUESTED 1
 #define MEMSNAP_TORCH_FREE_COMPLETED 2
@@ -46,20 +98,273 @@
 extern "C" typedef void (*memsnap_trace_torch_fn)(int action, int device, uint64_t addr,
                                                   uint64_t size, uint64_t stream, uint64_t pool,
                                                   uint64_t requested);
+extern "C" typedef void (*memsnap_trace_torch2_fn)(int action, int device, uint64_t addr,
+                                                   uint64_t size, uint64_t stream, uint64_t pool,
+                                                   uint64_t requested, uint64_t seq,
+                                                   uint32_t node);
+extern "C" typedef uint32_t (*memsnap_torch_node_id_fn)(const char* name);
+#define MEMSNAP_TORCH_API_NODES 1u
+struct memsnap_torch_api {
+    uint32_t size;
+    uint32_t flags;
+    memsnap_trace_torch2_fn trace;
+    memsnap_torch_node_id_fn node_id;
+};
 #endif
 
 #define MEMSNAP_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
 
-namespace {
+namespace memsnap_plugin {
+
+// ---- Block sizes (pure logic) ---------------------------------------------
+
+// An ALLOC entry held back until the gauge that follows it.
+struct Pending {
+    bool set;
+    int device;
+    uint64_t addr, requested, stream, pool;
+};
+
+// One device's allocated bytes as the gauges reported them.  Read and
+// written only under that device's allocator mutex.
+struct Device {
+    int64_t total;
+    bool known;          // total is valid (false: read getDeviceStats at the next ALLOC)
+    uint32_t allocs;     // ALLOC entries seen (every 256th is checked)
+};
+
+constexpr int kDevices = 128;     // c10::DeviceIndex is an int8_t
+constexpr uint32_t kCheckEvery = 256;
+constexpr uint64_t kBlockAlign = 512;   // PyTorch's kMinBlockSize: every block size is a multiple
+
+Device g_dev[kDevices];
+thread_local Pending t_pending;
+thread_local int64_t t_gauge;          // the last gauge on this thread that no ALLOC took
+thread_local bool t_gauge_set;
+std::atomic<bool> g_gauge_ok{false};   // gauges follow ALLOC entries (else: requested sizes)
+bool g_gauge_found;                    // they did when the plugin attached
+std::atomic<bool> g_fallback_said{false};
+std::atomic<uint64_t> g_checks{0}, g_corrections{0}, g_fallbacks{0};
+
+// Provided by the PyTorch side (or the unit test).
+int64_t (*g_read_total)(int device);   // the device's allocated_bytes now (getDeviceStats)
+void (*g_emit)(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
+               uint64_t pool, uint64_t requested);
+
+Device* dev(int d) { return d >= 0 && d < kDevices ? &g_dev[d] : nullptr; }
+
+// No gauge followed an ALLOC: requested sizes from now on (said once).
+void fall_back(const char* why)
+{
+    g_gauge_ok.store(false, std::memory_order_relaxed);
+    if (!g_fallback_said.exchange(true))
+        fprintf(stderr, "memsnap: %s; PyTorch's blocks get the sizes the program asked for, "
+                        "not the sizes memory_allocated() counts\n", why);
+}
+
+// Emits a held-back ALLOC with size (gauge mode) or its requested size.
+void emit_pending(uint64_t size)
+{
+    Pending p = t_pending;
+    t_pending.set = false;
+    g_emit(MEMSNAP_TORCH_ALLOC, p.device, p.addr, size ? size : p.requested, p.stream, p.pool,
+           p.requested);
+}
+
+// A trace entry, in the allocator's order: an ALLOC is held back for its
+// gauge (gauge mode) or emitted at once with the requested size; the
+// others are emitted at once.
+void on_entry(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
+              uint64_t pool)
+{
+    bool gauge_before = t_gauge_set;   // the gauge of this thread's last change, if no ALLOC took it
+    int64_t gauge = t_gauge;
+    t_gauge_set = false;
+    if (t_pending.set) {
+        // The ALLOC before this entry got no gauge: this PyTorch has none there.
+        ++g_fallbacks;
+        fall_back("PyTorch's allocator reported no allocated-bytes gauge after a block");
+        emit_pending(0);
+    }
+    Device* d = dev(device);
+    switch (action) {
+    case MEMSNAP_TORCH_ALLOC:
+        if (g_gauge_ok.load(std::memory_order_relaxed) && d) {
+            if (!d->known || ++d->allocs % kCheckEvery == 0) {
+                int64_t now = g_read_total(device);   // before this block: ALLOC comes first
+                ++g_checks;
+                if (d->known && now != d->total)
+                    ++g_corrections;
+                d->total = now;
+                d->known = true;
+            }
+            t_pending = Pending{true, device, addr, size, stream, pool};
+            return;
+        }
+        g_emit(action, device, addr, size, stream, pool, size);
+        return;
+    case MEMSNAP_TORCH_FREE_REQUESTED: {
+        uint64_t n = 0;   // unknown: the recorder takes it from the block's allocation
+        if (gauge_before && d && d->known) {
+            int64_t freed = d->total - gauge;
+            if (freed > 0 && freed % (int64_t)kBlockAlign == 0)
+                n = (uint64_t)freed;
+            else
+                d->known = false, ++g_corrections;   // out of step: read it again
+            d->total = gauge;
+        }
+        g_emit(action, device, addr, n, stream, pool, 0);
+        return;
+    }
+    case MEMSNAP_TORCH_FREE_COMPLETED:   // the recorder takes the size from the allocation
+        g_emit(action, device, addr, 0, stream, pool, 0);
+        return;
+    default:
+        g_emit(action, device, addr, size, stream, pool, 0);
+        return;
+    }
+}
+
+// The allocated-bytes gauge: the device's new total, right after a change.
+void on_gauge(int64_t value)
+{
+    if (!t_pending.set) {            // a free's (its FREE_REQUESTED comes next)
+        t_gauge = value;
+        t_gauge_set = true;
+        return;
+    }
+    Device* d = dev(t_pending.device);
+    uint64_t size = 0;
+    if (d && d->known) {
+        int64_t n = value - d->total;
+        if (n >= (int64_t)t_pending.requested && n > 0 && n % (int64_t)kBlockAlign == 0)
+            size = (uint64_t)n;
+        else
+            ++g_corrections;          // out of step: requested size for this one
+        d->total = value;
+    }
+    emit_pending(size);
+}
+
+#ifndef MEMSNAP_TORCH_UNIT_TEST
+// ---- PyTorch ----------------------------------------------------------------
 
 using c10::CachingDeviceAllocator::TraceEntry;
 
-memsnap_trace_torch_fn g_trace;   // set once, before the tracker is attached
+memsnap_trace_torch_fn g_trace1;       // an older recorder's entry point
+memsnap_torch_api g_api;               // set once, before the tracker is attached
+bool g_nodes;                          // name autograd nodes
+c10::cuda::CUDACachingAllocator::CUDAAllocator* g_alloc;
 
-// The tracker: one PyTorch trace entry -> one memsnap_trace_torch call.
-// TraceEntry's size_ is the size the program asked for (PyTorch's orig_size)
-// for block entries and the rounded request for OOM; addr_ is the device's
-// free bytes for OOM.
+#ifndef MEMSNAP_TORCH_NO_AUTOGRAD
+// ---- autograd nodes ----
+
+// Node type -> the recorder's id for its name.  Lock-free: a slot is
+// claimed with a CAS on its key, and its id published after.
+struct NodeSlot {
+    std::atomic<const void*> type{nullptr};
+    std::atomic<uint32_t> id{0};
+};
+constexpr size_t kNodeSlots = 1024;
+NodeSlot g_node_slots[kNodeSlots];
+
+// The name of node n: PyTorch's name() without "torch::autograd::", except
+// for Python Functions (PyNode::name() takes the GIL, and this runs under
+// the allocator's mutex: another thread could hold the GIL and wait for it).
+std::string node_name(const torch::autograd::Node& n, const std::type_info& ti)
+{
+    if (strstr(ti.name(), "PyNode"))
+        return "PyNode";
+    std::string s = n.name();
+    if (s.compare(0, 17, "torch::autograd::") == 0)
+        s.erase(0, 17);
+    return s;
+}
+
+uint32_t node_id(const torch::autograd::Node& n)
+{
+    const std::type_info& ti = typeid(n);
+    const void* key = &ti;
+    size_t h = (reinterpret_cast<uintptr_t>(key) >> 4) * 0x9e3779b97f4a7c15ull >> 54;
+    for (size_t i = 0; i < kNodeSlots; i++) {
+        NodeSlot& s = g_node_slots[(h + i) % kNodeSlots];
+        const void* k = s.type.load(std::memory_order_acquire);
+        if (k == key) {
+            uint32_t id = s.id.load(std::memory_order_acquire);
+            if (id)
+                return id;
+            break;                   // being filled by another thread: name it here too
+        }
+        if (!k)
+            break;
+    }
+    // First sight of this type: its name, outside any lock of ours (the
+    // recorder's interning takes a short one).
+    uint32_t id = g_api.node_id(node_name(n, ti).c_str());
+    if (!id)
+        return 0;
+    for (size_t i = 0; i < kNodeSlots; i++) {
+        NodeSlot& s = g_node_slots[(h + i) % kNodeSlots];
+        const void* expect = nullptr;
+        if (s.type.compare_exchange_strong(expect, key, std::memory_order_acq_rel)) {
+            s.id.store(id, std::memory_order_release);
+            break;
+        }
+        if (expect == key)
+            break;
+    }
+    return id;
+}
+
+// The calling thread's autograd state: the node it evaluates (backward), or
+// the sequence number of the last node it created (forward, grad mode on).
+void autograd_state(uint64_t* seq, uint32_t* node)
+{
+    *seq = 0;
+    *node = 0;
+    std::shared_ptr<torch::autograd::Node> n = torch::autograd::get_current_node();
+    if (n) {
+        *seq = n->sequence_nr() + 1;   // AccumulateGrad's UINT64_MAX: 0, none
+        *node = node_id(*n);
+    } else if (c10::GradMode::is_enabled()) {
+        *seq = at::sequence_number::peek();
+    }
+}
+#else
+void autograd_state(uint64_t* seq, uint32_t* node)
+{
+    *seq = 0;
+    *node = 0;
+}
+#endif
+
+// Forwards one event, with the thread's autograd state where it names a site.
+void emit(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
+          uint64_t pool, uint64_t requested)
+{
+    if (g_trace1) {
+        g_trace1(action, device, addr, size, stream, pool, requested);
+        return;
+    }
+    uint64_t seq = 0;
+    uint32_t node = 0;
+    if (g_nodes && (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
+                    action == MEMSNAP_TORCH_SEGMENT_MAP || action == MEMSNAP_TORCH_OOM))
+        autograd_state(&seq, &node);
+    g_api.trace(action, device, addr, size, stream, pool, requested, seq, node);
+}
+
+int64_t read_total(int device)
+{
+    return g_alloc->getDeviceStats(static_cast<c10::DeviceIndex>(device))
+        .allocated_bytes[0]   // StatType::AGGREGATE
+        .current;
+}
+
+// The tracker: one PyTorch trace entry -> on_entry.  TraceEntry's size_ is
+// the size the program asked for (PyTorch's orig_size) for block entries
+// and the rounded request for OOM; addr_ is the device's free bytes for
+// OOM.  Nothing may escape into the allocator.
 void on_trace(const TraceEntry& te)
 {
     int a;
@@ -75,26 +380,66 @@ void on_trace(const TraceEntry& te)
     default: return;   // SNAPSHOT markers and anything newer
     }
     uint64_t pool = te.mempool_.first ? te.mempool_.first : te.mempool_.second;
-    g_trace(a, te.device_, te.addr_, te.size_, (uint64_t)(uintptr_t)te.stream_, pool,
-            a == MEMSNAP_TORCH_ALLOC ? te.size_ : 0);
+    try {
+        on_entry(a, te.device_, te.addr_, te.size_, (uint64_t)(uintptr_t)te.stream_, pool);
+    } catch (...) {
+    }
 }
 
-}  // namespace
+#ifdef MEMSNAP_HAVE_GAUGE
+struct GaugeBackend : c10::monitor::detail::GaugeBackendIf {
+    void record(int64_t value) noexcept override
+    {
+        try {
+            on_gauge(value);
+        } catch (...) {
+        }
+    }
+};
 
-// The build-id (hex) of the libc10_cuda.so this plugin was compiled against.
-MEMSNAP_PLUGIN_EXPORT const char* memsnap_torch_build_id(void)
+std::atomic<int> g_gauges_made{0};
+
+// Attaches a backend to the allocated-bytes gauges of PyTorch's caching
+// allocators ("pytorch.CUDACachingAllocator.allocated_bytes" and the like).
+struct GaugeFactory : c10::monitor::detail::GaugeBackendFactoryIf {
+    std::unique_ptr<c10::monitor::detail::GaugeBackendIf> create(
+        std::string_view key) noexcept override
+    {
+        static constexpr std::string_view suffix = "CachingAllocator.allocated_bytes";
+        if (key.size() < suffix.size() || key.substr(key.size() - suffix.size()) != suffix)
+            return nullptr;
+        ++g_gauges_made;
+        return std::unique_ptr<c10::monitor::detail::GaugeBackendIf>(new GaugeBackend);
+    }
+};
+
+// Registers the factory once.  A gauge already made before it has no
+// backend of ours, and no later one will: so the gauges the allocator uses
+// are made here, now, if they are not yet (their backends are chosen when
+// they are made); true when none of them existed before.
+bool gauges_start()
 {
-    return MEMSNAP_C10_BUILD_ID;
+    static int state = 0;    // 0 not tried, 1 ok, -1 a gauge was older than us
+    if (state)
+        return state > 0;
+    c10::monitor::detail::registerGaugeBackend(std::unique_ptr<GaugeFactory>(new GaugeFactory));
+    static const char* const keys[] = {"pytorch.CUDACachingAllocator.allocated_bytes",
+                                       "pytorch.CachingAllocator.allocated_bytes"};
+    bool fresh = true;
+    for (const char* k : keys) {
+        int before = g_gauges_made.load();
+        c10::monitor::GaugeHandle h{std::string_view(k)};
+        if (g_gauges_made.load() == before)
+            fresh = false;     // made before the factory: it has no backend of ours
+    }
+    state = fresh ? 1 : -1;
+    return fresh;
 }
+#else
+bool gauges_start() { return false; }
+#endif
 
-// Attaches the tracker to PyTorch's CUDA allocator, forwarding to fn.
-// Returns 0 when attached; 1 when the allocator is not initialized yet (call
-// again later); -2 when another allocator backend is in charge (nothing to
-// attach to; reason in msg); -1 when attaching failed (PyTorch threw), with
-// a one-line reason in msg.  Call it on a thread that
-// holds no allocator mutex other than its own device's (the recorder calls it
-// from the hook of PyTorch's own cudaMalloc).
-MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* msg, size_t msglen)
+int attach(char* msg, size_t msglen)
 {
     try {
         c10::cuda::CUDACachingAllocator::CUDAAllocator* a =
@@ -111,7 +456,13 @@ MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* 
         }
         if (!a->initialized())
             return 1;
-        g_trace = fn;
+        g_alloc = a;
+        g_read_total = read_total;
+        g_emit = emit;
+        if (gauges_start())
+            g_gauge_found = true, g_gauge_ok.store(true);
+        else
+            fall_back("PyTorch's allocated-bytes gauge is missing or was made before the plugin");
         a->attachAllocatorTraceTracker(&on_trace);
         return 0;
     } catch (const std::exception& e) {
@@ -121,3 +472,72 @@ MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* 
     }
     return -1;
 }
+#endif  // MEMSNAP_TORCH_UNIT_TEST
+
+}  // namespace memsnap_plugin
+
+#ifndef MEMSNAP_TORCH_UNIT_TEST
+// The build-id (hex) of the libc10_cuda.so this plugin was compiled against.
+MEMSNAP_PLUGIN_EXPORT const char* memsnap_torch_build_id(void)
+{
+    return MEMSNAP_C10_BUILD_ID;
+}
+
+// Attaches the tracker to PyTorch's CUDA allocator, forwarding to api's
+// trace (format 1.2: block sizes, autograd nodes when api->flags has
+// MEMSNAP_TORCH_API_NODES).  Returns 0 when attached; 1 when the allocator
+// is not initialized yet (call again later); -2 when another allocator
+// backend is in charge (nothing to attach to; reason in msg); -1 when
+// attaching failed (PyTorch threw), with a one-line reason in msg.  Call it
+// on a thread that holds no allocator mutex other than its own device's
+// (the recorder calls it from the hook of PyTorch's own cudaMalloc).
+MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach2(const memsnap_torch_api* api, char* msg,
+                                                size_t msglen)
+{
+    if (!api || api->size < sizeof(memsnap_torch_api) || !api->trace || !api->node_id) {
+        snprintf(msg, msglen, "the recorder's plugin interface is not the one it was built for");
+        return -1;
+    }
+    memsnap_plugin::g_api = *api;
+    memsnap_plugin::g_nodes = (api->flags & MEMSNAP_TORCH_API_NODES) != 0;
+    return memsnap_plugin::attach(msg, msglen);
+}
+
+// The same for a recorder before format 1.2 (no autograd nodes).
+MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* msg, size_t msglen)
+{
+    memsnap_plugin::g_trace1 = fn;
+    return memsnap_plugin::attach(msg, msglen);
+}
+
+// For benchmarks (tests/gpu/torch_llama.py time): turns the block sizes
+// (sizes 0: requested sizes, as plugins before format 1.2 gave) and the
+// node lookup (nodes 0: none, as with MEMSNAP_TORCH_NODES=0) off and on in a
+// running process, so that they can be timed against each other step by
+// step.  Call it between steps, with no allocation under way on any thread.
+// Neither can be turned on where it was off at attach.
+MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mode(int sizes, int nodes)
+{
+    using namespace memsnap_plugin;
+    if (sizes && g_gauge_found && !g_gauge_ok.load()) {
+        for (Device& d : g_dev)
+            d.known = false;            // read the totals again at the next ALLOC
+        g_gauge_ok.store(true);
+    } else if (!sizes) {
+        g_gauge_ok.store(false);
+    }
+    g_nodes = nodes && !g_trace1 && (g_api.flags & MEMSNAP_TORCH_API_NODES);
+}
+
+// What the block-size logic did so far (tests): out[0] 1 when the sizes
+// are PyTorch's (gauges follow ALLOC entries), out[1] totals read from
+// getDeviceStats, out[2] corrections (a total out of step), out[3] ALLOC
+// entries that got no gauge.
+MEMSNAP_PLUGIN_EXPORT void memsnap_torch_counters(uint64_t out[4])
+{
+    out[0] = memsnap_plugin::g_gauge_ok.load();
+    out[1] = memsnap_plugin::g_checks.load();
+    out[2] = memsnap_plugin::g_corrections.load();
+    out[3] = memsnap_plugin::g_fallbacks.load();
+}
+#endif

@@ -27,7 +27,7 @@ extern "C" {
 
 #define MSNAP_FORMAT_NAME "memsnap"
 #define MSNAP_FORMAT_MAJOR 1
-#define MSNAP_FORMAT_MINOR 1
+#define MSNAP_FORMAT_MINOR 2
 
 /* ---- Actions: what an event says happened. ------------------------------
  * X(enum, json-name).  Order is ABI for the in-memory record only; the file
@@ -123,7 +123,22 @@ int msnap_api_from_name(const char *name);
 #define MSNAP_PYFRAME_BIT (1ULL << 63)
 static inline int msnap_ip_is_python(uint64_t ip) { return (ip & MSNAP_PYFRAME_BIT) != 0; }
 
-/* ---- The event record (64 bytes, fixed size). ---------------------------
+/* ---- Autograd nodes in stacks (format 1.2). ------------------------------
+ * An event of PyTorch's allocator made while PyTorch's autograd engine
+ * evaluates a node on the allocating thread (the backward pass) has the
+ * node as its innermost stack entry: bits 63 and 62 set, the recorder's id
+ * for the node's type (its name) in the low 32 bits.  Like a Python frame
+ * it is named only by its "sym" line (fn = the node's name, e.g.
+ * "MmBackward0", file = MSNAP_AUTOGRAD_FILE, line 0), and
+ * msnap_ip_is_python() is true for it too: every tool that names Python
+ * frames from their sym lines names it the same way.  Python frames never
+ * set bit 62 (their code id is below 2^31). */
+#define MSNAP_AUTOGRAD_TAG (3ULL << 62)
+#define MSNAP_AUTOGRAD_FILE "<autograd>"
+static inline int msnap_ip_is_autograd(uint64_t ip) { return (ip >> 62) == 3; }
+static inline uint64_t msnap_autograd_ip(uint32_t node_id) { return MSNAP_AUTOGRAD_TAG | node_id; }
+
+/* ---- The event record (72 bytes, fixed size). ---------------------------
  * The recorder's hot path fills one of these; the writer formats it.  Field
  * meaning per action (unused fields are 0 and are not written):
  *   alloc/managed_alloc/host_alloc/async_alloc/block_alloc:
@@ -141,9 +156,16 @@ static inline int msnap_ip_is_python(uint64_t ip) { return (ip & MSNAP_PYFRAME_B
  *   free_error: addr, result
  *   nvtx_push/nvtx_mark/dump: aux = string id (a "str" line, see msnap_str);
  *              nvtx_pop: none
+ *   seq:       PyTorch's events (api torch) of an allocation or an OOM: 1 +
+ *              the autograd sequence number of the node being evaluated on
+ *              the allocating thread (backward), else 1 + that of the last
+ *              node the thread created, while grad mode is on (forward);
+ *              0 = none (format 1.2)
  * On file: "a" action, "t" t_ns, "d" device, "p" addr, "n" size, "s" stream,
- * "x" aux, "y" aux2, "k" stack, "th" tid, "f" api name, "r" result; zero
- * fields are left out (docs/format.md, "Event lines").
+ * "x" aux, "y" aux2, "k" stack, "th" tid, "f" api name, "r" result, "q"
+ * seq; zero fields are left out (docs/format.md, "Event lines").
+ * seq made the record 72 bytes (it was 64): no field had 8 spare bytes, and
+ * the recorder's queue slots have room for it (128 bytes each).
  */
 typedef struct msnap_event {
     uint64_t t_ns;    /* ns since the recorder's t0 (CLOCK_MONOTONIC) */
@@ -152,6 +174,7 @@ typedef struct msnap_event {
     uint64_t stream;  /* CUstream as an integer; 0 = default/legacy stream */
     uint64_t aux;     /* per action, see above */
     uint64_t aux2;    /* per action, see above */
+    uint64_t seq;     /* autograd sequence number + 1 (PyTorch), 0 = none */
     uint32_t stack;   /* stack id; 0 = no stack */
     uint32_t tid;     /* Linux thread id */
     uint16_t action;  /* msnap_action */

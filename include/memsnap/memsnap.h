@@ -84,6 +84,45 @@ typedef void (*memsnap_trace_torch_fn)(int action, int device, uint64_t addr,
                                        uint64_t size, uint64_t stream, uint64_t pool,
                                        uint64_t requested);
 
+/* The same, with what PyTorch's autograd engine says of the calling thread
+ * (format 1.2; the plugin calls this one when the recorder offers it, see
+ * memsnap_torch_api):
+ *   size  MEMSNAP_TORCH_ALLOC: the block's size as PyTorch counts it in
+ *         memory_allocated(); frees: the same, or 0 when the caller does
+ *         not know it (the recorder then takes it from the block's
+ *         allocation);
+ *   seq   1 + the autograd sequence number (0 = none): of the node being
+ *         evaluated on this thread, or, on a thread evaluating none while
+ *         grad mode is on, of the last node this thread created;
+ *   node  the node being evaluated on this thread, as an id from
+ *         memsnap_torch_node_id (0 = none).
+ * seq and node are kept on allocations (ALLOC, SEGMENT_ALLOC, SEGMENT_MAP)
+ * and OOMs, and dropped when MEMSNAP_TORCH_NODES=0. */
+void memsnap_trace_torch2(int action, int device, uint64_t addr, uint64_t size,
+                          uint64_t stream, uint64_t pool, uint64_t requested,
+                          uint64_t seq, uint32_t node);
+typedef void (*memsnap_trace_torch2_fn)(int action, int device, uint64_t addr,
+                                        uint64_t size, uint64_t stream, uint64_t pool,
+                                        uint64_t requested, uint64_t seq, uint32_t node);
+
+/* The id of an autograd node's name (e.g. "MmBackward0") for
+ * memsnap_trace_torch2, the same for the same name; 0 when the recorder
+ * is off or its string table is full.  Takes a short lock and copies the
+ * name: call it once per node type, not per event. */
+uint32_t memsnap_torch_node_id(const char *name);
+typedef uint32_t (*memsnap_torch_node_id_fn)(const char *name);
+
+/* What the recorder hands the plugin's memsnap_torch_attach2 (the plugin
+ * exports it beside memsnap_torch_attach; a plugin without it gets
+ * memsnap_trace_torch, and its blocks the requested sizes). */
+#define MEMSNAP_TORCH_API_NODES 1u     /* name autograd nodes (MEMSNAP_TORCH_NODES=1) */
+typedef struct memsnap_torch_api {
+    uint32_t size;                     /* sizeof(memsnap_torch_api) */
+    uint32_t flags;                    /* MEMSNAP_TORCH_API_* */
+    memsnap_trace_torch2_fn trace;
+    memsnap_torch_node_id_fn node_id;
+} memsnap_torch_api;
+
 #ifdef __cplusplus
 }
 #endif

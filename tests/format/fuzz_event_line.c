@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const msnap_event *s = &rec.u.event;
 #define SAME64(f) ((double)fast.f == (double)s->f)
     int same = rc == 1 && rec.type == MSNAP_REC_EVENT && SAME64(t_ns) && SAME64(addr) &&
-               SAME64(size) && SAME64(stream) && SAME64(aux) && SAME64(aux2) &&
+               SAME64(size) && SAME64(stream) && SAME64(aux) && SAME64(aux2) && SAME64(seq) &&
                fast.stack == s->stack && fast.tid == s->tid && fast.action == s->action &&
                fast.api == s->api && fast.device == s->device && fast.result == s->result;
     cJSON_Delete(r.cur);

@@ -143,6 +143,11 @@ static msnap_event ev_in[] = {
     {.t_ns = 6, .action = MSNAP_A_DUMP},
     {.t_ns = 0, .device = INT16_MAX, .result = INT16_MAX, .action = MSNAP_A_BLOCK_FREE,
      .api = MSNAP_API_ALLOCATOR},
+    /* PyTorch's: the autograd sequence number (format 1.2), small and huge */
+    {.t_ns = 7, .addr = 0x7f0000200000, .size = 1536, .stream = 0x5000, .aux2 = 1000,
+     .seq = 42, .stack = 2, .tid = 101, .action = MSNAP_A_BLOCK_ALLOC, .api = MSNAP_API_TORCH},
+    {.t_ns = 8, .addr = 0x7f0000400000, .size = 512, .seq = UINT64_MAX, .action = MSNAP_A_BLOCK_ALLOC,
+     .api = MSNAP_API_TORCH},
 };
 #define NEV ((int)(sizeof ev_in / sizeof ev_in[0]))
 
@@ -207,7 +212,7 @@ static int ev_equal(const msnap_event *a, const msnap_event *b)
 {
     return a->t_ns == b->t_ns && a->addr == b->addr && a->size == b->size &&
            a->stream == b->stream && a->aux == b->aux && a->aux2 == b->aux2 &&
-           a->stack == b->stack && a->tid == b->tid && a->action == b->action &&
+           a->seq == b->seq && a->stack == b->stack && a->tid == b->tid && a->action == b->action &&
            a->api == b->api && a->device == b->device && a->result == b->result;
 }
 
@@ -502,7 +507,16 @@ static void test_unknowns(void)
         "{\"a\":\"vmm_map\",\"t\":10,\"d\":-1,\"p\":\"0x20000000000000\",\"n\":2097152,"
         "\"s\":5,\"x\":\"0xffffffffffffffff\",\"y\":4096,\"k\":4294967295,\"th\":12,"
         "\"f\":\"cuMemMap\",\"r\":-3,\"new\":1}\n"
-        "{\"a\":\"alloc\",\"t\":1,\"f\":\"cuFutureAlloc\"}\n";
+        "{\"a\":\"alloc\",\"t\":1,\"f\":\"cuFutureAlloc\"}\n"
+        /* q (format 1.2): fast path (hex and decimal) and cJSON (spaces) agree */
+        "{\"a\":\"block_alloc\",\"t\":3,\"p\":4096,\"n\":1024,\"y\":1000,\"f\":\"torch\","
+        "\"q\":\"0xffffffffffffffff\"}\n"
+        "{ \"a\":\"block_alloc\", \"q\": \"0xFFFFFFFFFFFFFFFF\", \"t\":3, \"p\":4096, \"n\":1024,"
+        " \"y\":1000, \"f\":\"torch\" }\n"
+        "{\"a\":\"block_alloc\",\"t\":3,\"p\":4096,\"n\":1024,\"y\":1000,\"f\":\"torch\","
+        "\"q\":77}\n"
+        "{ \"a\":\"block_alloc\",\"t\":3,\"p\":4096,\"n\":1024,\"y\":1000,\"f\":\"torch\","
+        "\"q\":77.0}\n";
     char buf[2048];
     snprintf(buf, sizeof buf, "%s%s", HDR, two);
     write_raw(p, buf, strlen(buf));
@@ -516,6 +530,12 @@ static void test_unknowns(void)
     CHECK(a.u.event.result == -3 && a.u.event.api == MSNAP_API_cuMemMap);
     CHECK(b.line == 3 && c.line == 4);
     CHECK(msnap_reader_next(r, &a) == 1 && a.u.event.api == MSNAP_API_NONE);
+    CHECK(a.u.event.seq == 0);                  /* no q: 0 (files before 1.2) */
+    CHECK(msnap_reader_next(r, &a) == 1 && msnap_reader_next(r, &b) == 1);
+    CHECK(ev_equal(&a.u.event, &b.u.event) && a.u.event.seq == UINT64_MAX &&
+          a.u.event.aux2 == 1000 && a.u.event.api == MSNAP_API_TORCH);
+    CHECK(msnap_reader_next(r, &a) == 1 && msnap_reader_next(r, &b) == 1);
+    CHECK(ev_equal(&a.u.event, &b.u.event) && a.u.event.seq == 77);
     CHECK(msnap_reader_next(r, &a) == 0);
     msnap_reader_close(r);
 
@@ -581,6 +601,8 @@ static void test_errors(void)
     EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"p\":\"12\"}\n"), "line 2: \"p\" is not an integer");
     EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"d\":40000}\n"), "line 2: \"d\" is out of range");
     EXPECT_ERROR(WITH_BODY("{\"a\":\"alloc\",\"k\":4294967296}\n"), "line 2: \"k\" is out of range");
+    EXPECT_ERROR(WITH_BODY("{\"a\":\"block_alloc\",\"q\":-2}\n"), "line 2: \"q\" is out of range");
+    EXPECT_ERROR(WITH_BODY("{\"a\":\"block_alloc\",\"q\":\"7\"}\n"), "line 2: \"q\" is not an integer");
     EXPECT_ERROR(WITH_BODY("{\"a\":7}\n"), "line 2: \"a\" is not a string");
     EXPECT_ERROR(WITH_BODY("{\"type\":\"stack\",\"id\":1,\"ips\":[\"0xzz\"]}\n"),
                  "line 2: \"ips\" is not an integer");

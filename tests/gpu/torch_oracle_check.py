@@ -9,11 +9,13 @@ torch_oracle.py; ORACLE_JSON what that script wrote.  Asserts:
      order: alloc -> block_alloc, free_requested -> block_free_requested,
      free_completed -> block_free, segment_* -> segment_*, oom -> oom, each
      with the same address, size and stream (oom: x = device free bytes,
-     n = size).  So every alloc and free_completed appears exactly once, and
-     nothing else is in the allocated layer;
+     n = size; PyTorch's trace has requested sizes: a block_alloc's y, a
+     free's block's y).  So every alloc and free_completed appears exactly
+     once, and nothing else is in the allocated layer; and each block_alloc's
+     n is a block size (a multiple of 512, at least y) that its frees repeat;
   2. no block_alloc/block_free in the file comes from another api;
   3. the state block written at the torch oom event holds exactly PyTorch's
-     live blocks at the OOM (address, requested size).
+     live blocks at the OOM (address and block size, format 1.2).
 With --ring (a ring-mode OOM dump, which ends at the dump) only 3 and the
 oom event are checked.  Prints "N passed, 0 failed"; exit 1 at the first
 failure with what differs.
@@ -63,14 +65,27 @@ def main():
                      and strs.get(e.get("x")) == "oracle snapshot"), None)
         if mark is None:
             fail("no 'oracle snapshot' mark in the file")
-        got = []
+        got, block, bad = [], {}, []
         for i, e in torch_ev:
             if i > mark or e.get("d", 0) != 0:
                 continue
             if e["a"] == "oom":
                 got.append(("oom", e.get("x", 0), e.get("n", 0), e.get("s", 0)))
+            elif e["a"] == "block_alloc":
+                n, y = e.get("n", 0), e.get("y", 0)
+                if n < y or n % 512:
+                    bad.append(e)
+                block[e["p"]] = (n, y)
+                got.append((e["a"], e["p"], y, e.get("s", 0)))
+            elif e["a"] in ("block_free_requested", "block_free"):
+                n, y = block.get(e["p"], (None, None))
+                if e.get("n", 0) != n:
+                    bad.append(e)
+                got.append((e["a"], e["p"], y, e.get("s", 0)))
             else:
                 got.append((e["a"], e.get("p", 0), e.get("n", 0), e.get("s", 0)))
+        if bad:
+            fail("%d block events whose n is not their block's size, e.g. %r" % (len(bad), bad[0]))
         want = [(ACTIONS[t["action"]], t["addr"], t["size"], t["stream"])
                 for t in oracle["traces"] if t["action"] in ACTIONS]
         if got != want:
@@ -98,13 +113,13 @@ def main():
     if st is None:
         fail("no state block after the torch oom event (no OOM dump)")
     got = sorted((l["p"], l["n"]) for l in st if l["kind"] == "block_alloc")
-    want = sorted((b["addr"], b["requested_size"]) for b in oracle["live"])
+    want = sorted((b["addr"], b["size"]) for b in oracle["live"])
     if got != want:
         fail("live blocks at the OOM: memsnap %d, PyTorch %d; only memsnap %r; only PyTorch %r" %
              (len(got), len(want), sorted(set(got) - set(want))[:5],
               sorted(set(want) - set(got))[:5]))
     passed += 1
-    print("ok   the OOM dump holds PyTorch's %d live blocks" % len(want))
+    print("ok   the OOM dump holds PyTorch's %d live blocks, with their block sizes" % len(want))
     print("%d passed, 0 failed" % passed)
     return 0
 

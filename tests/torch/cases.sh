@@ -3,11 +3,18 @@
 #   api           memsnap_trace_torch fills the right events (api torch), the
 #                 OOM carries PyTorch's numbers and dumps the live blocks;
 #   api-ring      the same OOM in ring mode: the dump file has the live blocks;
+#   api2          memsnap_trace_torch2 and memsnap_torch_node_id (format 1.2):
+#                 q on allocations, the autograd node as the innermost stack
+#                 entry with its sym line, frees sized from their block;
+#                 MEMSNAP_TORCH_NODES=0 keeps neither; a bad value is refused;
 #   refused       a fake libc10_cuda.so whose build-id no plugin has: one
 #                 line on stderr, the driver level recorded, exit code kept;
 #   loaded        a fake libc10_cuda.so and a plugin with its build-id: the
 #                 plugin is attached from the first driver allocation, and
 #                 that allocation's own block is recorded;
+#   loaded-v1     the same with a plugin from before format 1.2 (no
+#                 memsnap_torch_attach2): it works, and one line says to
+#                 rebuild it;
 #   bad-settings  MEMSNAP_TORCH=bogus: one line, recording off, program
 #                 unchanged; memsnap run refuses it (exit 2);
 #   off           MEMSNAP_TORCH=off: no look for PyTorch, no line;
@@ -34,6 +41,22 @@ case $case_name in
 api)
     run -o "$T/s.msnap" -- "$TORCH_TEST" api > "$T/out" 2> "$T/err" || fail "torch_test api: $(cat "$T/err")"
     check api "$T/s.msnap" "$T/out"
+    ;;
+api2)  # format 1.2: autograd nodes and sequence numbers, on and off
+    run -o "$T/s.msnap" -- "$TORCH_TEST" api2 > "$T/out" 2> "$T/err" || fail "torch_test api2: $(cat "$T/err")"
+    check api2 "$T/s.msnap" "$T/out"
+    MEMSNAP_TORCH_NODES=0 run -o "$T/off.msnap" -- "$TORCH_TEST" api2 > "$T/out-off" 2> "$T/err" \
+        || fail "torch_test api2, nodes off: $(cat "$T/err")"
+    check api2-off "$T/off.msnap" "$T/out-off"
+    MEMSNAP_TORCH_NODES=yes "$MEMSNAP" run -- true 2> "$T/err"; rc=$?
+    [ $rc = 2 ] || fail "memsnap run with MEMSNAP_TORCH_NODES=yes: exit $rc, expected 2"
+    MEMSNAP_TORCH_NODES=yes LD_PRELOAD="$MEMSNAP_LIB" LD_LIBRARY_PATH="$MEMSNAP_SIMDEV_DIR" \
+        MEMSNAP_OUTPUT="$T/bad.msnap" "$TORCH_TEST" c10 "$FAKE_DIR/nomatch/torch/lib/libc10_cuda.so" 2 4 \
+        > /dev/null 2> "$T/err"; rc=$?
+    [ $rc = 4 ] || fail "MEMSNAP_TORCH_NODES=yes changed the program's exit code to $rc"
+    grep -q 'MEMSNAP_TORCH_NODES="yes" is not valid (expected 0 or 1); recording off' "$T/err" \
+        || fail "MEMSNAP_TORCH_NODES=yes: unclear message: $(cat "$T/err")"
+    echo "api2: all passed"
     ;;
 api-ring)  # ring mode: the dump at PyTorch's OOM is a file with the live blocks
     run --mode ring -o "$T/s-%n.msnap" -- "$TORCH_TEST" api > "$T/out" 2> "$T/err" || fail "torch_test api: $(cat "$T/err")"
@@ -65,6 +88,15 @@ loaded)
     run -o "$T/s.msnap" -- "$TORCH_TEST" c10 "$FAKE_DIR/match/torch/lib/libc10_cuda.so" 3 0 \
         > "$T/out" 2> "$T/err" || fail "torch_test c10: $(cat "$T/err")"
     grep -q "PyTorch" "$T/err" && fail "unexpected line: $(cat "$T/err")"
+    check loaded "$T/s.msnap" "$T/out"
+    ;;
+loaded-v1)  # a plugin from before format 1.2: loaded, with one line saying so
+    mkdir -p "$T/cache/memsnap/torch" && cp "$FAKE_PLUGIN_V1" "$T/cache/memsnap/torch/" || fail "copy"
+    run -o "$T/s.msnap" -- "$TORCH_TEST" c10 "$FAKE_DIR/match/torch/lib/libc10_cuda.so" 3 0 \
+        > "$T/out" 2> "$T/err" || fail "torch_test c10: $(cat "$T/err")"
+    [ "$(grep -c '^memsnap: ' "$T/err")" = 2 ] || fail "expected the old-plugin line and the closing line: $(cat "$T/err")"
+    grep -q "^memsnap: .*/libmemsnap_torch-$FAKE_BUILD_ID.so predates this recorder: PyTorch's blocks get the requested sizes and no autograd nodes (rebuild it with: memsnap torch-setup)$" "$T/err" \
+        || fail "unclear line: $(cat "$T/err")"
     check loaded "$T/s.msnap" "$T/out"
     ;;
 bad-settings)

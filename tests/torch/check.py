@@ -4,6 +4,9 @@ torch_test printed ("key value" lines).
 
   check.py api|api-ring|refused|loaded SNAP OUT   exit 0 when the snapshot is right,
                                          else 1 with the reason
+  check.py api2|api2-off SNAP OUT        the autograd nodes and sequence numbers
+                                         (format 1.2), with MEMSNAP_TORCH_NODES
+                                         1 or 0
   check.py pystacks SNAP FREE NATIVE     the stacks of pystacks.py's events, with
                                          MEMSNAP_TORCH_FREE_STACKS=FREE and
                                          MEMSNAP_TORCH_NATIVE_DEPTH=NATIVE
@@ -63,14 +66,64 @@ def load_stacks(path):
     return stacks
 
 
-def load_syms(path):
-    """{ip: function name} of the sym lines of a plain snapshot."""
+def load_syms(path, full=False):
+    """{ip: function name} of the sym lines of a plain snapshot
+    ({ip: the sym line} when full)."""
     syms = {}
     for line in open(path):
         if '"type":"sym"' in line and line.endswith("\n"):
             o = json.loads(line)
-            syms[int(o["ip"], 16)] = o.get("fn", "")
+            syms[int(o["ip"], 16)] = o if full else o.get("fn", "")
     return syms
+
+
+AUTOGRAD = 3 << 62
+
+
+def api2(c, snap, out, nodes):
+    """torch_test api2's events: q on allocations (forward and backward),
+    the node as the innermost stack entry named by its sym line, nothing of
+    either on frees; with nodes off, neither anywhere."""
+    events, _, _ = load(snap)
+    torch = [e for e in events if e.get("f") == "torch"]
+    stacks, syms = load_stacks(snap), load_syms(snap, full=True)
+    seg = int(out["seg"])
+    mm, acc = int(out["mm"]), int(out["acc"])
+    c.eq("one id per name", (mm > 0, acc > 0, mm != acc, int(out["mm2"]) == mm, int(out["null"])),
+         (True, True, True, True, 0))
+    c.eq("torch actions", [e["a"] for e in torch],
+         ["segment_alloc", "block_alloc", "block_alloc", "block_alloc", "block_alloc",
+          "block_free_requested", "block_free", "block_alloc", "block_free_requested",
+          "block_free"])
+    want_q = [42, 42, 43, 43, None, None, None, 44, None, None]
+    if not nodes:
+        want_q = [None] * len(torch)
+    c.eq("q", [e.get("q") for e in torch], want_q)
+    first = [stacks[e["k"]][0] if e.get("k") else None for e in torch]
+    want_first = [None, None, None, AUTOGRAD | mm, AUTOGRAD | acc, None, None, AUTOGRAD | mm,
+                  None, None]
+    if not nodes:
+        want_first = [None] * len(torch)
+    c.eq("autograd frames (innermost)",
+         [f if f is not None and f >> 62 == 3 else None for f in first], want_first)
+    c.eq("no autograd frame below the innermost",
+         [any(ip >> 62 == 3 for ip in stacks[e["k"]][1:]) for e in torch if e.get("k")],
+         [False] * len([e for e in torch if e.get("k")]))
+    if nodes:
+        for ip, name in ((AUTOGRAD | mm, "MmBackward0"), (AUTOGRAD | acc, "AccumulateGrad")):
+            s = syms.get(ip, {})
+            c.eq("sym line of %s" % name, (s.get("fn"), s.get("file"), s.get("line", 0)),
+                 (name, "<autograd>", 0))
+        c.eq("backward stacks differ by node", torch[3]["k"] != torch[4]["k"], True)
+        c.eq("the same node, the same autograd frame", first[3], first[7])
+    else:
+        c.eq("no autograd sym lines", [ip for ip in syms if ip >> 62 == 3], [])
+    c.eq("the backward's allocations have native frames (a thread without Python)",
+         all(len(stacks[torch[i]["k"]]) > (1 if nodes else 0) for i in (3, 4)), True)
+    c.eq("block sizes", [e.get("n") for e in torch if e["a"] == "block_alloc"],
+         [1536, 512, 4096, 1024, 512])
+    c.eq("frees carry the block's size", [(e["p"], e.get("n")) for e in torch if "free" in e["a"]],
+         [(seg + 8192, 4096), (seg + 8192, 4096), (seg, 1536), (seg, 1536)])
 
 
 def pystacks(c, snap, free_stacks, native):
@@ -118,6 +171,12 @@ class Checker:
 def main():
     if sys.argv[1] == "buildid":
         print(build_id(sys.argv[2]))
+        return 0
+    if sys.argv[1] in ("api2", "api2-off"):
+        c = Checker()
+        out = dict(l.split() for l in open(sys.argv[3]) if l.strip())
+        api2(c, sys.argv[2], out, sys.argv[1] == "api2")
+        print("%d passed, 0 failed" % c.n)
         return 0
     if sys.argv[1] == "pystacks":   # pystacks SNAP FREE_STACKS NATIVE_DEPTH
         c = Checker()

@@ -4,12 +4,20 @@
  *       calls memsnap_trace_torch (found with dlsym, as the plugin's caller
  *       would) once per action, plus two it must ignore, and prints what the
  *       snapshot must hold as "key value" lines for cases.sh;
+ *   torch_test api2
+ *       the plugin's other entry point (format 1.2): memsnap_torch_node_id
+ *       and memsnap_trace_torch2 as PyTorch's forward thread (sequence
+ *       numbers, no node) and an autograd thread (MmBackward0 twice with
+ *       the same id, AccumulateGrad without a number) would call them, with
+ *       frees that pass a node and a number too (not kept) and a free of
+ *       unknown size (taken from the allocation); prints the ids;
  *   torch_test c10 LIBC10 N EXIT
  *       dlopens LIBC10 (a fake libc10_cuda.so), makes N allocations through
  *       it, frees all but the last, prints "first 0xADDR", exits with EXIT.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +64,53 @@ static int run_api(void)
     return 0;
 }
 
+static memsnap_trace_torch2_fn trace2;
+static memsnap_torch_node_id_fn node_id;
+static CUdeviceptr seg2;
+static uint32_t mm_id, mm_id2, acc_id;
+
+/* PyTorch's autograd thread: no Python, nodes being evaluated. */
+static void *backward_thread(void *arg)
+{
+    (void)arg;
+    uint64_t s = 0x5000;
+    mm_id = node_id("MmBackward0");
+    acc_id = node_id("AccumulateGrad");
+    mm_id2 = node_id("MmBackward0");
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg2 + 8192, 4096, s, 0, 4000, 43, mm_id);
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg2 + 16384, 1024, s, 0, 1024, 0, acc_id);
+    trace2(MEMSNAP_TORCH_FREE_REQUESTED, 0, seg2 + 8192, 4096, s, 0, 0, 43, mm_id);
+    trace2(MEMSNAP_TORCH_FREE_COMPLETED, 0, seg2 + 8192, 0, s, 0, 0, 43, mm_id);
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg2 + 8192, 512, s, 0, 100, 44, mm_id2);
+    return NULL;
+}
+
+static int run_api2(void)
+{
+    trace2 = (memsnap_trace_torch2_fn)dlsym(RTLD_DEFAULT, "memsnap_trace_torch2");
+    node_id = (memsnap_torch_node_id_fn)dlsym(RTLD_DEFAULT, "memsnap_torch_node_id");
+    if (!trace2 || !node_id) {
+        fprintf(stderr, "torch_test: memsnap_trace_torch2 not found (recorder not loaded?)\n");
+        return 1;
+    }
+    if (cuMemAlloc_v2(&seg2, 4 << 20) != CUDA_SUCCESS)
+        return 1;
+    uint64_t s = 0x5000;
+    /* the forward thread: grad mode on, nodes 41 and 42 made before its outputs */
+    trace2(MEMSNAP_TORCH_SEGMENT_ALLOC, 0, seg2, 4 << 20, s, 0, 0, 42, 0);
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg2, 1536, s, 0, 1500, 42, 0);
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg2 + 4096, 512, s, 0, 8, 43, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, backward_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 1;
+    /* a free of unknown size (0): the recorder takes the allocation's */
+    trace2(MEMSNAP_TORCH_FREE_REQUESTED, 0, seg2, 0, s, 0, 0, 0, 0);
+    trace2(MEMSNAP_TORCH_FREE_COMPLETED, 0, seg2, 0, s, 0, 0, 0, 0);
+    printf("seg %llu\nmm %u\nmm2 %u\nacc %u\nnull %u\n", (unsigned long long)seg2, mm_id,
+           mm_id2, acc_id, node_id(""));
+    return 0;
+}
+
 static int run_c10(const char *lib, int n, int code)
 {
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
@@ -89,8 +144,10 @@ int main(int argc, char **argv)
         return 1;
     if (argc == 2 && strcmp(argv[1], "api") == 0)
         return run_api();
+    if (argc == 2 && strcmp(argv[1], "api2") == 0)
+        return run_api2();
     if (argc == 5 && strcmp(argv[1], "c10") == 0)
         return run_c10(argv[2], atoi(argv[3]), atoi(argv[4]));
-    fprintf(stderr, "usage: torch_test api | c10 LIBC10 N EXIT\n");
+    fprintf(stderr, "usage: torch_test api | api2 | c10 LIBC10 N EXIT\n");
     return 2;
 }

@@ -1,0 +1,51 @@
+// What the PyTorch plugin's block-size logic costs per block
+// (torch/memsnap_torch.cpp built with MEMSNAP_TORCH_UNIT_TEST, emitting to a
+// function that does nothing): the entries and gauges PyTorch's allocator
+// makes for one block -- ALLOC, gauge, gauge, FREE_REQUESTED, FREE_COMPLETED --
+// with the sizes from the gauges (format 1.2) and without (g_gauge_ok off:
+// the requested sizes, as plugins before it).  Built as a shared library that
+// bench_torch_plugin_main dlopens, as the recorder dlopens the plugin, so its
+// thread_local variables take the same (general-dynamic) way.
+#define MEMSNAP_TORCH_UNIT_TEST 1
+#include "../torch/memsnap_torch.cpp"
+
+#include <algorithm>
+#include <time.h>
+
+namespace {
+int64_t total;
+int64_t read_total(int) { return total; }
+void emit(int, int, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t) { __asm__ volatile("" ::: "memory"); }
+uint64_t now_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+}  // namespace
+
+// ns per block (median of 7 runs of n blocks), with gauges (sizes 1) or not.
+extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks(int sizes, long n)
+{
+    using namespace memsnap_plugin;
+    g_read_total = read_total;
+    g_emit = emit;
+    g_gauge_ok = sizes != 0;
+    double t[7];
+    for (int r = 0; r < 7; r++) {
+        uint64_t t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            uint64_t p = 0x7f0000000000ull + (uint64_t)(i & 1023) * 4096;
+            on_entry(MEMSNAP_TORCH_ALLOC, 0, p, 4000, 0, 0);
+            total += 4096;
+            on_gauge(total);
+            total -= 4096;
+            on_gauge(total);
+            on_entry(MEMSNAP_TORCH_FREE_REQUESTED, 0, p, 4000, 0, 0);
+            on_entry(MEMSNAP_TORCH_FREE_COMPLETED, 0, p, 4000, 0, 0);
+        }
+        t[r] = (double)(now_ns() - t0) / (double)n;
+    }
+    std::sort(t, t + 7);
+    return t[3];
+}
