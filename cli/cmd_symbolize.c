@@ -11,10 +11,13 @@
  *      append one "sym" record per resolved IP.  Old "sym" lines without a
  *      function name for an IP resolved again are dropped.
  *
- * Return addresses: frame 0 of a stack is looked up as is, deeper frames are
- * return addresses and are looked up at ip - 1 (the call instruction), which
- * gives the line of the call; an IP seen at depth > 0 in any stack is
- * treated as a return address.
+ * Return addresses: every native frame of a recorded stack is a return
+ * address, the innermost one too (the recorder unwinds from inside its hook,
+ * so frame 0 is where the program's call into the driver or allocator
+ * returns to), and is looked up at ip - 1 (the call instruction), which
+ * gives the line of the call.  The recorder's own symbolization at exit
+ * (recorder/writer.c, write_symbols) does the same, so a file symbolized
+ * later reads exactly like one symbolized at recording time.
  *
  * Output: -o OUT ("-" = stdout), else the input is rewritten in place
  * through a temporary file in the same directory and rename(2), so a reader
@@ -51,8 +54,9 @@ static const char usage_text[] =
     "Resolves every instruction pointer in SNAP's stacks to function,\n"
     "file:line (elfutils, DWARF; the binaries named in the snapshot's module\n"
     "records must exist on this machine, with the same build-id) and adds a\n"
-    "\"sym\" record per IP.  Deeper frames are return addresses and are looked\n"
-    "up at ip-1.  IPs that already have a named sym record are kept.\n"
+    "\"sym\" record per IP.  Every frame is a return address and is looked up\n"
+    "at ip-1, as the recorder does.  IPs that already have a named sym record\n"
+    "are kept.\n"
     "\n"
     "  -o, --output OUT   write to OUT (\"-\" = stdout) instead of SNAP\n"
     "  -i, --in-place     rewrite SNAP through a temporary file + rename\n"
@@ -62,8 +66,9 @@ static const char usage_text[] =
     "The output is zstd-compressed when SNAP is.  Exit status: 0 ok, 2 bad\n"
     "usage, unreadable input or unwritable output.\n";
 
-/* Per-IP flags in the collection map. */
-enum { IP_EXACT = 1, IP_RETURN = 2, IP_NAMED = 4 };
+/* Per-IP flags in the collection map: in a stack (so a return address),
+ * has a sym record with a function name. */
+enum { IP_FRAME = 1, IP_NAMED = 2 };
 
 typedef struct module_rec {
     char *path, *build_id;
@@ -95,7 +100,7 @@ static int collect(const char *path, collected *c, char *err, size_t errlen)
             for (int i = 0; i < rec.u.stack.depth; i++) {
                 uint64_t ip = rec.u.stack.ips[i];
                 uint64_t *v = u64map_get(&c->ips, 0, ip);
-                uint64_t f = (v ? *v : 0) | (i ? IP_RETURN : IP_EXACT);
+                uint64_t f = (v ? *v : 0) | IP_FRAME;
                 if (u64map_put(&c->ips, 0, ip, f))
                     goto oom;
             }
@@ -480,10 +485,9 @@ int cmd_symbolize(int argc, char **argv)
         /* Python frames are not addresses: their sym lines, written by the
          * recorder, are the only names they have (and are kept). */
         if (!sl->used || (sl->value & IP_NAMED) ||
-            !(sl->value & (IP_EXACT | IP_RETURN)) || msnap_ip_is_python(sl->key))
+            !(sl->value & IP_FRAME) || msnap_ip_is_python(sl->key))
             continue;
-        int ra = (sl->value & IP_RETURN) != 0;
-        if (msnap_symbolizer_resolve_frame(sy, sl->key, ra, &syms[nsyms]) > 0)
+        if (msnap_symbolizer_resolve_frame(sy, sl->key, 1, &syms[nsyms]) > 0)
             named++;
         if (u64map_put(&resolved, 0, sl->key, 1)) {
             snprintf(err, sizeof err, "memsnap symbolize: out of memory");

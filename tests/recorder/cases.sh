@@ -3,7 +3,8 @@
 # real dlsym and cuGetProcAddress routes, real files, signals, fork, threads,
 # SIGKILL.  One case per ctest; run as: cases.sh CASE
 # Environment (set by CMake): MEMSNAP (the CLI), ROUTE_TEST, SNAPCHECK,
-# MEMSNAP_SIMDEV_DIR, MEMSNAP_LIB, CASE_DIR (a scratch folder for this case).
+# SMOKE (memsnap-smoke), MEMSNAP_SIMDEV_DIR, MEMSNAP_LIB, CASE_DIR (a scratch
+# folder for this case).
 set -u
 case_name=${1:?case}
 T=${CASE_DIR:?}/$case_name
@@ -189,6 +190,18 @@ mode0600)
     [ "$(stat -c %a "$T/s.msnap")" = 600 ] || fail "mode $(stat -c %a "$T/s.msnap")"
     run --mode ring -o "$T/r.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "program failed"
     [ "$(stat -c %a "$T/r.msnap")" = 600 ] || fail "ring mode $(stat -c %a "$T/r.msnap")"
+    echo "2 passed, 0 failed"
+    ;;
+symbolize-later)  # --no-symbolize, then memsnap symbolize: the same sites as symbolized at exit
+    run -o "$T/at-exit.msnap" -- "$SMOKE" 4 > /dev/null || fail "memsnap-smoke failed"
+    run --no-symbolize -o "$T/later.msnap" -- "$SMOKE" 4 > /dev/null || fail "memsnap-smoke failed (--no-symbolize)"
+    "$MEMSNAP" symbolize "$T/later.msnap" 2>"$T/err" || fail "symbolize: $(cat "$T/err")"
+    for f in at-exit later; do
+        "$MEMSNAP" summary --json "$T/$f.msnap" | jq -r '.top_sites[] | values | .[] | .label, (.frames | join(" <- "))' \
+            > "$T/$f.sites" || fail "summary of $f.msnap"
+    done
+    grep -q 'smoke.c:[0-9]' "$T/at-exit.sites" || fail "no smoke.c sites: $(head -3 "$T/at-exit.sites")"
+    diff "$T/at-exit.sites" "$T/later.sites" || fail "sites differ (above: < at exit, > symbolized later)"
     echo "2 passed, 0 failed"
     ;;
 long-cmdline)  # a 70 KB command line still gives a readable header
