@@ -21,7 +21,9 @@
  *
  * Output: -o OUT ("-" = stdout), else the input is rewritten in place
  * through a temporary file in the same directory and rename(2), so a reader
- * never sees half a file.  The output is zstd-compressed when the input was.
+ * never sees half a file.  In place, a file with nothing to resolve (every
+ * IP already has a sym record, and none without a name gets one now) is
+ * left untouched, inode and mtime included, with one line saying so.  The output is zstd-compressed when the input was.
  * A cut-off last line of the input (the process died mid-write) is dropped.
  *
  * Exit status: 0 ok (unresolvable IPs are not an error: they get a sym
@@ -67,8 +69,8 @@ static const char usage_text[] =
     "usage, unreadable input or unwritable output.\n";
 
 /* Per-IP flags in the collection map: in a stack (so a return address),
- * has a sym record with a function name. */
-enum { IP_FRAME = 1, IP_NAMED = 2 };
+ * has a sym record with a function name, has a sym record (named or not). */
+enum { IP_FRAME = 1, IP_NAMED = 2, IP_SYM = 4 };
 
 typedef struct module_rec {
     char *path, *build_id;
@@ -104,11 +106,11 @@ static int collect(const char *path, collected *c, char *err, size_t errlen)
                 if (u64map_put(&c->ips, 0, ip, f))
                     goto oom;
             }
-        } else if (rec.type == MSNAP_REC_SYMBOL && rec.u.symbol.function &&
-                   rec.u.symbol.function[0]) {
+        } else if (rec.type == MSNAP_REC_SYMBOL) {
+            int is_named = rec.u.symbol.function && rec.u.symbol.function[0];
             uint64_t *v = u64map_get(&c->ips, 0, rec.u.symbol.ip);
             if (u64map_put(&c->ips, 0, rec.u.symbol.ip,
-                           (v ? *v : 0) | IP_NAMED))
+                           (v ? *v : 0) | IP_SYM | (is_named ? IP_NAMED : 0)))
                 goto oom;
         } else if (rec.type == MSNAP_REC_MODULE) {
             const msnap_module *m = &rec.u.module;
@@ -453,11 +455,22 @@ int cmd_symbolize(int argc, char **argv)
 
     if (collect(in_path, &col, err, sizeof err))
         goto done;
-    if (col.truncated)
-        fprintf(stderr, "memsnap symbolize: %s: file truncated after line %"
-                PRIu64 " (the process probably died); the cut-off line is "
-                "dropped\n", in_path, col.lines);
 
+    /* Nothing to look up: leave the file alone (no libdwfl, no rewrite). */
+    size_t todo = 0, nframes = 0;
+    for (size_t i = 0; i < col.ips.cap; i++) {
+        const u64map_slot *sl = &col.ips.slots[i];
+        if (sl->used && (sl->value & IP_FRAME)) {
+            nframes++;
+            todo += !(sl->value & IP_NAMED) && !msnap_ip_is_python(sl->key);
+        }
+    }
+    if (!todo && !out_path) {
+        fprintf(stderr, "memsnap symbolize: nothing to resolve in %s (%s); left as it was\n",
+                in_path, nframes ? "every IP of its stacks has a name already" : "it has no stacks");
+        ret = 0;
+        goto done;
+    }
     sy = msnap_symbolizer_new();
     if (!sy) {
         snprintf(err, sizeof err, "memsnap symbolize: cannot start libdwfl");
@@ -487,14 +500,28 @@ int cmd_symbolize(int argc, char **argv)
         if (!sl->used || (sl->value & IP_NAMED) ||
             !(sl->value & IP_FRAME) || msnap_ip_is_python(sl->key))
             continue;
-        if (msnap_symbolizer_resolve_frame(sy, sl->key, 1, &syms[nsyms]) > 0)
-            named++;
+        int got = msnap_symbolizer_resolve_frame(sy, sl->key, 1, &syms[nsyms]) > 0;
+        /* no better than the nameless sym line already there: keep that one */
+        if (!got && !syms[nsyms].file[0] && (sl->value & IP_SYM))
+            continue;
+        named += got;
         if (u64map_put(&resolved, 0, sl->key, 1)) {
             snprintf(err, sizeof err, "memsnap symbolize: out of memory");
             goto done;
         }
         nsyms++;
     }
+    if (!nsyms && !out_path) {
+        fprintf(stderr, "memsnap symbolize: nothing new resolved in %s (%zu of %zu modules "
+                        "usable); left as it was\n", in_path, mods_ok, col.nmods);
+        ret = 0;
+        goto done;
+    }
+
+    if (col.truncated)
+        fprintf(stderr, "memsnap symbolize: %s: file truncated after line %"
+                PRIu64 " (the process probably died); the cut-off line is "
+                "dropped\n", in_path, col.lines);
 
     /* Output: stdout, a named file, or a temporary file renamed over the
      * input.  Compression follows the input. */
