@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "interop.h"
+#include "options.h"
 
 static const char usage_text[] =
     "usage: memsnap import TORCH_SNAPSHOT -o OUT.msnap [--json|--pickle] [--zstd]\n"
@@ -61,18 +62,13 @@ int cmd_import(int argc, char **argv)
         case 'z': zstd = 3; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap import: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            return cli_option_error("import", argv, "o:h", opts);
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "memsnap import: expected one PyTorch snapshot; try memsnap --help\n");
-        return 2;
-    }
-    if (!outp) {
-        fprintf(stderr, "memsnap import: -o OUT is needed; try memsnap --help\n");
-        return 2;
-    }
+    if (optind != argc - 1)
+        return cli_usage_error("import", "expected one PyTorch snapshot");
+    if (!outp)
+        return cli_usage_error("import", "-o OUT is needed");
     const char *in = argv[optind];
     /* write to a temporary name and rename: a failed import leaves nothing */
     int fd;

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "human.h"
+#include "options.h"
 #include "whatif.h"
 #include "parts.h"
 #include "torchalloc.h"
@@ -257,19 +258,15 @@ int cmd_replay(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "c:sm:e:o:j:qbh", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
-            if (nconf == MAX_CONFS) {
-                fprintf(stderr, "memsnap replay: at most %d --alloc-conf; try memsnap --help\n", MAX_CONFS);
-                return 2;
-            }
+            if (nconf == MAX_CONFS)
+                return cli_usage_error("replay", "at most %d --alloc-conf", MAX_CONFS);
             confs[nconf++] = optarg;
             break;
         case 's': suggest = 1; break;
         case 'm':
-            if (msnap_size_parse(optarg, &mem) || mem < (2u << 20)) {
-                fprintf(stderr, "memsnap replay: --device-mem \"%s\" is not a size such as 80G "
-                                "(at least 2M); try memsnap --help\n", optarg);
-                return 2;
-            }
+            if (msnap_size_parse(optarg, &mem) || mem < (2u << 20))
+                return cli_usage_error("replay", "--device-mem \"%s\" is not a size such as 80G "
+                                                 "(at least 2M)", optarg);
             break;
         case 'e':
             if (!strcmp(optarg, "auto"))
@@ -298,24 +295,18 @@ int cmd_replay(int argc, char **argv)
         case 'b': exact_bytes = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap replay: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            return cli_option_error("replay", argv, "c:sm:e:o:j:qbh", opts);
         }
     }
     int nin = argc - optind;
-    if (nin < 1) {
-        fprintf(stderr, "memsnap replay: expected a snapshot; try memsnap --help\n");
-        return 2;
-    }
+    if (nin < 1)
+        return cli_usage_error("replay", "expected a snapshot");
     if (nin > MAX_SNAPS) {
         fprintf(stderr, "memsnap replay: at most %d snapshots at once\n", MAX_SNAPS);
         return 2;
     }
-    if (!suggest && !nconf) {
-        fprintf(stderr, "memsnap replay: at least one --alloc-conf (or --suggest) is needed; "
-                        "try memsnap --help\n");
-        return 2;
-    }
+    if (!suggest && !nconf)
+        return cli_usage_error("replay", "at least one --alloc-conf (or --suggest) is needed");
     if (suggest && nconf > 1) {
         fprintf(stderr, "memsnap replay: --suggest takes at most one --alloc-conf (a base)\n");
         return 2;

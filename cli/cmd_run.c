@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "options.h"
 #include "parts.h"
 #include "../recorder/pathpat.h"
 
@@ -70,12 +71,12 @@ static const char run_usage[] =
     "\n"
     "example: memsnap run --sim-device 80G -o snap-%p.msnap -- ./train --steps 10\n";
 
+/* One line (options.h): the message from fmt and arg, then where help is. */
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "memsnap run: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\ntry 'memsnap run --help'\n");
-    return 2;
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, arg);
+    return cli_usage_error("run", "%s", msg);
 }
 
 static int file_exists(const char *p)
@@ -250,10 +251,8 @@ int cmd_run(int argc, char **argv)
         case 'h':
             fputs(run_usage, stdout);
             return 0;
-        case ':':
-            return usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+            return cli_option_error("run", argv, "+o:qh", opts);
         }
     }
     if (optind >= argc)

@@ -49,6 +49,7 @@
 #include "symbolize.h"
 #include "u64map.h"
 #include "outfile.h"
+#include "options.h"
 
 static const char usage_text[] =
     "usage: memsnap symbolize SNAP [-o OUT | --in-place]\n"
@@ -414,21 +415,13 @@ int cmd_symbolize(int argc, char **argv)
         case 'i': in_place = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap symbolize: unknown or incomplete option "
-                            "\"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            return cli_option_error("symbolize", argv, "o:ih", opts);
         }
     }
-    if (argc - optind != 1) {
-        fprintf(stderr, "memsnap symbolize: expected one snapshot file, got "
-                        "%d; try memsnap --help\n", argc - optind);
-        return 2;
-    }
-    if (out_path && in_place) {
-        fprintf(stderr, "memsnap symbolize: -o and --in-place exclude each "
-                        "other; try memsnap --help\n");
-        return 2;
-    }
+    if (argc - optind != 1)
+        return cli_usage_error("symbolize", "expected one snapshot file, got %d", argc - optind);
+    if (out_path && in_place)
+        return cli_usage_error("symbolize", "-o and --in-place exclude each other");
     const char *in_path = argv[optind];
     struct stat st_in, st_out;
     if (out_path && strcmp(out_path, "-") && stat(in_path, &st_in) == 0 &&
@@ -437,9 +430,7 @@ int cmd_symbolize(int argc, char **argv)
         out_path = NULL; /* -o SNAP: same as in place (never truncate the
                             input before reading it) */
     if (!strcmp(in_path, "-")) {
-        fprintf(stderr, "memsnap symbolize: reads its input twice, so it needs "
-                        "a file, not stdin; try memsnap --help\n");
-        return 2;
+        return cli_usage_error("symbolize", "reads its input twice, so it needs a file, not stdin");
     }
 
     int ret = 2;
