@@ -162,10 +162,12 @@ int cmd_export(int argc, char **argv)
             return cli_option_error("export", argv, "f:o:qh", opts);
         }
     }
-    if (!format || (strcmp(format, "torch") && strcmp(format, "torch-json") &&
-                    strcmp(format, "perfetto") && strcmp(format, "sqlite"))) {
-        fprintf(stderr, "memsnap export: --format torch, torch-json, perfetto or sqlite is needed; "
-                        "try memsnap --help\n");
+    if (!format || !*format)
+        return cli_usage_error("export", "--format is needed: torch, torch-json, perfetto or sqlite");
+    if (strcmp(format, "torch") && strcmp(format, "torch-json") && strcmp(format, "perfetto") &&
+        strcmp(format, "sqlite")) {
+        fprintf(stderr, "memsnap export: unknown format %s; choose torch, torch-json, perfetto or "
+                        "sqlite\n", format);
         return 2;
     }
     int torch = !strcmp(format, "torch") || !strcmp(format, "torch-json");
