@@ -702,6 +702,14 @@ int msnap_import_torch(const char *in_path, msnap_import_kind kind, int out_fd, 
     m->st = st;
     iv_sink sink = {m, sink_item};
     int c = iv_in_peek(&in);
+    if (c < 0) {
+        if (in.error)
+            snprintf(err, errlen, "cannot read: %s", strerror(in.error));
+        else
+            snprintf(err, errlen, "is empty: no PyTorch snapshot in it");
+        close(out_fd);
+        goto done;
+    }
     if (kind == MSNAP_IMPORT_AUTO)
         kind = c == 0x80 ? MSNAP_IMPORT_PICKLE : MSNAP_IMPORT_JSON;
     ival *top = kind == MSNAP_IMPORT_PICKLE ? iv_read_pickle(&in, &sink, err, errlen)
