@@ -66,8 +66,9 @@ static const char run_usage[] =
     "  -q, --quiet             no closing line from the recorder\n"
     "  -h, --help              this help\n"
     "\n"
-    "Exit code: COMMAND's own (128+N if it died of signal N); 2 for bad options;\n"
-    "127 if COMMAND cannot be run.\n"
+    "Exit code: COMMAND's own (128+N if it died of signal N); 2 for bad options\n"
+    "or a snapshot folder that cannot be written (COMMAND is then not run); 127\n"
+    "if COMMAND cannot be run.\n"
     "\n"
     "example: memsnap run --sim-device 80G -o snap-%p.msnap -- ./train --steps 10\n";
 
@@ -127,6 +128,52 @@ static int check_size(const char *s)
     if (*end == 'B')
         end++;
     return *end == 0;
+}
+
+/* Whether the snapshot the output pattern names can be created: its folder
+ * exists and may be written (a device or FIFO at the path is written in
+ * place, so then the path itself).  A folder that depends on the program
+ * (%p, %n or %t in it) is left to the recorder.  0 ok; else one line on
+ * stderr and 2, and the program is not run: a recording that cannot be
+ * written is not worth running it for. */
+static int check_output(void)
+{
+    const char *pat = getenv("MEMSNAP_OUTPUT");
+    if (!pat || !*pat)
+        pat = "memsnap-%p.msnap";
+    const char *slash = strrchr(pat, '/');
+    for (const char *p = pat; slash && p < slash; p++)
+        if (p[0] == '%' && (p[1] == 'p' || p[1] == 'n' || p[1] == 't'))
+            return 0;
+    char path[PATH_MAX], dir[PATH_MAX];
+    if (pathpat_expand(pat, (long)getpid(), 0, 0, path, sizeof path) != 0) {
+        fprintf(stderr, "memsnap run: the snapshot path %s is too long\n", pat);
+        return 2;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+        if (access(path, W_OK) == 0)
+            return 0;
+        fprintf(stderr, "memsnap run: cannot write the snapshot to %s: %s; nothing was run\n",
+                path, strerror(errno));
+        return 2;
+    }
+    char *end = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", end ? (end == path ? 1 : (int)(end - path)) : 1,
+             end ? path : ".");
+    const char *why = NULL;
+    if (stat(dir, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = "not a folder";
+    else if (access(dir, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    if (why) {
+        fprintf(stderr, "memsnap run: cannot write the snapshot %s: folder %s: %s; nothing was "
+                        "run\n", pat, dir, why);
+        return 2;
+    }
+    return 0;
 }
 
 static pid_t child;
@@ -261,6 +308,8 @@ int cmd_run(int argc, char **argv)
     /* The same checks the recorder makes, so a bad value stops here. */
     extern int memsnap_cli_check_settings(void);
     if (memsnap_cli_check_settings() != 0)
+        return 2;
+    if (check_output() != 0)
         return 2;
 
 #ifndef MEMSNAP_HAVE_RECORDER

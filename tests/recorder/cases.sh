@@ -192,6 +192,22 @@ mode0600)
     [ "$(stat -c %a "$T/r.msnap")" = 600 ] || fail "ring mode $(stat -c %a "$T/r.msnap")"
     echo "2 passed, 0 failed"
     ;;
+output-unwritable)  # a snapshot that cannot be written: refused up front, the program never runs
+    : > "$T/afile"
+    for out in /nonexistent/x.msnap "$T/afile/x.msnap" "$T/missing/%p.msnap"; do
+        run -o "$out" -- sh -c ": > '$T/ran'" > /dev/null 2> "$T/err"; rc=$?
+        [ $rc = 2 ] || fail "-o $out: exit $rc, expected 2"
+        [ "$(wc -l < "$T/err")" = 1 ] || fail "-o $out: stderr is not one line: $(cat "$T/err")"
+        grep -q "cannot write the snapshot .*: folder .*; nothing was run" "$T/err" || fail "-o $out: $(cat "$T/err")"
+        [ ! -e "$T/ran" ] || fail "-o $out: the program ran"
+    done
+    MEMSNAP_OUTPUT=/nonexistent/y.msnap run -- sh -c ": > '$T/ran'" 2> /dev/null; rc=$?
+    [ $rc = 2 ] && [ ! -e "$T/ran" ] || fail "MEMSNAP_OUTPUT=/nonexistent/y.msnap: exit $rc"
+    (cd "$T" && run -- sh -c 'exit 7'); rc=$?     # the default name, in a writable folder
+    [ $rc = 7 ] || fail "default output: exit $rc, expected 7"
+    run -o /dev/null -- "$ROUTE_TEST" direct > /dev/null || fail "-o /dev/null refused"
+    echo "6 passed, 0 failed"
+    ;;
 symbolize-later)  # --no-symbolize, then memsnap symbolize: the same sites as symbolized at exit
     run -o "$T/at-exit.msnap" -- "$SMOKE" 4 > /dev/null || fail "memsnap-smoke failed"
     run --no-symbolize -o "$T/later.msnap" -- "$SMOKE" 4 > /dev/null || fail "memsnap-smoke failed (--no-symbolize)"
