@@ -27,6 +27,7 @@
 #include "options.h"
 #include "parts.h"
 #include "../recorder/pathpat.h"
+#include "../simdev/size.h"
 
 static const char run_usage[] =
     "usage: memsnap run [options] -- COMMAND [ARGS...]\n"
@@ -59,7 +60,8 @@ static const char run_usage[] =
     "                          (`memsnap symbolize` can do it later)\n"
     "      --fork MODE         follow (default: a child that uses CUDA writes its\n"
     "                          own file) or stop (children are not recorded)\n"
-    "      --sim-device SIZE   run on the simulated device of SIZE memory (e.g. 80G)\n"
+    "      --sim-device SIZE   run on the simulated device of SIZE memory, 2M to\n"
+    "                          64T (e.g. 80G)\n"
     "                          instead of the GPU (for machines without one)\n"
     "      --sim-devices N     number of simulated devices (default 1)\n"
     "      --summary           print `memsnap summary` of the snapshot afterwards\n"
@@ -110,24 +112,6 @@ static int check_uint(const char *s, unsigned long long lo, unsigned long long h
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     return !errno && !*end && v >= lo && v <= hi;
-}
-
-static int check_size(const char *s)
-{
-    if (!s || !*s || *s == '-')
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || v == 0)
-        return 0;
-    if (*end && strchr("kKmMgGtT", *end))
-        end++;
-    if (*end == 'i' || *end == 'B')
-        end++;
-    if (*end == 'B')
-        end++;
-    return *end == 0;
 }
 
 /* Whether the snapshot the output pattern names can be created: its folder
@@ -279,11 +263,14 @@ int cmd_run(int argc, char **argv)
                 return usage_error("--fork must be follow or stop, not '%s'", optarg);
             setenv("MEMSNAP_FORK", optarg, 1);
             break;
-        case O_SIM:
-            if (!check_size(optarg))
-                return usage_error("--sim-device needs a size such as 80G or 512M, not '%s'", optarg);
+        case O_SIM: {
+            uint64_t bytes;
+            if (sim_size_parse(optarg, &bytes))
+                return usage_error("--sim-device wants a size " SIM_SIZE_RANGE " (binary units: "
+                                   "80G, 512M, 1T), not '%s'", optarg);
             sim = optarg;
             break;
+        }
         case O_SIMN:
             if (!check_uint(optarg, 1, 8))
                 return usage_error("--sim-devices must be from 1 to 8, not '%s'", optarg);

@@ -192,6 +192,23 @@ mode0600)
     [ "$(stat -c %a "$T/r.msnap")" = 600 ] || fail "ring mode $(stat -c %a "$T/r.msnap")"
     echo "2 passed, 0 failed"
     ;;
+sim-size)  # --sim-device sizes: the simulated device's own range (simdev/size.h), refused up front
+    for bad in 99999999T 65T 1M 0 80X 80GiBs -5G ""; do
+        run --sim-device "$bad" -- sh -c ": > '$T/ran'" > /dev/null 2> "$T/err"; rc=$?
+        [ $rc = 2 ] || fail "--sim-device '$bad': exit $rc, expected 2"
+        [ "$(wc -l < "$T/err")" = 1 ] || fail "--sim-device '$bad': not one line: $(cat "$T/err")"
+        grep -q "from 2M to 64T" "$T/err" || fail "--sim-device '$bad': $(cat "$T/err")"
+        [ ! -e "$T/ran" ] || fail "--sim-device '$bad': the program ran"
+    done
+    for good in 64T 2M 80GiB 8gb 1073741824; do
+        run --sim-device $good -- sh -c 'exit 3' 2> "$T/err"; rc=$?
+        [ $rc = 3 ] || fail "--sim-device $good: exit $rc: $(cat "$T/err")"
+    done
+    # the largest size runs: the simulated device takes what memsnap run takes
+    SIM=64T run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null 2> "$T/err" ||
+        fail "--sim-device 64T: $(cat "$T/err")"
+    echo "3 passed, 0 failed"
+    ;;
 output-unwritable)  # a snapshot that cannot be written: refused up front, the program never runs
     : > "$T/afile"
     for out in /nonexistent/x.msnap "$T/afile/x.msnap" "$T/missing/%p.msnap"; do
