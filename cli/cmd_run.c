@@ -61,8 +61,10 @@ static const char run_usage[] =
     "      --fork MODE         follow (default: a child that uses CUDA writes its\n"
     "                          own file) or stop (children are not recorded)\n"
     "      --sim-device SIZE   run on the simulated device of SIZE memory, 2M to\n"
-    "                          64T (e.g. 80G)\n"
-    "                          instead of the GPU (for machines without one)\n"
+    "                          64T (e.g. 80G), instead of the GPU (for machines\n"
+    "                          without one); driver-API programs only: programs\n"
+    "                          on the CUDA runtime (PyTorch, nvcc-built ones)\n"
+    "                          need a GPU, and the simulated device says so\n"
     "      --sim-devices N     number of simulated devices (default 1)\n"
     "      --summary           print `memsnap summary` of the snapshot afterwards\n"
     "  -q, --quiet             no closing line from the recorder\n"
@@ -72,7 +74,9 @@ static const char run_usage[] =
     "or a snapshot folder that cannot be written (COMMAND is then not run); 127\n"
     "if COMMAND cannot be run.\n"
     "\n"
-    "example: memsnap run --sim-device 80G -o snap-%p.msnap -- ./train --steps 10\n";
+    "examples:\n"
+    "  memsnap run -o train-%p.msnap -- python3 train.py               (a GPU)\n"
+    "  memsnap run --sim-device 80G -o smoke.msnap -- memsnap-smoke 10  (no GPU)\n";
 
 /* One line (options.h): the message from fmt and arg, then where help is. */
 static int usage_error(const char *fmt, const char *arg)

@@ -192,6 +192,19 @@ mode0600)
     [ "$(stat -c %a "$T/r.msnap")" = 600 ] || fail "ring mode $(stat -c %a "$T/r.msnap")"
     echo "2 passed, 0 failed"
     ;;
+cudart-sim)  # a cudart program on the simulated device: one line says why it fails, nothing else changes
+    for prog in "$CUDART_STATIC" "$CUDART_SHARED"; do
+        run -o "$T/s.msnap" -- "$prog" > "$T/out" 2> "$T/err"; rc=$?
+        [ $rc = 0 ] || fail "$prog: exit $rc, expected the program's own 0"
+        printf 'cudaGetDeviceCount 801\ncudaMalloc 801\ncudaFree 801\n' | cmp -s - "$T/out" ||
+            fail "$prog: its output changed: $(cat "$T/out")"
+        [ "$(grep -c 'memsnap simdev: this program uses the CUDA runtime (cudart).*driver-API programs only' "$T/err")" = 1 ] ||
+            fail "$prog: not said once: $(cat "$T/err")"
+    done
+    run -o "$T/d.msnap" -- "$ROUTE_TEST" direct > /dev/null 2> "$T/err" || fail "route_test direct failed"
+    grep -q "CUDA runtime" "$T/err" && fail "said for a driver-API program: $(cat "$T/err")"
+    echo "5 passed, 0 failed"
+    ;;
 sim-size)  # --sim-device sizes: the simulated device's own range (simdev/size.h), refused up front
     for bad in 99999999T 65T 1M 0 80X 80GiBs -5G ""; do
         run --sim-device "$bad" -- sh -c ": > '$T/ran'" > /dev/null 2> "$T/err"; rc=$?
