@@ -44,7 +44,7 @@ static const char run_usage[] =
     "                          counters for the whole run, written at dumps)\n"
     "      --ring-events N     ring mode: events kept (default 1000000)\n"
     "      --stack-depth N     native frames per event, 0-128 (default 32; 0 = none)\n"
-    "      --python-frames WHEN  CPython 3.11+ frames merged into the stacks of\n"
+    "      --python-frames WHEN  CPython 3.9-3.13 frames merged into the stacks of\n"
     "                          threads running Python: all (default), gil (only\n"
     "                          threads that hold the GIL) or none\n"
     "      --no-python-frames  the same as --python-frames none\n"
