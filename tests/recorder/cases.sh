@@ -185,12 +185,26 @@ enospc)  # the disk fills up mid-stream: the program runs on unchanged, one line
     done
     echo "2 passed, 0 failed"
     ;;
-mode0600)
-    (umask 000; run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null) || fail "program failed"
-    [ "$(stat -c %a "$T/s.msnap")" = 600 ] || fail "mode $(stat -c %a "$T/s.msnap")"
-    run --mode ring -o "$T/r.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "program failed"
-    [ "$(stat -c %a "$T/r.msnap")" = 600 ] || fail "ring mode $(stat -c %a "$T/r.msnap")"
-    echo "2 passed, 0 failed"
+mode-umask)  # snapshots and the CLI's outputs get 0666 less the umask, like any file
+    n=0
+    for mask in 022 077; do
+        want=$(printf '%o' $(( 0666 & ~0$mask )))
+        rm -f "$T"/*.msnap "$T"/*.pickle
+        (umask $mask
+         run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null || exit 1
+         run --mode ring -o "$T/r.msnap" -- "$ROUTE_TEST" direct > /dev/null || exit 1
+         "$MEMSNAP" symbolize "$T/s.msnap" -o "$T/sym.msnap" 2> /dev/null || exit 1
+         "$MEMSNAP" export "$T/s.msnap" --format torch -o "$T/x.pickle" 2> /dev/null || exit 1
+         "$MEMSNAP" import "$T/x.pickle" -o "$T/imp.msnap" 2> /dev/null || exit 1
+         "$MEMSNAP" replay "$T/s.msnap" -q --alloc-conf "" --device-mem 1G -o "$T/rp" > /dev/null || exit 1
+        ) || fail "umask $mask: a command failed"
+        for f in s.msnap r.msnap sym.msnap x.pickle imp.msnap rp-1.msnap; do
+            got=$(stat -c %a "$T/$f")
+            [ "$got" = "$want" ] || fail "umask $mask: $f has mode $got, expected $want"
+            n=$((n + 1))
+        done
+    done
+    echo "$n passed, 0 failed"
     ;;
 cudart-sim)  # a cudart program on the simulated device: one line says why it fails, nothing else changes
     for prog in "$CUDART_STATIC" "$CUDART_SHARED"; do
