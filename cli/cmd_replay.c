@@ -57,7 +57,7 @@ static const char usage_text[] =
     "  -e, --engine NAME      auto (default), memsnap or torch\n"
     "  -o, --output PREFIX    write PREFIX-1.msnap, PREFIX-2.msnap, ... (one per\n"
     "                         config; one snapshot only): the replayed blocks and\n"
-    "                         driver calls\n"
+    "                         driver calls, zstd-compressed like `memsnap run`'s\n"
     "  -j, --jobs N           replays at once (default: the number of cores)\n"
     "  -q, --quiet            no progress line on stderr\n"
     "  -b, --bytes            sizes as exact byte counts\n"
@@ -172,8 +172,11 @@ static void print_table(const char *in, const char *const *confs, int nconf,
     if (skipped)
         printf("\n%" PRIu64 " frees of addresses the replay never allocated were skipped "
                "(allocated before the recording started, or their request failed)\n", skipped);
-    if (prefix)
-        printf("\nwrote %s-1.msnap .. %s-%d.msnap\n", prefix, prefix, nconf);
+    if (prefix && nconf == 1)
+        printf("\nwrote %s-1.msnap (the replay, zstd-compressed)\n", prefix);
+    else if (prefix)
+        printf("\nwrote %s-1.msnap to %s-%d.msnap (one replay per config, in the order above, "
+               "zstd-compressed)\n", prefix, prefix, nconf);
 }
 
 /* --suggest: one line per grid config, best first. */

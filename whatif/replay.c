@@ -720,7 +720,8 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
     if (opt->out_path) {
         /* never written in place: a new file renamed over out_path at the end */
         int ofd = outfile_create(opt->out_path, out_tmp, sizeof out_tmp);
-        if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 0))) {
+        /* zstd level 1, as `memsnap run` writes by default (recorder/config.c) */
+        if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 1))) {
             snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
             if (ofd >= 0)
                 close(ofd);

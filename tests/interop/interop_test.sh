@@ -129,7 +129,13 @@ replay_oom) # fixed segments OOM under a 200 MiB cap; expandable ones do not
   cat "$S/t.txt"
   grep -E '^1 .* [0-9.]+ s, 16.00 MiB' "$S/t.txt" >/dev/null || fail "fixed segments should OOM"
   grep -E '^2 .* none ' "$S/t.txt" >/dev/null || fail "expandable segments should not OOM"
-  grep -q '"a":"oom"' "$S/frag-1.msnap" || fail "no oom event in the replay snapshot" ;;
+  zstdcat -f "$S/frag-1.msnap" | grep -q '"a":"oom"' || fail "no oom event in the replay snapshot"
+  # written zstd-compressed, as memsnap run writes, and named in one line
+  [ "$(head -c 4 "$S/frag-1.msnap" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] || fail "frag-1.msnap is not zstd"
+  grep -qx "wrote $S/frag-1.msnap to $S/frag-2.msnap (one replay per config, in the order above, zstd-compressed)" "$S/t.txt" ||
+    fail "no line naming the files: $(tail -1 "$S/t.txt")"
+  "$M" replay "$D/frag.msnap" -q --alloc-conf "" --device-mem 200M -o "$S/one" >"$S/t1.txt" || fail "replay, one config"
+  grep -qx "wrote $S/one-1.msnap (the replay, zstd-compressed)" "$S/t1.txt" || fail "one config: $(tail -1 "$S/t1.txt")" ;;
 replay_torch_fidelity) # real PyTorch traces (data/torch_alloc): replayed peaks vs PyTorch's
   T="$D/torch_alloc"
   grep -v '^#' "$T/peaks.txt" | while read -r name conf real own_tol def_tol; do
@@ -152,7 +158,7 @@ sys.exit(0 if err <= tol else 1)' "$real" "$got" "$2" "$1" "$conf" || fail "$1 u
   done
   grep -q "torch engine" "$S/tt1.txt" || fail "not the torch engine"
   cmp "$S/td1-1.msnap" "$S/td2-1.msnap" && cmp "$S/td1-2.msnap" "$S/td2-2.msnap" || fail "not deterministic"
-  grep -q '"a":"vmm_map"' "$S/td1-2.msnap" || fail "no page mappings in the expandable replay"
+  zstdcat -f "$S/td1-2.msnap" | grep -q '"a":"vmm_map"' || fail "no page mappings in the expandable replay"
   "$M" summary "$S/td1-2.msnap" >/dev/null; [ $? -le 1 ] || fail "summary of a torch replay" ;;
 replay_torch_errors) # bad PyTorch configs: one line, exit 2
   for bad in "max_split_size_mb:10" "expandable_segments:maybe" "roundup_power2_divisions:3" \
