@@ -987,27 +987,16 @@ typedef struct child_msg {
     char err[512];
 } child_msg;
 
-static double now_s(void)
+/* The progress of the whole run as one item of the process's progress line
+ * (msnap_progress): the input bytes every config has replayed, of n times
+ * the input's size.  The children report nothing themselves. */
+static void show_progress(const msnap_replay_progress *pr, int n, const char *what,
+                          uint64_t size, int final)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* One line of progress on stderr: percent of the work, rate, ETA. */
-static void show_progress(const msnap_replay_progress *pr, int n, double t0, int final)
-{
-    double done = 0, recs = 0;
-    for (int i = 0; i < n; i++) {
-        if (pr[i].bytes_total)
-            done += (double)pr[i].bytes_done / (double)pr[i].bytes_total;
-        recs += (double)pr[i].records;
-    }
-    double el = now_s() - t0, frac = done / n;
-    double eta = frac > 0.001 ? el * (1.0 - frac) / frac : 0;
-    fprintf(stderr, "\rreplay: %5.1f%% of %d config%s, %.1fM records/s, ETA %.0f s   %s",
-            100.0 * frac, n, n == 1 ? "" : "s", el > 0 ? recs / el / 1e6 : 0.0, eta,
-            final ? "\n" : "");
+    uint64_t done = 0;
+    for (int i = 0; i < n; i++)
+        done += pr[i].bytes_done < size ? pr[i].bytes_done : size;
+    msnap_progress(what, final ? MSNAP_PROGRESS_END : done, size * (uint64_t)n, 1);
 }
 
 int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n, int jobs,
@@ -1028,7 +1017,12 @@ int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n,
     int *pfd = calloc((size_t)n, sizeof *pfd);
     int *got = calloc((size_t)n, sizeof *got);
     int rc = 0, next = 0, running = 0, finished = 0, shown = 0;
-    double t0 = now_s();
+    struct stat in_st;
+    uint64_t in_size = stat(in_path, &in_st) == 0 ? (uint64_t)in_st.st_size : 0;
+    const char *base = strrchr(in_path, '/');
+    char what[160];
+    snprintf(what, sizeof what, "replaying %s through %d config%s", base ? base + 1 : in_path, n,
+             n == 1 ? "" : "s");
     if (!pid || !pfd || !got) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
@@ -1052,6 +1046,7 @@ int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n,
                 break;
             }
             if (!c) {
+                msnap_set_progress(NULL, NULL); /* one line: the parent's */
                 close(p[0]);
                 child_msg m;
                 memset(&m, 0, sizeof m);
@@ -1083,8 +1078,8 @@ int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n,
         if (w == 0) {
             struct timespec ts = {0, 100 * 1000 * 1000};
             nanosleep(&ts, NULL);
-            if (show && now_s() - t0 > 1.0) {
-                show_progress(pr, n, t0, 0);
+            if (show) {
+                show_progress(pr, n, what, in_size, 0);
                 shown = 1;
             }
             continue;
@@ -1135,7 +1130,7 @@ int msnap_replay_many(const char *in_path, const msnap_replay_opts *opts, int n,
         }
     }
     if (shown)
-        show_progress(pr, n, t0, 1);
+        show_progress(pr, n, what, in_size, 1);
 out:
     if (pid)
         for (int i = 0; i < next; i++)

@@ -169,6 +169,17 @@ replay_torch_errors) # bad PyTorch configs: one line, exit 2
   done
   "$M" replay "$D/torch_alloc/tr_default.msnap" -q --engine nope -c "" 2>"$S/e"; [ $? = 2 ] || fail "--engine nope"
   "$M" replay "$D/torch_alloc/tr_default.msnap" -q --jobs 0 -c "" 2>"$S/e"; [ $? = 2 ] || fail "--jobs 0" ;;
+replay_progress) # --suggest on a terminal: one progress line for the whole run, the workers draw none
+  command -v script >/dev/null || { echo "no script(1)"; exit 0; }
+  T="$D/torch_alloc"
+  MEMSNAP_PROGRESS_AFTER_MS=0 TERM=xterm script -qec "$M replay $T/tr_default.msnap --suggest -j 4 >$S/sug.txt" \
+    "$S/pty.out" >/dev/null 2>&1 || fail "replay --suggest under a terminal"
+  tr '\r' '\n' <"$S/pty.out" >"$S/lines"
+  grep -q "memsnap: replaying tr_default.msnap through [0-9]* configs" "$S/lines" || fail "no progress line: $(head -c 600 "$S/lines")"
+  # (the parent reads the input once before, to pick the engine: that line is its own)
+  sed -n '/memsnap: replaying/,$p' "$S/lines" >"$S/during"
+  grep -q "memsnap: reading\|^replay: " "$S/during" && fail "a worker drew its own line: $(grep "memsnap: reading\|^replay: " "$S/during" | head -3)"
+  grep -q "^ 1\. " "$S/sug.txt" || fail "no suggestions: $(cat "$S/sug.txt")" ;;
 replay_torch_suggest) # several rank files at once, best first
   "$M" replay "$D/torch_alloc/tr_default.msnap" "$D/torch_alloc/tr_roundup_power2_divisions_4.msnap" \
     -q --suggest -m 150754820096 >"$S/s.txt" || fail suggest
