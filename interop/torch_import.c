@@ -595,6 +595,8 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         for (int d = 0; d < MSNAP_MAX_DEVICES; d++) {
             if (!m->dev_seen[d])
                 continue;
+            /* PyTorch does not record the device's memory: total 0 is
+             * "unknown" (docs/format.md, device), never "0 B" */
             msnap_device_info di = {.index = d, .total = 0};
             snprintf(di.name, sizeof di.name, "PyTorch device %d (imported)", d);
             wline(w, msnap_fmt_device(w->buf, sizeof w->buf, &di));

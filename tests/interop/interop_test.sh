@@ -203,6 +203,25 @@ ph=[e["ph"] for e in ev]
 assert "C" in ph and "B" in ph and "E" in ph and "i" in ph, ph
 assert any(e.get("name")=="OOM" for e in ev)
 assert any(e.get("name")=="allocated" for e in ev) and any(e.get("name")=="reserved" for e in ev)' "$S/p.json" || fail "perfetto content" ;;
+import_device_unknown) # PyTorch gives no device memory: the import says unknown (0, docs/format.md)
+  "$M" import "$D/torch_small_p4.pickle" -o "$S/u.msnap" 2>/dev/null || fail import
+  zstdcat -f "$S/u.msnap" >"$S/u.jsonl"
+  [ "$(grep -c '"type":"device"' "$S/u.jsonl")" = 2 ] || fail "device lines: $(grep '"type":"device"' "$S/u.jsonl")"
+  grep '"type":"device"' "$S/u.jsonl" | grep -v '"total":0}' && fail "an imported device has a size"
+  grep '"a":"oom"' "$S/u.jsonl" | grep -q '"x":5242880' || fail "the OOM lost its device free"
+  grep '"a":"oom"' "$S/u.jsonl" | grep -q '"y":' && fail "the OOM has a device total"
+  # What summary prints of it is cli/cmd_summary.c's, being rewritten: "unknown"
+  # where it prints "0 B" and "device free ? of ?".  PENDING until it does;
+  # then this test fails once, saying to set PENDING=0.
+  PENDING=1
+  "$M" summary "$S/u.msnap" >"$S/sum.txt" 2>&1
+  if grep -q "^device 0 .*PyTorch device 0 (imported), unknown$" "$S/sum.txt" &&
+     grep -q "device free 5.00 MiB of unknown" "$S/sum.txt"; then
+    [ $PENDING = 0 ] || fail "summary now says unknown: set PENDING=0 in $0"
+  else
+    [ $PENDING = 1 ] || fail "summary: $(grep -E '^device 0|device free' "$S/sum.txt")"
+    echo "pending: summary prints $(grep -E '^device 0' "$S/sum.txt")"
+  fi ;;
 *) fail "unknown case $C" ;;
 esac
 echo ok
