@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "human.h"
 #include "interop.h"
+#include "options.h"
 #include "outfile.h"
 
 static const char usage_text[] =
@@ -70,12 +71,10 @@ static int export_sqlite(int n, char **paths, const char *outp)
 {
     char err[1280];
     if (!outp || !strcmp(outp, "-")) {
-        fprintf(stderr, "memsnap export: --format sqlite needs -o FILE.db; try memsnap export --help\n");
-        return 2;
+        return cli_usage_error("export", "--format sqlite needs -o FILE.db");
     }
     if (n < 1) {
-        fprintf(stderr, "memsnap export: expected one or more snapshots; try memsnap export --help\n");
-        return 2;
+        return cli_usage_error("export", "expected one or more snapshots");
     }
     if (msnap_export_sqlite(paths, n, outp, err, sizeof err)) {
         fprintf(stderr, "memsnap export: %s\n", err);
@@ -160,30 +159,27 @@ int cmd_export(int argc, char **argv)
         }
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap export: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            return cli_option_error("export", argv, "f:o:qh", opts);
         }
     }
-    if (!format || (strcmp(format, "torch") && strcmp(format, "torch-json") &&
-                    strcmp(format, "perfetto") && strcmp(format, "sqlite"))) {
-        fprintf(stderr, "memsnap export: --format torch, torch-json, perfetto or sqlite is needed; "
-                        "try memsnap --help\n");
+    if (!format || !*format)
+        return cli_usage_error("export", "--format is needed: torch, torch-json, perfetto or sqlite");
+    if (strcmp(format, "torch") && strcmp(format, "torch-json") && strcmp(format, "perfetto") &&
+        strcmp(format, "sqlite")) {
+        fprintf(stderr, "memsnap export: unknown format %s; choose torch, torch-json, perfetto or "
+                        "sqlite\n", format);
         return 2;
     }
     int torch = !strcmp(format, "torch") || !strcmp(format, "torch-json");
     if (!strcmp(format, "torch-json"))
         json = 1;
-    if (!torch && (json || eo.from_set || eo.to_set || max_set)) {
-        fprintf(stderr, "memsnap export: --json, --from, --to and --max-entries go with --format "
-                        "torch; try memsnap --help\n");
-        return 2;
-    }
+    if (!torch && (json || eo.from_set || eo.to_set || max_set))
+        return cli_usage_error("export", "--json, --from, --to and --max-entries go with --format "
+                                         "torch");
     if (!strcmp(format, "sqlite"))
         return export_sqlite(argc - optind, argv + optind, outp);
-    if (optind != argc - 1) {
-        fprintf(stderr, "memsnap export: expected one snapshot; try memsnap --help\n");
-        return 2;
-    }
+    if (optind != argc - 1)
+        return cli_usage_error("export", "expected one snapshot");
     if (eo.from_set && eo.to_set && eo.from_is_index == eo.to_is_index && eo.from > eo.to) {
         fprintf(stderr, "memsnap export: --from is after --to\n");
         return 2;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 
 #include "cli.h"
 #include "interop.h"
+#include "options.h"
+#include "outfile.h"
 
 static const char usage_text[] =
     "usage: memsnap import TORCH_SNAPSHOT -o OUT.msnap [--json|--pickle] [--zstd]\n"
@@ -65,35 +68,20 @@ int cmd_import(int argc, char **argv)
         case 'z': zstd = 3; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap import: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            return cli_option_error("import", argv, "o:h", opts);
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "memsnap import: expected one PyTorch snapshot; try memsnap --help\n");
-        return 2;
-    }
-    if (!outp) {
-        fprintf(stderr, "memsnap import: -o OUT is needed; try memsnap --help\n");
-        return 2;
-    }
+    if (optind != argc - 1)
+        return cli_usage_error("import", "expected one PyTorch snapshot");
+    if (!outp)
+        return cli_usage_error("import", "-o OUT is needed");
     const char *in = argv[optind];
-    /* write to a temporary name and rename: a failed import leaves nothing */
-    int fd;
-    char *tmp = NULL;
-    if (!strcmp(outp, "-")) {
-        fd = dup(1);
-    } else {
-        size_t n = strlen(outp) + 32;
-        tmp = malloc(n);
-        if (!tmp)
-            return 2;
-        snprintf(tmp, n, "%s.importtmp.XXXXXX", outp);
-        fd = mkstemp(tmp);
-    }
+    /* a new file renamed into place (outfile.h): a failed import leaves
+     * nothing, and the file gets 0666 less the umask like any other */
+    char tmp[PATH_MAX + 32] = "";
+    int fd = !strcmp(outp, "-") ? dup(1) : outfile_create(outp, tmp, sizeof tmp);
     if (fd < 0) {
         fprintf(stderr, "memsnap import: %s: %s\n", outp, strerror(errno));
-        free(tmp);
         return 2;
     }
     const char *base = strrchr(in, '/');
@@ -108,20 +96,13 @@ int cmd_import(int argc, char **argv)
                 st.bytes_read ? (double)st.work_steps / (double)st.bytes_read : 0.0,
                 MSNAP_IMPORT_STEPS_PER_BYTE);
     if (rc) {
-        if (tmp)
-            unlink(tmp);
-        free(tmp);
+        outfile_discard(tmp);
         fprintf(stderr, "%s: %s\n", in, err);
         return 2;
     }
-    if (tmp) {
-        if (chmod(tmp, 0644) || rename(tmp, outp)) {
-            fprintf(stderr, "memsnap import: %s: %s\n", outp, strerror(errno));
-            unlink(tmp);
-            free(tmp);
-            return 2;
-        }
-        free(tmp);
+    if (outfile_commit(tmp, outp)) {
+        fprintf(stderr, "memsnap import: %s: %s\n", outp, strerror(errno));
+        return 2;
     }
     fprintf(stderr, "memsnap import: %llu trace entries -> %llu events, %llu segments, %llu "
                     "blocks, %llu stacks, %llu device%s -> %s\n",

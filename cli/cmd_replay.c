@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "human.h"
+#include "options.h"
 #include "whatif.h"
 #include "requests.h"
 #include "parts.h"
@@ -58,7 +59,7 @@ static const char usage_text[] =
     "  -e, --engine NAME      auto (default), memsnap or torch\n"
     "  -o, --output PREFIX    write PREFIX-1.msnap, PREFIX-2.msnap, ... (one per\n"
     "                         config; one snapshot only): the replayed blocks and\n"
-    "                         driver calls\n"
+    "                         driver calls, zstd-compressed like `memsnap run`'s\n"
     "  -j, --jobs N           replays at once (default: the number of cores)\n"
     "  -q, --quiet            no progress line on stderr\n"
     "  -b, --bytes            sizes as exact byte counts\n"
@@ -173,8 +174,11 @@ static void print_table(const char *in, const char *const *confs, int nconf,
     if (skipped)
         printf("\n%" PRIu64 " frees of addresses the replay never allocated were skipped "
                "(allocated before the recording started, or their request failed)\n", skipped);
-    if (prefix)
-        printf("\nwrote %s-1.msnap .. %s-%d.msnap\n", prefix, prefix, nconf);
+    if (prefix && nconf == 1)
+        printf("\nwrote %s-1.msnap (the replay, zstd-compressed)\n", prefix);
+    else if (prefix)
+        printf("\nwrote %s-1.msnap to %s-%d.msnap (one replay per config, in the order above, "
+               "zstd-compressed)\n", prefix, prefix, nconf);
 }
 
 /* --suggest: one line per grid config, best first. */
@@ -340,19 +344,15 @@ int cmd_replay(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "c:sm:e:o:j:qbh", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
-            if (nconf == MAX_CONFS) {
-                fprintf(stderr, "memsnap replay: at most %d --alloc-conf; try memsnap --help\n", MAX_CONFS);
-                return 2;
-            }
+            if (nconf == MAX_CONFS)
+                return cli_usage_error("replay", "at most %d --alloc-conf", MAX_CONFS);
             confs[nconf++] = optarg;
             break;
         case 's': suggest = 1; break;
         case 'm':
-            if (msnap_size_parse(optarg, &mem) || mem < (2u << 20)) {
-                fprintf(stderr, "memsnap replay: --device-mem \"%s\" is not a size such as 80G "
-                                "(at least 2M); try memsnap --help\n", optarg);
-                return 2;
-            }
+            if (msnap_size_parse(optarg, &mem) || mem < (2u << 20))
+                return cli_usage_error("replay", "--device-mem \"%s\" is not a size such as 80G "
+                                                 "(at least 2M)", optarg);
             break;
         case 'e':
             if (!strcmp(optarg, "auto"))
@@ -381,24 +381,18 @@ int cmd_replay(int argc, char **argv)
         case 'b': exact_bytes = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap replay: bad option \"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            return cli_option_error("replay", argv, "c:sm:e:o:j:qbh", opts);
         }
     }
     int nin = argc - optind;
-    if (nin < 1) {
-        fprintf(stderr, "memsnap replay: expected a snapshot; try memsnap --help\n");
-        return 2;
-    }
+    if (nin < 1)
+        return cli_usage_error("replay", "expected a snapshot");
     if (nin > MAX_SNAPS) {
         fprintf(stderr, "memsnap replay: at most %d snapshots at once\n", MAX_SNAPS);
         return 2;
     }
-    if (!suggest && !nconf) {
-        fprintf(stderr, "memsnap replay: at least one --alloc-conf (or --suggest) is needed; "
-                        "try memsnap --help\n");
-        return 2;
-    }
+    if (!suggest && !nconf)
+        return cli_usage_error("replay", "at least one --alloc-conf (or --suggest) is needed");
     if (suggest && nconf > 1) {
         fprintf(stderr, "memsnap replay: --suggest takes at most one --alloc-conf (a base)\n");
         return 2;

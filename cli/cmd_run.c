@@ -28,9 +28,11 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "options.h"
 #include "parts.h"
 #include "torch_setup.h"
 #include "../recorder/pathpat.h"
+#include "../simdev/size.h"
 
 static const char run_usage[] =
     "usage: memsnap run [options] -- COMMAND [ARGS...]\n"
@@ -47,7 +49,7 @@ static const char run_usage[] =
     "                          counters for the whole run, written at dumps)\n"
     "      --ring-events N     ring mode: events kept (default 1000000)\n"
     "      --stack-depth N     native frames per event, 0-128 (default 32; 0 = none)\n"
-    "      --python-frames WHEN  CPython 3.11+ frames merged into the stacks of\n"
+    "      --python-frames WHEN  CPython 3.9-3.13 frames merged into the stacks of\n"
     "                          threads running Python: all (default), gil (only\n"
     "                          threads that hold the GIL) or none\n"
     "      --no-python-frames  the same as --python-frames none\n"
@@ -63,8 +65,11 @@ static const char run_usage[] =
     "                          (`memsnap symbolize` can do it later)\n"
     "      --fork MODE         follow (default: a child that uses CUDA writes its\n"
     "                          own file) or stop (children are not recorded)\n"
-    "      --sim-device SIZE   run on the simulated device of SIZE memory (e.g. 80G)\n"
-    "                          instead of the GPU (for machines without one)\n"
+    "      --sim-device SIZE   run on the simulated device of SIZE memory, 2M to\n"
+    "                          64T (e.g. 80G), instead of the GPU (for machines\n"
+    "                          without one); driver-API programs only: programs\n"
+    "                          on the CUDA runtime (PyTorch, nvcc-built ones)\n"
+    "                          need a GPU, and the simulated device says so\n"
     "      --sim-devices N     number of simulated devices (default 1)\n"
     "      --summary           print `memsnap summary` of the snapshot afterwards\n"
     "      --no-torch-build    do not build the PyTorch plugin before a Python\n"
@@ -78,17 +83,20 @@ static const char run_usage[] =
     "MEMSNAP_TORCH_NODES=0: allocations made by the backward pass do not name\n"
     "their autograd node, and none carries its autograd sequence number.\n"
     "\n"
-    "Exit code: COMMAND's own (128+N if it died of signal N); 2 for bad options;\n"
-    "127 if COMMAND cannot be run.\n"
+    "Exit code: COMMAND's own (128+N if it died of signal N); 2 for bad options\n"
+    "or a snapshot folder that cannot be written (COMMAND is then not run); 127\n"
+    "if COMMAND cannot be run.\n"
     "\n"
-    "example: memsnap run --sim-device 80G -o snap-%p.msnap -- ./train --steps 10\n";
+    "examples:\n"
+    "  memsnap run -o train-%p.msnap -- python3 train.py               (a GPU)\n"
+    "  memsnap run --sim-device 80G -o smoke.msnap -- memsnap-smoke 10  (no GPU)\n";
 
+/* One line (options.h): the message from fmt and arg, then where help is. */
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "memsnap run: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\ntry 'memsnap run --help'\n");
-    return 2;
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, arg);
+    return cli_usage_error("run", "%s", msg);
 }
 
 static int file_exists(const char *p)
@@ -123,22 +131,50 @@ static int check_uint(const char *s, unsigned long long lo, unsigned long long h
     return !errno && !*end && v >= lo && v <= hi;
 }
 
-static int check_size(const char *s)
+/* Whether the snapshot the output pattern names can be created: its folder
+ * exists and may be written (a device or FIFO at the path is written in
+ * place, so then the path itself).  A folder that depends on the program
+ * (%p, %n or %t in it) is left to the recorder.  0 ok; else one line on
+ * stderr and 2, and the program is not run: a recording that cannot be
+ * written is not worth running it for. */
+static int check_output(void)
 {
-    if (!s || !*s || *s == '-')
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || v == 0)
-        return 0;
-    if (*end && strchr("kKmMgGtT", *end))
-        end++;
-    if (*end == 'i' || *end == 'B')
-        end++;
-    if (*end == 'B')
-        end++;
-    return *end == 0;
+    const char *pat = getenv("MEMSNAP_OUTPUT");
+    if (!pat || !*pat)
+        pat = "memsnap-%p.msnap";
+    const char *slash = strrchr(pat, '/');
+    for (const char *p = pat; slash && p < slash; p++)
+        if (p[0] == '%' && (p[1] == 'p' || p[1] == 'n' || p[1] == 't'))
+            return 0;
+    char path[PATH_MAX], dir[PATH_MAX];
+    if (pathpat_expand(pat, (long)getpid(), 0, 0, path, sizeof path) != 0) {
+        fprintf(stderr, "memsnap run: the snapshot path %s is too long\n", pat);
+        return 2;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+        if (access(path, W_OK) == 0)
+            return 0;
+        fprintf(stderr, "memsnap run: cannot write the snapshot to %s: %s; nothing was run\n",
+                path, strerror(errno));
+        return 2;
+    }
+    char *end = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", end ? (end == path ? 1 : (int)(end - path)) : 1,
+             end ? path : ".");
+    const char *why = NULL;
+    if (stat(dir, &st) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode))
+        why = "not a folder";
+    else if (access(dir, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    if (why) {
+        fprintf(stderr, "memsnap run: cannot write the snapshot %s: folder %s: %s; nothing was "
+                        "run\n", pat, dir, why);
+        return 2;
+    }
+    return 0;
 }
 
 static pid_t child;
@@ -246,11 +282,14 @@ int cmd_run(int argc, char **argv)
                 return usage_error("--fork must be follow or stop, not '%s'", optarg);
             setenv("MEMSNAP_FORK", optarg, 1);
             break;
-        case O_SIM:
-            if (!check_size(optarg))
-                return usage_error("--sim-device needs a size such as 80G or 512M, not '%s'", optarg);
+        case O_SIM: {
+            uint64_t bytes;
+            if (sim_size_parse(optarg, &bytes))
+                return usage_error("--sim-device wants a size " SIM_SIZE_RANGE " (binary units: "
+                                   "80G, 512M, 1T), not '%s'", optarg);
             sim = optarg;
             break;
+        }
         case O_SIMN:
             if (!check_uint(optarg, 1, 8))
                 return usage_error("--sim-devices must be from 1 to 8, not '%s'", optarg);
@@ -268,10 +307,8 @@ int cmd_run(int argc, char **argv)
         case 'h':
             fputs(run_usage, stdout);
             return 0;
-        case ':':
-            return usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+            return cli_option_error("run", argv, "+o:qh", opts);
         }
     }
     if (optind >= argc)
@@ -280,6 +317,8 @@ int cmd_run(int argc, char **argv)
     /* The same checks the recorder makes, so a bad value stops here. */
     extern int memsnap_cli_check_settings(void);
     if (memsnap_cli_check_settings() != 0)
+        return 2;
+    if (check_output() != 0)
         return 2;
 
 #ifndef MEMSNAP_HAVE_RECORDER

@@ -11,14 +11,19 @@
  *      append one "sym" record per resolved IP.  Old "sym" lines without a
  *      function name for an IP resolved again are dropped.
  *
- * Return addresses: frame 0 of a stack is looked up as is, deeper frames are
- * return addresses and are looked up at ip - 1 (the call instruction), which
- * gives the line of the call; an IP seen at depth > 0 in any stack is
- * treated as a return address.
+ * Return addresses: every native frame of a recorded stack is a return
+ * address, the innermost one too (the recorder unwinds from inside its hook,
+ * so frame 0 is where the program's call into the driver or allocator
+ * returns to), and is looked up at ip - 1 (the call instruction), which
+ * gives the line of the call.  The recorder's own symbolization at exit
+ * (recorder/writer.c, write_symbols) does the same, so a file symbolized
+ * later reads exactly like one symbolized at recording time.
  *
  * Output: -o OUT ("-" = stdout), else the input is rewritten in place
  * through a temporary file in the same directory and rename(2), so a reader
- * never sees half a file.  The output is zstd-compressed when the input was.
+ * never sees half a file.  In place, a file with nothing to resolve (every
+ * IP already has a sym record, and none without a name gets one now) is
+ * left untouched, inode and mtime included, with one line saying so.  The output is zstd-compressed when the input was.
  * A cut-off last line of the input (the process died mid-write) is dropped.
  *
  * Exit status: 0 ok (unresolvable IPs are not an error: they get a sym
@@ -44,6 +49,7 @@
 #include "symbolize.h"
 #include "u64map.h"
 #include "outfile.h"
+#include "options.h"
 
 static const char usage_text[] =
     "usage: memsnap symbolize SNAP [-o OUT | --in-place]\n"
@@ -51,8 +57,9 @@ static const char usage_text[] =
     "Resolves every instruction pointer in SNAP's stacks to function,\n"
     "file:line (elfutils, DWARF; the binaries named in the snapshot's module\n"
     "records must exist on this machine, with the same build-id) and adds a\n"
-    "\"sym\" record per IP.  Deeper frames are return addresses and are looked\n"
-    "up at ip-1.  IPs that already have a named sym record are kept.\n"
+    "\"sym\" record per IP.  Every frame is a return address and is looked up\n"
+    "at ip-1, as the recorder does.  IPs that already have a named sym record\n"
+    "are kept.\n"
     "\n"
     "  -o, --output OUT   write to OUT (\"-\" = stdout) instead of SNAP\n"
     "  -i, --in-place     rewrite SNAP through a temporary file + rename\n"
@@ -62,8 +69,9 @@ static const char usage_text[] =
     "The output is zstd-compressed when SNAP is.  Exit status: 0 ok, 2 bad\n"
     "usage, unreadable input or unwritable output.\n";
 
-/* Per-IP flags in the collection map. */
-enum { IP_EXACT = 1, IP_RETURN = 2, IP_NAMED = 4 };
+/* Per-IP flags in the collection map: in a stack (so a return address),
+ * has a sym record with a function name, has a sym record (named or not). */
+enum { IP_FRAME = 1, IP_NAMED = 2, IP_SYM = 4 };
 
 typedef struct module_rec {
     char *path, *build_id;
@@ -95,15 +103,15 @@ static int collect(const char *path, collected *c, char *err, size_t errlen)
             for (int i = 0; i < rec.u.stack.depth; i++) {
                 uint64_t ip = rec.u.stack.ips[i];
                 uint64_t *v = u64map_get(&c->ips, 0, ip);
-                uint64_t f = (v ? *v : 0) | (i ? IP_RETURN : IP_EXACT);
+                uint64_t f = (v ? *v : 0) | IP_FRAME;
                 if (u64map_put(&c->ips, 0, ip, f))
                     goto oom;
             }
-        } else if (rec.type == MSNAP_REC_SYMBOL && rec.u.symbol.function &&
-                   rec.u.symbol.function[0]) {
+        } else if (rec.type == MSNAP_REC_SYMBOL) {
+            int is_named = rec.u.symbol.function && rec.u.symbol.function[0];
             uint64_t *v = u64map_get(&c->ips, 0, rec.u.symbol.ip);
             if (u64map_put(&c->ips, 0, rec.u.symbol.ip,
-                           (v ? *v : 0) | IP_NAMED))
+                           (v ? *v : 0) | IP_SYM | (is_named ? IP_NAMED : 0)))
                 goto oom;
         } else if (rec.type == MSNAP_REC_MODULE) {
             const msnap_module *m = &rec.u.module;
@@ -407,21 +415,13 @@ int cmd_symbolize(int argc, char **argv)
         case 'i': in_place = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap symbolize: unknown or incomplete option "
-                            "\"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            return cli_option_error("symbolize", argv, "o:ih", opts);
         }
     }
-    if (argc - optind != 1) {
-        fprintf(stderr, "memsnap symbolize: expected one snapshot file, got "
-                        "%d; try memsnap --help\n", argc - optind);
-        return 2;
-    }
-    if (out_path && in_place) {
-        fprintf(stderr, "memsnap symbolize: -o and --in-place exclude each "
-                        "other; try memsnap --help\n");
-        return 2;
-    }
+    if (argc - optind != 1)
+        return cli_usage_error("symbolize", "expected one snapshot file, got %d", argc - optind);
+    if (out_path && in_place)
+        return cli_usage_error("symbolize", "-o and --in-place exclude each other");
     const char *in_path = argv[optind];
     struct stat st_in, st_out;
     if (out_path && strcmp(out_path, "-") && stat(in_path, &st_in) == 0 &&
@@ -430,9 +430,7 @@ int cmd_symbolize(int argc, char **argv)
         out_path = NULL; /* -o SNAP: same as in place (never truncate the
                             input before reading it) */
     if (!strcmp(in_path, "-")) {
-        fprintf(stderr, "memsnap symbolize: reads its input twice, so it needs "
-                        "a file, not stdin; try memsnap --help\n");
-        return 2;
+        return cli_usage_error("symbolize", "reads its input twice, so it needs a file, not stdin");
     }
 
     int ret = 2;
@@ -448,11 +446,22 @@ int cmd_symbolize(int argc, char **argv)
 
     if (collect(in_path, &col, err, sizeof err))
         goto done;
-    if (col.truncated)
-        fprintf(stderr, "memsnap symbolize: %s: file truncated after line %"
-                PRIu64 " (the process probably died); the cut-off line is "
-                "dropped\n", in_path, col.lines);
 
+    /* Nothing to look up: leave the file alone (no libdwfl, no rewrite). */
+    size_t todo = 0, nframes = 0;
+    for (size_t i = 0; i < col.ips.cap; i++) {
+        const u64map_slot *sl = &col.ips.slots[i];
+        if (sl->used && (sl->value & IP_FRAME)) {
+            nframes++;
+            todo += !(sl->value & IP_NAMED) && !msnap_ip_is_python(sl->key);
+        }
+    }
+    if (!todo && !out_path) {
+        fprintf(stderr, "memsnap symbolize: nothing to resolve in %s (%s); left as it was\n",
+                in_path, nframes ? "every IP of its stacks has a name already" : "it has no stacks");
+        ret = 0;
+        goto done;
+    }
     sy = msnap_symbolizer_new();
     if (!sy) {
         snprintf(err, sizeof err, "memsnap symbolize: cannot start libdwfl");
@@ -480,17 +489,30 @@ int cmd_symbolize(int argc, char **argv)
         /* Python frames are not addresses: their sym lines, written by the
          * recorder, are the only names they have (and are kept). */
         if (!sl->used || (sl->value & IP_NAMED) ||
-            !(sl->value & (IP_EXACT | IP_RETURN)) || msnap_ip_is_python(sl->key))
+            !(sl->value & IP_FRAME) || msnap_ip_is_python(sl->key))
             continue;
-        int ra = (sl->value & IP_RETURN) != 0;
-        if (msnap_symbolizer_resolve_frame(sy, sl->key, ra, &syms[nsyms]) > 0)
-            named++;
+        int got = msnap_symbolizer_resolve_frame(sy, sl->key, 1, &syms[nsyms]) > 0;
+        /* no better than the nameless sym line already there: keep that one */
+        if (!got && !syms[nsyms].file[0] && (sl->value & IP_SYM))
+            continue;
+        named += got;
         if (u64map_put(&resolved, 0, sl->key, 1)) {
             snprintf(err, sizeof err, "memsnap symbolize: out of memory");
             goto done;
         }
         nsyms++;
     }
+    if (!nsyms && !out_path) {
+        fprintf(stderr, "memsnap symbolize: nothing new resolved in %s (%zu of %zu modules "
+                        "usable); left as it was\n", in_path, mods_ok, col.nmods);
+        ret = 0;
+        goto done;
+    }
+
+    if (col.truncated)
+        fprintf(stderr, "memsnap symbolize: %s: file truncated after line %"
+                PRIu64 " (the process probably died); the cut-off line is "
+                "dropped\n", in_path, col.lines);
 
     /* Output: stdout, a named file, or a temporary file renamed over the
      * input.  Compression follows the input. */

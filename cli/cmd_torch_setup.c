@@ -33,6 +33,7 @@
 
 #include "cli.h"
 #include "torch_setup.h"
+#include "options.h"
 
 /* torch_setup_data.c (generated from torch/). */
 extern const unsigned char msnap_torch_plugin_cpp[];
@@ -151,27 +152,19 @@ int cmd_torch_setup(int argc, char **argv)
     const char *python = "python3";
     char outdir[4096] = "";
     int c;
+    optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":p:o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'p': python = optarg; break;
         case 'o': snprintf(outdir, sizeof outdir, "%s", optarg); break;
         case 'h': fputs(usage_text, stdout); return 0;
-        case ':':
-            fprintf(stderr, "memsnap torch-setup: %s needs a value; try memsnap torch-setup --help\n",
-                    argv[optind - 1]);
-            return 2;
         default:
-            fprintf(stderr, "memsnap torch-setup: unknown option %s; try memsnap torch-setup --help\n",
-                    argv[optind - 1]);
-            return 2;
+            return cli_option_error("torch-setup", argv, ":p:o:h", opts);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "memsnap torch-setup: unexpected argument %s; try memsnap torch-setup --help\n",
-                argv[optind]);
-        return 2;
-    }
+    if (optind < argc)
+        return cli_usage_error("torch-setup", "unexpected argument %s", argv[optind]);
     if (!outdir[0] && default_dir(outdir, sizeof outdir) != 0) {
         fprintf(stderr, "memsnap torch-setup: neither XDG_CACHE_HOME nor HOME is set; "
                         "give --out-dir\n");

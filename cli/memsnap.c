@@ -5,7 +5,7 @@
  * subcommand as in a program of its own); each subcommand lives in its own
  * file (cmd_NAME.c) and parses its own flags.  Help goes to stdout with
  * exit 0; a usage error is one line on stderr ending in "try memsnap
- * --help", exit 2.  Exit codes for every subcommand: 0 ok, 1 a finding
+ * --help" (a subcommand's: "try memsnap SUB --help", options.h), exit 2.  Exit codes for every subcommand: 0 ok, 1 a finding
  * (documented per subcommand, e.g. summary: the snapshot has an OOM),
  * 2 bad input or usage.
  */

@@ -15,6 +15,15 @@
  * mode 0666 less the umask.  Returns the fd, or -1 with errno set. */
 int outfile_create(const char *path, char *tmp, size_t cap);
 
+/* Creates a new file from the name tmpl, whose last six characters are
+ * "XXXXXX" (replaced, in place, by random letters and digits until a name
+ * is free): O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, read-write, mode
+ * 0666 less the umask as for any file a program creates (mkstemp's 0600
+ * would ignore the umask).  The umask is left alone (never set and reset),
+ * so this is safe in a multi-threaded process: the recorder's writer
+ * creates its snapshots with it.  Returns the fd, or -1 with errno set. */
+int outfile_open_new(char *tmpl);
+
 /* Puts the finished file in place (renames tmp over path; nothing when
  * tmp is "").  0, or -1 with errno (tmp is then removed). */
 int outfile_commit(const char *tmp, const char *path);

@@ -642,6 +642,8 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         for (int d = 0; d < MSNAP_MAX_DEVICES; d++) {
             if (!m->dev_seen[d])
                 continue;
+            /* PyTorch does not record the device's memory: total 0 is
+             * "unknown" (docs/format.md, device), never "0 B" */
             msnap_device_info di = {.index = d, .total = 0};
             snprintf(di.name, sizeof di.name, "PyTorch device %d (imported)", d);
             wline(w, msnap_fmt_device(w->buf, sizeof w->buf, &di));
@@ -671,10 +673,14 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         }
         m->st->stacks = m->nstacks;
     }
-    /* events: merge the spills by (k1, source, k2) */
+    /* events: merge the spills by (k1, source, k2); as long as the reading
+     * for a big trace, so it has its own progress item */
     spill_rec head[NSRC];
     int have[NSRC];
-    uint64_t last_t = 0, nev = 0;
+    uint64_t last_t = 0, nev = 0, total_ev = 0;
+    for (int s = 0; s < NSRC; s++)
+        total_ev += m->src[s].n;
+    msnap_progress("writing events", 0, total_ev, 0);
     for (int s = 0; s < NSRC; s++) {
         if (spill_rewind(&m->src[s]))
             goto ioerr;
@@ -696,11 +702,13 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         if (e->t_ns > last_t)
             last_t = e->t_ns;
         wline(w, msnap_fmt_event(w->buf, sizeof w->buf, e));
-        nev++;
+        if (!(++nev & 0xffff))
+            msnap_progress("writing events", nev, total_ev, 0);
         have[best] = spill_get(&m->src[best], &head[best]);
         if (have[best] < 0)
             goto ioerr;
     }
+    msnap_progress("writing events", MSNAP_PROGRESS_END, total_ev, 0);
     /* the state the snapshot was taken in */
     wline(w, msnap_fmt_state_begin(w->buf, sizeof w->buf, last_t, m->nlive));
     for (size_t i = 0; i < m->nlive; i++) {
@@ -756,10 +764,19 @@ int msnap_import_torch(const char *in_path, msnap_import_kind kind, int out_fd, 
     m->in = &in;
     iv_sink sink = {m, sink_item};
     int c = iv_in_peek(&in);
+    if (c < 0) {
+        if (in.error)
+            snprintf(err, errlen, "cannot read: %s", strerror(in.error));
+        else
+            snprintf(err, errlen, "is empty: no PyTorch snapshot in it");
+        close(out_fd);
+        goto done;
+    }
     if (kind == MSNAP_IMPORT_AUTO)
         kind = c == 0x80 ? MSNAP_IMPORT_PICKLE : MSNAP_IMPORT_JSON;
     ival *top = kind == MSNAP_IMPORT_PICKLE ? iv_read_pickle(&in, &sink, err, errlen)
                                             : iv_read_json(&in, &sink, err, errlen);
+    msnap_progress(in.what, MSNAP_PROGRESS_END, in.total, 1); /* read: the writing is next */
     if (!top) {
         close(out_fd);
         goto done;

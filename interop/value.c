@@ -201,14 +201,21 @@ int iv_in_open(iv_in *in, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "cannot open: %s", strerror(errno));
         return -1;
     }
+    struct stat sb;
+    int have_st = fstat(in->fd, &sb) == 0;
+    if (have_st && S_ISDIR(sb.st_mode)) {
+        close(in->fd);
+        in->fd = -1;
+        snprintf(err, errlen, "is a directory, not a file");
+        return -1;
+    }
     in->buf = malloc(IV_IN_BUF);
     if (!in->buf) {
         close(in->fd);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    struct stat sb;
-    if (!fstat(in->fd, &sb) && S_ISREG(sb.st_mode))
+    if (have_st && S_ISREG(sb.st_mode))
         in->total = (uint64_t)sb.st_size;
     const char *base = strrchr(path, '/');
     snprintf(in->what, sizeof in->what, "reading %s", base ? base + 1 : path);

@@ -19,11 +19,13 @@
  * stream and flushes; at exit it also writes "sym" lines for every IP (when
  * symbolize is on) and a trailer.  Ring mode writes a complete snapshot to
  * a temporary file in the target folder and renames it over the target.
- * Every file is created new (O_EXCL, 0600) under a temporary name in the
- * target folder and renamed over the target (stream mode: right after its
- * header, then written on in place), so an existing file or a hard link at
- * the path is replaced, never written through; a symlink there is refused;
- * a device or FIFO there (/dev/null, a named pipe) is written in place.
+ * Every file is created new (O_EXCL; mode 0666 less the umask, like any
+ * file the program makes: outfile_open_new, format/outfile.h) under a
+ * temporary name in the target folder and renamed over the target (stream
+ * mode: right after its header, then written on in place), so an existing
+ * file or a hard link at the path is replaced, never written through; a
+ * symlink there is refused; a device or FIFO there (/dev/null, a named
+ * pipe) is written in place.
  *
  * Failed frees: the hot path commits a free before the driver call; when
  * the driver refuses it a free_error follows, and the writer puts the object
@@ -47,6 +49,7 @@
 #include <unistd.h>
 
 #include "symbolize.h"
+#include "outfile.h"
 #include "pathpat.h"
 #include "pyframes.h"
 #include "recorder.h"
@@ -262,7 +265,7 @@ static int expand_path(char *dst, size_t cap, uint64_t n)
 }
 
 /* Creates a new file next to path, named path.tmp.XXXXXX (written into
- * tmp, of cap bytes), for writing: O_EXCL and 0600, so nothing that exists
+ * tmp, of cap bytes), for writing: O_EXCL, so nothing that exists
  * (a file, a hard link to another file) is ever opened or written through;
  * the caller renames tmp over path.  A symlink already at path is refused
  * (errno ELOOP), as a planted link is more likely an attack or a mistake
@@ -287,7 +290,7 @@ static int create_temp_for(const char *path, char *tmp, size_t cap)
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = mkostemp(tmp, O_CLOEXEC);   /* O_CREAT | O_EXCL, mode 0600 */
+    int fd = outfile_open_new(tmp);   /* O_CREAT | O_EXCL, 0666 less the umask */
     if (fd < 0)
         tmp[0] = 0;
     return fd;

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "sim.h"
+#include "size.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -231,37 +232,6 @@ void sim_uncharge(int dev, uint64_t n) { sim_dev[dev].used -= n; }
 
 /* ---- settings ------------------------------------------------------- */
 
-/* Parse a size such as 80G, 512M, 64KiB, 1073741824.  Binary units.
- * Returns 0 and *out > 0, or -1. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    if (!s || !isdigit((unsigned char)*s))
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || v == 0)
-        return -1;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    default: break;
-    }
-    if (shift && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end != '\0')
-        return -1;
-    if (v > (1ull << 50) >> shift) /* at most 1 PiB */
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 /* Arm one fault from "FUNC:N" or "FUNC:N+" (absolute call number since the
  * process started).  Returns 0 or -1. */
 static int parse_fault(const char *item)
@@ -310,9 +280,9 @@ static int read_settings(uint64_t *mem, int *ndev)
     *mem = SIM_DEFAULT_MEM;
     *ndev = 1;
     if ((v = getenv("MEMSNAP_SIM_DEVICE_MEM")) && *v) {
-        if (parse_size(v, mem) < 0 || *mem < SIM_GRANULARITY) {
+        if (sim_size_parse(v, mem) < 0) {
             bad_setting("MEMSNAP_SIM_DEVICE_MEM", v,
-                        "expected a size of at least 2M such as 80G, 512M or 1073741824");
+                        "expected a size " SIM_SIZE_RANGE " such as 80G, 512M or 1073741824");
             return -1;
         }
     }

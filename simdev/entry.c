@@ -28,6 +28,7 @@
 
 #include <cudaTypedefs.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct sim_proc {
@@ -137,12 +138,24 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
 }
 
 /* cuGetExportTable: the driver's private tables (used by the CUDA runtime)
- * are not simulated. */
+ * are not simulated.  cudart, static or shared, asks for them before its
+ * first call does anything, and then fails every call with
+ * cudaErrorNotSupported (801): so the first request says once, on stderr,
+ * that this program needs a real GPU.  Nothing else changes (the program
+ * gets the same error as before). */
 CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {
+    static int said;
     SIM_API(cuGetExportTable, SIM_PLAIN);
     if (ppExportTable)
         *ppExportTable = NULL;
     (void)pExportTableId;
+    if (!said) {
+        said = 1;
+        fprintf(stderr, "memsnap simdev: this program uses the CUDA runtime (cudart), which the "
+                        "simulated device cannot run: its CUDA calls fail with error 801 "
+                        "(not supported); the simulated device runs driver-API programs only "
+                        "(docs/simdev.md)\n");
+    }
     return sim_return(CUDA_ERROR_NOT_SUPPORTED);
 }

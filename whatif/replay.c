@@ -708,7 +708,8 @@ int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay
     if (opt->out_path) {
         /* never written in place: a new file renamed over out_path at the end */
         int ofd = outfile_create(opt->out_path, out_tmp, sizeof out_tmp);
-        if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 0))) {
+        /* zstd level 1, as `memsnap run` writes by default (recorder/config.c) */
+        if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 1))) {
             snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
             if (ofd >= 0)
                 close(ofd);
@@ -970,27 +971,16 @@ typedef struct child_msg {
     char err[512];
 } child_msg;
 
-static double now_s(void)
+/* The progress of the whole run as one item of the process's progress line
+ * (msnap_progress): the input bytes every config has replayed, of n times
+ * the input's size.  The children report nothing themselves. */
+static void show_progress(const msnap_replay_progress *pr, int n, const char *what,
+                          uint64_t size, int final)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* One line of progress on stderr: percent of the work, rate, ETA. */
-static void show_progress(const msnap_replay_progress *pr, int n, double t0, int final)
-{
-    double done = 0, recs = 0;
-    for (int i = 0; i < n; i++) {
-        if (pr[i].bytes_total)
-            done += (double)pr[i].bytes_done / (double)pr[i].bytes_total;
-        recs += (double)pr[i].records;
-    }
-    double el = now_s() - t0, frac = done / n;
-    double eta = frac > 0.001 ? el * (1.0 - frac) / frac : 0;
-    fprintf(stderr, "\rreplay: %5.1f%% of %d config%s, %.1fM records/s, ETA %.0f s   %s",
-            100.0 * frac, n, n == 1 ? "" : "s", el > 0 ? recs / el / 1e6 : 0.0, eta,
-            final ? "\n" : "");
+    uint64_t done = 0;
+    for (int i = 0; i < n; i++)
+        done += pr[i].bytes_done < size ? pr[i].bytes_done : size;
+    msnap_progress(what, final ? MSNAP_PROGRESS_END : done, size * (uint64_t)n, 0);
 }
 
 int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jobs,
@@ -1011,7 +1001,12 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
     int *pfd = calloc((size_t)n, sizeof *pfd);
     int *got = calloc((size_t)n, sizeof *got);
     int rc = 0, next = 0, running = 0, finished = 0, shown = 0;
-    double t0 = now_s();
+    /* progress in requests replayed, the stream's length per config */
+    uint64_t in_size = q->n;
+    const char *base = strrchr(q->f.path, '/');
+    char what[160];
+    snprintf(what, sizeof what, "replaying %s through %d config%s",
+             base ? base + 1 : q->f.path, n, n == 1 ? "" : "s");
     if (!pid || !pfd || !got) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
@@ -1035,6 +1030,7 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
                 break;
             }
             if (!c) {
+                msnap_set_progress(NULL, NULL); /* one line: the parent's */
                 close(p[0]);
                 child_msg m;
                 memset(&m, 0, sizeof m);
@@ -1072,8 +1068,8 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
         if (w == 0) {
             struct timespec ts = {0, 100 * 1000 * 1000};
             nanosleep(&ts, NULL);
-            if (show && now_s() - t0 > 1.0) {
-                show_progress(pr, n, t0, 0);
+            if (show) {
+                show_progress(pr, n, what, in_size, 0);
                 shown = 1;
             }
             continue;
@@ -1124,7 +1120,7 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
         }
     }
     if (shown)
-        show_progress(pr, n, t0, 1);
+        show_progress(pr, n, what, in_size, 1);
 out:
     if (pid)
         for (int i = 0; i < next; i++)

@@ -97,8 +97,9 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
                  char *err, size_t errlen);
 
 /* n replays of the stream, one child process each, at most jobs at a time;
- * res[i] for opts[i].  show: a progress line on stderr once it runs longer
- * than a second.  0, or -1 with the first error in err. */
+ * res[i] for opts[i].  show: report the whole run's progress as one item
+ * through msnap_progress (the CLI draws it on one line after a second); the
+ * children report nothing.  0, or -1 with the first error in err. */
 int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jobs,
                       int show, msnap_replay_result *res, char *err, size_t errlen);
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # progress_test.sh MEMSNAP DATA SCRATCH
 # The progress line (format/progress_term.c): under a pseudo-terminal (script -qc)
-# summary, compare, export and import draw "memsnap: reading ..." lines;
+# summary, compare, export and import draw "memsnap: reading ..." lines
+# (import also "memsnap: writing events", export "writing trace entries");
 # in a pipe nothing of it reaches stderr; --quiet (after or before the
 # subcommand) silences it.  MEMSNAP_PROGRESS_AFTER_MS=0 lifts the one-second
 # delay so that small inputs show the line (no timing is asserted).
@@ -17,7 +18,11 @@ tty() { script -qec "$1" "$S/pty.out" >/dev/null 2>&1; tr '\r' '\n' <"$S/pty.out
 tty "$M summary $SNAP >/dev/null" | grep -q "memsnap: reading roundtrip.msnap" || fail "summary: no progress on a terminal"
 tty "$M compare $SNAP $SNAP -o $S/cmp.png >/dev/null" | grep -q "memsnap: reading" || fail "compare: no progress on a terminal"
 tty "$M export $SNAP --format torch -o $S/x.pickle" | grep -q "memsnap: writing trace entries" || fail "export: no progress on a terminal"
-tty "$M import $S/x.pickle -o $S/x.msnap" | grep -q "memsnap: reading x.pickle" || fail "import: no progress on a terminal"
+tty "$M import $S/x.pickle -o $S/x.msnap" > "$S/import.lines"
+grep -q "memsnap: reading x.pickle" "$S/import.lines" || fail "import: no progress on a terminal"
+# its second half (the events merged and written) has a line of its own
+grep -q "memsnap: writing events  0 / [0-9]" "$S/import.lines" || fail "import: no progress while writing"
+grep -q "^.\[Kmemsnap import:" "$S/import.lines" || fail "import: progress line not cleared"
 # the line is cleared: the last thing before the summary line is an erase
 tty "$M export $SNAP --format torch -o $S/x.pickle" | grep -q "^.\[Kmemsnap export:" || fail "export: progress line not cleared"
 

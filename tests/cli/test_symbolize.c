@@ -2,7 +2,8 @@
  * very program (built with -g -O0): it writes a snapshot whose "module"
  * records describe its own process (msnap_self_modules) and whose stack
  * holds two IPs it knows the answer for:
- *   frame 0: the address of known_function + 1 (an exact code address);
+ *   frame 0: the address of known_function + 1 (looked up, like every
+ *            frame, at ip - 1: the function's first byte);
  *   frame 1: the return address known_function returns to, inside main,
  *            which must resolve (at ip - 1) to main and the line of the call.
  * argv[1] = the memsnap executable, argv[2] = a scratch directory. */

@@ -135,6 +135,7 @@ for t,(a,i) in enumerate(ev):
 out.append(json.dumps({"a":"block_alloc","t":1000*(len(ev)+1),"p":1<<45,"n":40<<30,"f":"allocator"}))
 open(sys.argv[1],"w").write("\n".join(out)+"\n")' "$S/segs.msnap"
   "$M" replay "$S/segs.msnap" -c "" -m 64G -q -o "$S/segs" >/dev/null || fail replay
+  zstdcat -f "$S/segs-1.msnap" > "$S/segs-1.txt" || fail zstdcat
   python3 -c 'import json,sys
 live={}; frees=0; peak=0
 for l in open(sys.argv[1]):
@@ -142,14 +143,20 @@ for l in open(sys.argv[1]):
     if o.get("a")=="alloc": live[o["p"]]=o["n"]; peak=max(peak,len(live))
     elif o.get("a")=="free":
         assert live.pop(o["p"])==o["n"], o; frees+=1
-assert frees>=2000 and peak>=2000 and len(live)==1, (frees, peak, len(live))' "$S/segs-1.msnap" || fail "segment sizes at free" ;;
+assert frees>=2000 and peak>=2000 and len(live)==1, (frees, peak, len(live))' "$S/segs-1.txt" || fail "segment sizes at free" ;;
 replay_oom) # fixed segments OOM under a 200 MiB cap; expandable ones do not
   "$M" replay "$D/frag.msnap" --alloc-conf "expandable_segments:false" \
     --alloc-conf "expandable_segments:true,expandable_va:1G" --device-mem 200M -o "$S/frag" >"$S/t.txt" || fail replay
   cat "$S/t.txt"
   grep -E '^1 .* [0-9.]+ s, 16.00 MiB' "$S/t.txt" >/dev/null || fail "fixed segments should OOM"
   grep -E '^2 .* none ' "$S/t.txt" >/dev/null || fail "expandable segments should not OOM"
-  grep -q '"a":"oom"' "$S/frag-1.msnap" || fail "no oom event in the replay snapshot" ;;
+  zstdcat -f "$S/frag-1.msnap" | grep -q '"a":"oom"' || fail "no oom event in the replay snapshot"
+  # written zstd-compressed, as memsnap run writes, and named in one line
+  [ "$(head -c 4 "$S/frag-1.msnap" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] || fail "frag-1.msnap is not zstd"
+  grep -qx "wrote $S/frag-1.msnap to $S/frag-2.msnap (one replay per config, in the order above, zstd-compressed)" "$S/t.txt" ||
+    fail "no line naming the files: $(tail -1 "$S/t.txt")"
+  "$M" replay "$D/frag.msnap" -q --alloc-conf "" --device-mem 200M -o "$S/one" >"$S/t1.txt" || fail "replay, one config"
+  grep -qx "wrote $S/one-1.msnap (the replay, zstd-compressed)" "$S/t1.txt" || fail "one config: $(tail -1 "$S/t1.txt")" ;;
 replay_torch_fidelity) # real PyTorch traces (data/torch_alloc): replayed peaks vs PyTorch's
   T="$D/torch_alloc"
   grep -v '^#' "$T/peaks.txt" | while read -r name conf real own_tol def_tol; do
@@ -172,7 +179,7 @@ sys.exit(0 if err <= tol else 1)' "$real" "$got" "$2" "$1" "$conf" || fail "$1 u
   done
   grep -q "torch engine" "$S/tt1.txt" || fail "not the torch engine"
   cmp "$S/td1-1.msnap" "$S/td2-1.msnap" && cmp "$S/td1-2.msnap" "$S/td2-2.msnap" || fail "not deterministic"
-  grep -q '"a":"vmm_map"' "$S/td1-2.msnap" || fail "no page mappings in the expandable replay"
+  zstdcat -f "$S/td1-2.msnap" | grep -q '"a":"vmm_map"' || fail "no page mappings in the expandable replay"
   "$M" summary "$S/td1-2.msnap" >/dev/null; [ $? -le 1 ] || fail "summary of a torch replay" ;;
 replay_torch_errors) # bad PyTorch configs: one line, exit 2
   for bad in "max_split_size_mb:10" "expandable_segments:maybe" "roundup_power2_divisions:3" \
@@ -183,6 +190,17 @@ replay_torch_errors) # bad PyTorch configs: one line, exit 2
   done
   "$M" replay "$D/torch_alloc/tr_default.msnap" -q --engine nope -c "" 2>"$S/e"; [ $? = 2 ] || fail "--engine nope"
   "$M" replay "$D/torch_alloc/tr_default.msnap" -q --jobs 0 -c "" 2>"$S/e"; [ $? = 2 ] || fail "--jobs 0" ;;
+replay_progress) # --suggest on a terminal: one progress line for the whole run, the workers draw none
+  command -v script >/dev/null || { echo "no script(1)"; exit 0; }
+  T="$D/torch_alloc"
+  MEMSNAP_PROGRESS_AFTER_MS=0 TERM=xterm script -qec "$M replay $T/tr_default.msnap --suggest -j 4 >$S/sug.txt" \
+    "$S/pty.out" >/dev/null 2>&1 || fail "replay --suggest under a terminal"
+  tr '\r' '\n' <"$S/pty.out" >"$S/lines"
+  grep -q "memsnap: replaying tr_default.msnap through [0-9]* configs" "$S/lines" || fail "no progress line: $(head -c 600 "$S/lines")"
+  # (the parent reads the input once before, to pick the engine: that line is its own)
+  sed -n '/memsnap: replaying/,$p' "$S/lines" >"$S/during"
+  grep -q "memsnap: reading\|^replay: " "$S/during" && fail "a worker drew its own line: $(grep "memsnap: reading\|^replay: " "$S/during" | head -3)"
+  grep -q "^ 1\. " "$S/sug.txt" || fail "no suggestions: $(cat "$S/sug.txt")" ;;
 replay_torch_suggest) # several rank files at once, best first
   "$M" replay "$D/torch_alloc/tr_default.msnap" "$D/torch_alloc/tr_roundup_power2_divisions_4.msnap" \
     -q --suggest -m 150754820096 >"$S/s.txt" || fail suggest
@@ -206,6 +224,25 @@ ph=[e["ph"] for e in ev]
 assert "C" in ph and "B" in ph and "E" in ph and "i" in ph, ph
 assert any(e.get("name")=="OOM" for e in ev)
 assert any(e.get("name")=="allocated" for e in ev) and any(e.get("name")=="reserved" for e in ev)' "$S/p.json" || fail "perfetto content" ;;
+import_device_unknown) # PyTorch gives no device memory: the import says unknown (0, docs/format.md)
+  "$M" import "$D/torch_small_p4.pickle" -o "$S/u.msnap" 2>/dev/null || fail import
+  zstdcat -f "$S/u.msnap" >"$S/u.jsonl"
+  [ "$(grep -c '"type":"device"' "$S/u.jsonl")" = 2 ] || fail "device lines: $(grep '"type":"device"' "$S/u.jsonl")"
+  grep '"type":"device"' "$S/u.jsonl" | grep -v '"total":0}' && fail "an imported device has a size"
+  grep '"a":"oom"' "$S/u.jsonl" | grep -q '"x":5242880' || fail "the OOM lost its device free"
+  grep '"a":"oom"' "$S/u.jsonl" | grep -q '"y":' && fail "the OOM has a device total"
+  # What summary prints of it is cli/cmd_summary.c's, being rewritten: "unknown"
+  # where it prints "0 B" and "device free ? of ?".  PENDING until it does;
+  # then this test fails once, saying to set PENDING=0.
+  PENDING=1
+  "$M" summary "$S/u.msnap" >"$S/sum.txt" 2>&1
+  if grep -q "^device 0 .*PyTorch device 0 (imported), unknown$" "$S/sum.txt" &&
+     grep -q "device free 5.00 MiB of unknown" "$S/sum.txt"; then
+    [ $PENDING = 0 ] || fail "summary now says unknown: set PENDING=0 in $0"
+  else
+    [ $PENDING = 1 ] || fail "summary: $(grep -E '^device 0|device free' "$S/sum.txt")"
+    echo "pending: summary prints $(grep -E '^device 0' "$S/sum.txt")"
+  fi ;;
 *) fail "unknown case $C" ;;
 esac
 echo ok

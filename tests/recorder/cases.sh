@@ -3,7 +3,8 @@
 # real dlsym and cuGetProcAddress routes, real files, signals, fork, threads,
 # SIGKILL.  One case per ctest; run as: cases.sh CASE
 # Environment (set by CMake): MEMSNAP (the CLI), ROUTE_TEST, SNAPCHECK,
-# MEMSNAP_SIMDEV_DIR, MEMSNAP_LIB, CASE_DIR (a scratch folder for this case).
+# SMOKE (memsnap-smoke), MEMSNAP_SIMDEV_DIR, MEMSNAP_LIB, CASE_DIR (a scratch
+# folder for this case).
 set -u
 case_name=${1:?case}
 T=${CASE_DIR:?}/$case_name
@@ -184,11 +185,83 @@ enospc)  # the disk fills up mid-stream: the program runs on unchanged, one line
     done
     echo "2 passed, 0 failed"
     ;;
-mode0600)
-    (umask 000; run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null) || fail "program failed"
-    [ "$(stat -c %a "$T/s.msnap")" = 600 ] || fail "mode $(stat -c %a "$T/s.msnap")"
-    run --mode ring -o "$T/r.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "program failed"
-    [ "$(stat -c %a "$T/r.msnap")" = 600 ] || fail "ring mode $(stat -c %a "$T/r.msnap")"
+mode-umask)  # snapshots and the CLI's outputs get 0666 less the umask, like any file
+    n=0
+    for mask in 022 077; do
+        want=$(printf '%o' $(( 0666 & ~0$mask )))
+        rm -f "$T"/*.msnap "$T"/*.pickle
+        (umask $mask
+         run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null || exit 1
+         run --mode ring -o "$T/r.msnap" -- "$ROUTE_TEST" direct > /dev/null || exit 1
+         "$MEMSNAP" symbolize "$T/s.msnap" -o "$T/sym.msnap" 2> /dev/null || exit 1
+         "$MEMSNAP" export "$T/s.msnap" --format torch -o "$T/x.pickle" 2> /dev/null || exit 1
+         "$MEMSNAP" import "$T/x.pickle" -o "$T/imp.msnap" 2> /dev/null || exit 1
+         "$MEMSNAP" replay "$T/s.msnap" -q --alloc-conf "" --device-mem 1G -o "$T/rp" > /dev/null || exit 1
+        ) || fail "umask $mask: a command failed"
+        for f in s.msnap r.msnap sym.msnap x.pickle imp.msnap rp-1.msnap; do
+            got=$(stat -c %a "$T/$f")
+            [ "$got" = "$want" ] || fail "umask $mask: $f has mode $got, expected $want"
+            n=$((n + 1))
+        done
+    done
+    echo "$n passed, 0 failed"
+    ;;
+cudart-sim)  # a cudart program on the simulated device: one line says why it fails, nothing else changes
+    for prog in "$CUDART_STATIC" "$CUDART_SHARED"; do
+        run -o "$T/s.msnap" -- "$prog" > "$T/out" 2> "$T/err"; rc=$?
+        [ $rc = 0 ] || fail "$prog: exit $rc, expected the program's own 0"
+        printf 'cudaGetDeviceCount 801\ncudaMalloc 801\ncudaFree 801\n' | cmp -s - "$T/out" ||
+            fail "$prog: its output changed: $(cat "$T/out")"
+        [ "$(grep -c 'memsnap simdev: this program uses the CUDA runtime (cudart).*driver-API programs only' "$T/err")" = 1 ] ||
+            fail "$prog: not said once: $(cat "$T/err")"
+    done
+    run -o "$T/d.msnap" -- "$ROUTE_TEST" direct > /dev/null 2> "$T/err" || fail "route_test direct failed"
+    grep -q "CUDA runtime" "$T/err" && fail "said for a driver-API program: $(cat "$T/err")"
+    echo "5 passed, 0 failed"
+    ;;
+sim-size)  # --sim-device sizes: the simulated device's own range (simdev/size.h), refused up front
+    for bad in 99999999T 65T 1M 0 80X 80GiBs -5G ""; do
+        run --sim-device "$bad" -- sh -c ": > '$T/ran'" > /dev/null 2> "$T/err"; rc=$?
+        [ $rc = 2 ] || fail "--sim-device '$bad': exit $rc, expected 2"
+        [ "$(wc -l < "$T/err")" = 1 ] || fail "--sim-device '$bad': not one line: $(cat "$T/err")"
+        grep -q "from 2M to 64T" "$T/err" || fail "--sim-device '$bad': $(cat "$T/err")"
+        [ ! -e "$T/ran" ] || fail "--sim-device '$bad': the program ran"
+    done
+    for good in 64T 2M 80GiB 8gb 1073741824; do
+        run --sim-device $good -- sh -c 'exit 3' 2> "$T/err"; rc=$?
+        [ $rc = 3 ] || fail "--sim-device $good: exit $rc: $(cat "$T/err")"
+    done
+    # the largest size runs: the simulated device takes what memsnap run takes
+    SIM=64T run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null 2> "$T/err" ||
+        fail "--sim-device 64T: $(cat "$T/err")"
+    echo "3 passed, 0 failed"
+    ;;
+output-unwritable)  # a snapshot that cannot be written: refused up front, the program never runs
+    : > "$T/afile"
+    for out in /nonexistent/x.msnap "$T/afile/x.msnap" "$T/missing/%p.msnap"; do
+        run -o "$out" -- sh -c ": > '$T/ran'" > /dev/null 2> "$T/err"; rc=$?
+        [ $rc = 2 ] || fail "-o $out: exit $rc, expected 2"
+        [ "$(wc -l < "$T/err")" = 1 ] || fail "-o $out: stderr is not one line: $(cat "$T/err")"
+        grep -q "cannot write the snapshot .*: folder .*; nothing was run" "$T/err" || fail "-o $out: $(cat "$T/err")"
+        [ ! -e "$T/ran" ] || fail "-o $out: the program ran"
+    done
+    MEMSNAP_OUTPUT=/nonexistent/y.msnap run -- sh -c ": > '$T/ran'" 2> /dev/null; rc=$?
+    [ $rc = 2 ] && [ ! -e "$T/ran" ] || fail "MEMSNAP_OUTPUT=/nonexistent/y.msnap: exit $rc"
+    (cd "$T" && run -- sh -c 'exit 7'); rc=$?     # the default name, in a writable folder
+    [ $rc = 7 ] || fail "default output: exit $rc, expected 7"
+    run -o /dev/null -- "$ROUTE_TEST" direct > /dev/null || fail "-o /dev/null refused"
+    echo "6 passed, 0 failed"
+    ;;
+symbolize-later)  # --no-symbolize, then memsnap symbolize: the same sites as symbolized at exit
+    run -o "$T/at-exit.msnap" -- "$SMOKE" 4 > /dev/null || fail "memsnap-smoke failed"
+    run --no-symbolize -o "$T/later.msnap" -- "$SMOKE" 4 > /dev/null || fail "memsnap-smoke failed (--no-symbolize)"
+    "$MEMSNAP" symbolize "$T/later.msnap" 2>"$T/err" || fail "symbolize: $(cat "$T/err")"
+    for f in at-exit later; do
+        "$MEMSNAP" summary --json "$T/$f.msnap" | jq -r '.top_sites[] | values | .[] | .label, (.frames | join(" <- "))' \
+            > "$T/$f.sites" || fail "summary of $f.msnap"
+    done
+    grep -q 'smoke.c:[0-9]' "$T/at-exit.sites" || fail "no smoke.c sites: $(head -3 "$T/at-exit.sites")"
+    diff "$T/at-exit.sites" "$T/later.sites" || fail "sites differ (above: < at exit, > symbolized later)"
     echo "2 passed, 0 failed"
     ;;
 long-cmdline)  # a 70 KB command line still gives a readable header

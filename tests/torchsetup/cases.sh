@@ -32,9 +32,11 @@ PY=/usr/bin/python3
 # fake_torch SITE: the fake torch package in the site folder SITE.
 fake_torch() {
     local t=$1/torch
-    mkdir -p "$t/lib" "$t/include/c10/cuda"
+    mkdir -p "$t/lib" "$t/include/c10/cuda" "$t/include/torch/csrc/autograd"
     cp "$FAKE_C10" "$t/lib/libc10_cuda.so"
+    : > "$t/lib/libtorch_cpu.so"
     : > "$t/include/c10/cuda/CUDACachingAllocator.h"
+    : > "$t/include/torch/csrc/autograd/function.h"
     echo "__version__ = '2.11.0+fake'" > "$t/version.py"
     echo "_GLIBCXX_USE_CXX11_ABI = True" > "$t/_C.py"
     printf 'from . import _C\nfrom .version import __version__\n' > "$t/__init__.py"

@@ -1,0 +1,44 @@
+#!/bin/sh
+# option_errors.sh MEMSNAP
+# Every subcommand (memsnap help --commands) says a bad option the same way
+# (cli/options.h), in one line on stderr pointing at its own help, exit 2:
+#   memsnap SUB: unknown option "--x"; try memsnap SUB --help
+# the same for an unknown letter (-Z, also inside a group), and for a known
+# option that lacks its value or takes none.
+# PENDING: subcommands not switched to cli_option_error yet (their files are
+# being rewritten elsewhere); each is reported, and the test fails once one
+# passes, so that it is taken off the list.
+M=$1
+PENDING=" summary render compare "
+fail=0 pend=0
+# expect SUB WANT ARGS...: `memsnap SUB ARGS...` exits 2 with exactly WANT on stderr
+expect() {
+    sub=$1 want=$2; shift 2
+    err=$("$M" "$sub" "$@" 2>&1 >/dev/null); rc=$?
+    if [ "$rc" = 2 ] && [ "$err" = "$want" ]; then
+        case $PENDING in *" $sub "*)
+            echo "FAIL: $sub now passes: take it off PENDING in $0"; fail=1 ;;
+        esac
+        return
+    fi
+    case $PENDING in
+        *" $sub "*) pend=$((pend + 1)) ;;
+        *) echo "FAIL: memsnap $sub $*: exit $rc, stderr:"; echo "$err"; echo "  wanted: $want"; fail=1 ;;
+    esac
+}
+subs=$("$M" help --commands) || { echo "FAIL: memsnap help --commands"; exit 1; }
+[ "$(echo "$subs" | wc -l)" -ge 9 ] || { echo "FAIL: only $(echo "$subs" | wc -l) subcommands"; exit 1; }
+for sub in $subs; do
+    expect "$sub" "memsnap $sub: unknown option \"--x\"; try memsnap $sub --help" --x
+    expect "$sub" "memsnap $sub: unknown option \"--x\"; try memsnap $sub --help" --x=1 some.msnap
+    expect "$sub" "memsnap $sub: unknown option \"-Z\"; try memsnap $sub --help" -Z
+done
+expect symbolize 'memsnap symbolize: unknown option "-Z"; try memsnap symbolize --help' -iZ x.msnap
+expect export 'memsnap export: option "--format" needs a value; try memsnap export --help' x.msnap --format
+expect export 'memsnap export: option "-o" needs a value; try memsnap export --help' x.msnap -o
+expect import 'memsnap import: option "--json" takes no value; try memsnap import --help' --json=1 x.json
+expect replay 'memsnap replay: option "--jobs" needs a value; try memsnap replay --help' x.msnap --jobs
+expect run 'memsnap run: option "--mode" needs a value; try memsnap run --help' --mode
+expect torch-setup 'memsnap torch-setup: option "--python" needs a value; try memsnap torch-setup --help' --python
+[ $fail = 0 ] || exit 1
+echo "ok ($pend checks of pending subcommands:$PENDING)"
