@@ -142,6 +142,8 @@ int cmd_compare(int argc, char **argv)
     int changes = 5, c, rc;
     optind = 1;
     opterr = 0;
+    a.shortopts = "ho:";
+    a.longopts = opts;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;

@@ -231,6 +231,8 @@ int cmd_render(int argc, char **argv)
     int c, rc;
     optind = 1;
     opterr = 0;
+    a.shortopts = "ho:";
+    a.longopts = opts;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': prefix = optarg; break;

@@ -22,6 +22,7 @@
 
 #include "breakdown.h"
 #include "cli.h"
+#include "options.h"
 #include "findings.h"
 #include "model.h"
 #include "ranks.h"
@@ -668,7 +669,8 @@ static void print_findings(const cJSON *f)
         else
             printf("allocated %s, ", jsize(x, "allocated", b));
         printf("reserved %s, device free %s", jsize(x, "reserved", c),
-               ju(x, "device_total") ? jsize(x, "device_free", d) : "?");
+               ju(x, "device_total") || ju(x, "device_free") ? jsize(x, "device_free", d)
+                                                             : "unknown");
         if (!cJSON_IsNull(jo(x, "free_inside_reserved")))
             printf(", free inside reserved %s, largest free block %s",
                    jsize(x, "free_inside_reserved", a),
@@ -690,7 +692,7 @@ static void print_text(const cJSON *r, int top)
            msnap_time_text(ju(h, "duration_ns"), t, sizeof t));
     cJSON_ArrayForEach(x, jo(h, "devices"))
         printf("device %-3d %s, %s\n", ji(x, "index"), js(x, "name"),
-               jsize(x, "total", a));
+               ju(x, "total") ? jsize(x, "total", a) : "memory unknown");
     if (cJSON_IsTrue(jo(r, "truncated")))
         printf("(file truncated after line %" PRIu64
                ": the process probably died; shown up to there)\n", ju(r, "lines"));
@@ -744,14 +746,16 @@ static void print_text(const cJSON *r, int top)
         printf(" (and %" PRIu64 " other failed allocations)", nerr);
     printf("\n");
     cJSON_ArrayForEach(x, jo(r, "ooms")) {
-        printf("  %s at %s on device %d: requested %s, device free %s of "
-               "%s, %s (CUresult %d)\n",
+        char dev[96];
+        if (ju(x, "device_total") || ju(x, "device_free"))
+            snprintf(dev, sizeof dev, "device free %s of %s", jsize(x, "device_free", b),
+                     ju(x, "device_total") ? jsize(x, "device_total", c) : "unknown");
+        else
+            snprintf(dev, sizeof dev, "device free unknown");
+        printf("  %s at %s on device %d: requested %s, %s, %s (CUresult %d)\n",
                !strcmp(js(x, "action"), "oom") ? "OOM" : "alloc error",
                msnap_time_text(ju(x, "t_ns"), t, sizeof t), ji(x, "device"),
-               jsize(x, "requested", a),
-               ju(x, "device_total") ? jsize(x, "device_free", b) : "?",
-               ju(x, "device_total") ? jsize(x, "device_total", c) : "?",
-               js(x, "api"), ji(x, "result"));
+               jsize(x, "requested", a), dev, js(x, "api"), ji(x, "result"));
         print_frames(x, "      ");
     }
     printf("failed frees: %" PRIu64 "\n", ju(r, "failed_free_count"));
@@ -984,27 +988,19 @@ int cmd_summary(int argc, char **argv)
         case 't': {
             char *end;
             long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 0 || v > 1000000) {
-                fprintf(stderr, "memsnap summary: --top wants a count, got "
-                                "\"%s\"; try memsnap summary --help\n", optarg);
-                return 2;
-            }
+            if (!*optarg || *end || v < 0 || v > 1000000)
+                return cli_usage_error("summary", "--top wants a count, got \"%s\"", optarg);
             top = (int)v;
             break;
         }
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            fprintf(stderr, "memsnap summary: unknown or incomplete option "
-                            "\"%s\"; try memsnap --help\n", argv[optind - 1]);
-            return 2;
+            return cli_option_error("summary", argv, "h", opts);
         }
     }
     int nfiles = argc - optind;
-    if (nfiles < 1) {
-        fprintf(stderr, "memsnap summary: expected one snapshot file or more, "
-                        "got 0; try memsnap --help\n");
-        return 2;
-    }
+    if (nfiles < 1)
+        return cli_usage_error("summary", "expected one snapshot file or more, got 0");
     cat_rules *rules = cat_rules_new();
     char err[1024];
     if (!rules) {

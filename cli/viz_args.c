@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "options.h"
 #include "render.h"
 #include "siterules.h"
 
@@ -86,9 +87,7 @@ int viz_args_option(viz_args *a, int c, const char *arg, char **argv)
         fputs(a->usage, stdout);
         return 0;
     default:
-        fprintf(stderr, "memsnap %s: unknown or incomplete option \"%s\"; "
-                        "try memsnap --help\n", a->cmd, argv[optind - 1]);
-        return 2;
+        return cli_option_error(a->cmd, argv, a->shortopts, a->longopts);
     }
 }
 
@@ -97,25 +96,18 @@ int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n)
     static const char *count[] = {"zero", "one", "two", "three"};
     int nfiles = argc - optind;
     if (nfiles < a->min_files) {
-        fprintf(stderr, "memsnap %s: expected %s snapshot file%s or more, "
-                        "got %d; try memsnap --help\n", a->cmd,
-                count[a->min_files & 3], a->min_files == 1 ? "" : "s", nfiles);
-        return 2;
+        return cli_usage_error(a->cmd, "expected %s snapshot file%s or more, got %d",
+                               count[a->min_files & 3], a->min_files == 1 ? "" : "s", nfiles);
     }
     if (nfiles > a->max_files) {
-        fprintf(stderr, "memsnap %s: at most %d snapshot files, got %d; "
-                        "try memsnap --help\n", a->cmd, a->max_files, nfiles);
-        return 2;
+        return cli_usage_error(a->cmd, "at most %d snapshot files, got %d", a->max_files, nfiles);
     }
     *paths = argv + optind;
     *n = nfiles;
     int nstdin = 0;
     for (int i = 0; i < nfiles; i++)
-        if (!strcmp((*paths)[i], "-") && ++nstdin > 1) {
-            fprintf(stderr, "memsnap %s: %s; try memsnap %s --help\n", a->cmd,
-                    a->stdin_msg, a->cmd);
-            return 2;
-        }
+        if (!strcmp((*paths)[i], "-") && ++nstdin > 1)
+            return cli_usage_error(a->cmd, "%s", a->stdin_msg);
     sm_demangle_allow_loading(1);
     a->o.columns = viz_timeline_columns(a->width);
     return 0;

@@ -9,6 +9,8 @@
 #ifndef MEMSNAP_CLI_VIZ_ARGS_H
 #define MEMSNAP_CLI_VIZ_ARGS_H
 
+#include <getopt.h>
+
 #include "canvas.h"
 #include "model.h"
 
@@ -19,6 +21,8 @@ typedef struct viz_args {
     int max_height;           /* --height upper bound */
     int min_files, max_files;
     const char *stdin_msg;    /* the refusal of "-", after "memsnap CMD: " */
+    const char *shortopts;    /* what the command gives getopt_long (for */
+    const struct option *longopts; /* cli_option_error's messages) */
     /* results */
     sm_opts o;                /* top and x_from from here; columns set by viz_args_files */
     int width, height;        /* default 1600, 0 (automatic) */

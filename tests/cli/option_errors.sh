@@ -2,14 +2,13 @@
 # option_errors.sh MEMSNAP
 # Every subcommand (memsnap help --commands) says a bad option the same way
 # (cli/options.h), in one line on stderr pointing at its own help, exit 2:
-#   memsnap SUB: unknown option "--x"; try memsnap SUB --help
+#   memsnap SUB: unknown option "--frob"; try memsnap SUB --help
 # the same for an unknown letter (-Z, also inside a group), and for a known
 # option that lacks its value or takes none.
-# PENDING: subcommands not switched to cli_option_error yet (their files are
-# being rewritten elsewhere); each is reported, and the test fails once one
-# passes, so that it is taken off the list.
+# PENDING: subcommands not switched to cli_option_error yet (none now); each
+# is reported, and the test fails once one passes, to be taken off the list.
 M=$1
-PENDING=" summary render compare "
+PENDING=" "
 fail=0 pend=0
 # expect SUB WANT ARGS...: `memsnap SUB ARGS...` exits 2 with exactly WANT on stderr
 expect() {
@@ -29,8 +28,8 @@ expect() {
 subs=$("$M" help --commands) || { echo "FAIL: memsnap help --commands"; exit 1; }
 [ "$(echo "$subs" | wc -l)" -ge 9 ] || { echo "FAIL: only $(echo "$subs" | wc -l) subcommands"; exit 1; }
 for sub in $subs; do
-    expect "$sub" "memsnap $sub: unknown option \"--x\"; try memsnap $sub --help" --x
-    expect "$sub" "memsnap $sub: unknown option \"--x\"; try memsnap $sub --help" --x=1 some.msnap
+    expect "$sub" "memsnap $sub: unknown option \"--frob\"; try memsnap $sub --help" --frob
+    expect "$sub" "memsnap $sub: unknown option \"--frob\"; try memsnap $sub --help" --frob=1 some.msnap
     expect "$sub" "memsnap $sub: unknown option \"-Z\"; try memsnap $sub --help" -Z
 done
 expect symbolize 'memsnap symbolize: unknown option "-Z"; try memsnap symbolize --help' -iZ x.msnap
