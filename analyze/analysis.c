@@ -458,6 +458,8 @@ void an_free(an_file *f)
     free(f->settings);
     sm_symtab_free(&f->tab);
     msnap_state_free(&f->st);
+    u64map_free(&f->fwd_stack);
+    u64map_free(&f->bwd_stack);
     free(f->pre_freed);
     log_free(f->log);
     for (int i = 0; i < f->nmoments; i++)
@@ -570,6 +572,67 @@ static void take_device(an_file *f, const msnap_device_info *d)
         f->dev[f->ndev++] = *d;
 }
 
+/* ---- backward stacks (analysis.h) ------------------------------------------ */
+
+#define AN_STACK_BASE 0xC0000000u   /* ids of the stacks made here */
+
+/* Adds a stack of n frames to the tables under a new id.  0 when out of
+ * memory. */
+static uint32_t make_stack(an_file *f, const uint64_t *ips, int n)
+{
+    if (!f->next_stack)
+        f->next_stack = AN_STACK_BASE;
+    msnap_record r = {.type = MSNAP_REC_STACK};
+    r.u.stack = (msnap_stack){.id = f->next_stack, .depth = n, .ips = ips};
+    if (sm_symtab_take(&f->tab, &r))
+        return 0;
+    return f->next_stack++;
+}
+
+/* The frames of stack id in the tables; depth 0 when unknown. */
+static const uint64_t *stack_ips(const an_file *f, uint32_t id, int *depth)
+{
+    const uint64_t *ix = id ? u64map_get(&f->tab.stack_map, 0, id) : NULL;
+    *depth = ix ? f->tab.stacks[*ix].depth : 0;
+    return ix ? f->tab.stacks[*ix].ips : NULL;
+}
+
+/* The stack event e is seen with: a backward allocation's as described in
+ * analysis.h; a forward one's is remembered under its sequence key.  Its
+ * own stack otherwise; 0 when out of memory. */
+static uint32_t torch_stack(an_file *f, const msnap_event *e)
+{
+    int depth;
+    const uint64_t *ips = stack_ips(f, e->stack, &depth);
+    if (!depth)
+        return e->stack;
+    if (!msnap_ip_is_autograd(ips[0])) {
+        if (e->seq && e->action == MSNAP_A_BLOCK_ALLOC && !u64map_get(&f->fwd_stack, 0, e->seq) &&
+            u64map_put(&f->fwd_stack, 0, e->seq, e->stack))
+            return 0;
+        return e->stack;
+    }
+    const uint64_t *fx = e->seq ? u64map_get(&f->fwd_stack, 0, e->seq) : NULL;
+    uint32_t fwd = fx ? (uint32_t)*fx : 0;
+    uint64_t key = (ips[0] & 0xffffffffu) << 32 | fwd;
+    const uint64_t *bx = u64map_get(&f->bwd_stack, 0, key);
+    if (bx)
+        return (uint32_t)*bx;
+    int fd;
+    const uint64_t *fips = stack_ips(f, fwd, &fd);
+    uint64_t *n = malloc(((size_t)fd + 1) * sizeof *n);
+    if (!n)
+        return 0;
+    n[0] = ips[0];
+    if (fd)
+        memcpy(n + 1, fips, (size_t)fd * sizeof *n);
+    uint32_t id = make_stack(f, n, fd + 1);
+    free(n);
+    if (!id || u64map_put(&f->bwd_stack, 0, key, id))
+        return 0;
+    return id;
+}
+
 /* What an event adds to the log besides its changes (which the state's
  * observer logs as they happen). */
 static void log_event_extra(an_log *l, const msnap_event *e)
@@ -615,7 +678,7 @@ static void log_counters(an_log *l, const msnap_counters *c)
 
 /* One record through the tables, the state, the log and the observers.
  * 0 ok, -1 out of memory or an observer stopped. */
-static int feed(an_file *f, const msnap_record *r)
+static int feed_record(an_file *f, const msnap_record *r)
 {
     switch (r->type) {
     case MSNAP_REC_HEADER:
@@ -669,6 +732,25 @@ static int feed(an_file *f, const msnap_record *r)
         if (f->obs[i].record && f->obs[i].record(f->obs[i].ctx, f, r))
             return -1;
     return 0;
+}
+
+/* A record as the read sees it: PyTorch's events with their backward
+ * stacks (analysis.h), everything else as it is. */
+static int feed(an_file *f, const msnap_record *r)
+{
+    if (r->type != MSNAP_REC_EVENT || r->u.event.api != MSNAP_API_TORCH || !r->u.event.stack)
+        return feed_record(f, r);
+    uint32_t stack = torch_stack(f, &r->u.event);
+    if (!stack)
+        return -1;
+    if (stack == r->u.event.stack)
+        return feed_record(f, r);
+    msnap_record rr;
+    rr.type = r->type;
+    rr.line = r->line;
+    rr.u.event = r->u.event;
+    rr.u.event.stack = stack;
+    return feed_record(f, &rr);
 }
 
 /* After the last record: the state's pre-window objects (their sites for

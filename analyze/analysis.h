@@ -20,6 +20,18 @@
  *                 later (the peak of reserved, the last event before a
  *                 time), kept while passing it.
  *
+ * Backward stacks.  An allocation PyTorch's autograd engine makes while it
+ * evaluates a node carries the node as its innermost frame (an autograd
+ * frame, format.h) and the node's sequence number (q); the first forward
+ * allocation that carries the same q was made by the forward op that
+ * created the node.  The read gives such a backward allocation a stack of
+ * its own: the autograd frame, then the forward allocation's frames
+ * ("MmBackward0" inside "LlamaMLP.forward (modeling_llama.py:175)"), made
+ * once per (node, forward stack) pair and added to the tables with an id
+ * above the file's; without a forward allocation to name it, the autograd
+ * frame alone (the recorder's own frames below it say nothing about the
+ * program).  Every observer and every view sees only these stacks.
+ *
  * Observers (an_observer) see every record after the tables and the state
  * took it, every event before the state applies it, and every change of
  * live memory (before and after), in file order; then the end.  Several
@@ -88,6 +100,10 @@ struct an_file {
     uint64_t *pre_freed;          /* st.pre[i] was freed after event pre_freed[i]
                                      (UINT64_MAX: live at the end, a state line) */
     size_t cap_pre_freed;
+    /* PyTorch's backward named by its forward (see "Backward stacks") */
+    u64map fwd_stack;             /* autograd sequence key -> forward stack id */
+    u64map bwd_stack;             /* (autograd frame, forward stack) -> stack id */
+    uint32_t next_stack;          /* the next stack id made here */
     an_log *log;                  /* NULL unless an observer wants it */
     an_moment *moments[AN_MAX_MOMENTS];
     int nmoments;

@@ -301,9 +301,11 @@ void sm_short_name(const char *fn, char *buf, size_t cap)
 /* What the label needs of one distinct ip, computed once. */
 typedef struct lab_ip {
     uint8_t cls, matched, python;   /* enum sr_class; a rule decided; Python frame */
+    uint8_t autograd, plumbing;     /* an autograd node; PyTorch passing a call on */
     const char *file;               /* the sym record's file (the table's string) */
     char *name;                     /* short function, module+0xoff or 0xip */
     char *text;                     /* name (file:line), file as a base name */
+    char *where;                    /* file:line, file as a base name ("" none) */
     uint64_t h0, h1;                /* hashes of name and text */
 } lab_ip;
 
@@ -311,6 +313,7 @@ typedef struct lab_ip {
 typedef struct lab_stack {
     int kf;             /* first frame outside the memory runtime (0 when none) */
     int lf;             /* the labelling frame; -1 for an empty stack */
+    int end;            /* the last frame the site's identity reads */
     uint32_t site;      /* index into sites */
 } lab_stack;
 
@@ -319,8 +322,11 @@ typedef struct lab_site {
     uint64_t key;
     size_t rep;         /* its first stack (index) */
     uint32_t min_id;    /* its smallest stack id */
-    const char *base;   /* the labelling frame's text (an ip's) */
+    const char *base;   /* the label before what tells it apart */
+    char *own_base;     /* base when made here (a Python stack's), else NULL */
+    int python;         /* named by the Python rule (see the top of the file) */
     char *label;
+    uint32_t group;     /* the sites whose labels read the same are one */
 } lab_site;
 
 typedef struct lab_cache {
@@ -332,6 +338,9 @@ typedef struct lab_cache {
     lab_site *sites;
     size_t nsites, cap_sites;
     u64map keyix;                   /* key -> index into sites */
+    char **glabel;                  /* a group's label (a site's) */
+    uint64_t *gkey;                 /* hash of the label */
+    size_t ngroups;
 } lab_cache;
 
 /* Frees a cache (the table's labels_free). */
@@ -343,14 +352,19 @@ static void cache_free(void *p)
     for (size_t i = 0; i < c->nips; i++) {
         free(c->ips[i].name);
         free(c->ips[i].text);
+        free(c->ips[i].where);
     }
     free(c->ips);
     u64map_free(&c->ipix);
     free(c->st);
-    for (size_t i = 0; i < c->nsites; i++)
+    for (size_t i = 0; i < c->nsites; i++) {
         free(c->sites[i].label);
+        free(c->sites[i].own_base);
+    }
     free(c->sites);
     u64map_free(&c->keyix);
+    free(c->glabel);
+    free(c->gkey);
     free(c);
 }
 
@@ -373,7 +387,8 @@ static const lab_ip *ip_info(lab_cache *c, const sm_symtab *t, uint64_t ip)
         u64map_put(&c->ipix, 0, ip, c->nips))
         return NULL;
     lab_ip *d = &c->ips[c->nips++];
-    *d = (lab_ip){.python = (uint8_t)msnap_ip_is_python(ip), .file = ""};
+    *d = (lab_ip){.python = (uint8_t)(msnap_ip_is_python(ip) && !msnap_ip_is_autograd(ip)),
+                  .autograd = (uint8_t)msnap_ip_is_autograd(ip), .file = ""};
     const char *fn = "";
     int line = 0;
     uint64_t *y = u64map_get(&t->sym_map, 0, ip);
@@ -404,6 +419,18 @@ static const lab_ip *ip_info(lab_cache *c, const sm_symtab *t, uint64_t ip)
     int matched;
     d->cls = (uint8_t)sr_classify(&f, &matched);
     d->matched = (uint8_t)matched;
+    d->plumbing = (uint8_t)(d->cls == SR_TORCH && sr_plumbing(&f));
+    if (d->autograd) {
+        /* an autograd node: what the backward was doing */
+        snprintf(name, sizeof name, "%s", fn[0] ? fn : "autograd node");
+        snprintf(text, sizeof text, "%s", name);
+        d->cls = SR_USER;
+        d->matched = 1;
+    }
+    char where[SM_LABEL_MAX] = "";
+    if (d->file[0] && line)
+        snprintf(where, sizeof where, "%s:%d", sm_base_name(d->file), line);
+    d->where = strdup(where);
     if (d->python && !fn[0] && !matched) {
         /* A Python frame without its sym line (a cut file) says nothing
          * about whose code it is: not a name to show. */
@@ -412,7 +439,7 @@ static const lab_ip *ip_info(lab_cache *c, const sm_symtab *t, uint64_t ip)
     }
     d->name = strdup(name);
     d->text = strdup(text);
-    if (!d->name || !d->text)
+    if (!d->name || !d->text || !d->where)
         return NULL;   /* freed with the cache */
     d->h0 = fnv(FNV0, name);
     d->h1 = fnv(FNV0, text);
@@ -475,6 +502,66 @@ static const char *tail2(const char *name)
     return prev ? prev + 2 : name;
 }
 
+/* Whether frame f of a Python stack is model code (the user's or a
+ * package's Python, not PyTorch's, the interpreter's or the standard
+ * library's). */
+static int model_code(const lab_ip *f, uint8_t cls)
+{
+    return f->python && (cls == SR_USER || cls == SR_PYLIB);
+}
+
+/* A Python stack's label before what tells it apart (see the top of this
+ * file) into buf, with *lf its labelling frame: the autograd node if the
+ * stack starts with one ("MmBackward0 of ..."), the innermost model-code
+ * frame, the PyTorch API it called (" via Linear.forward"), and the user's
+ * outermost frame (" <- train.py:20").  0 when the stack has neither a
+ * model-code frame nor a node: the native rule names it. */
+static int python_base(const lab_ip *const *f, const uint8_t *cls, int depth, int kf,
+                       char *buf, size_t cap, int *lf, int *end)
+{
+    int i0 = kf, node = -1, m = -1, u = -1, t = -1;
+    if (kf < depth && f[kf]->autograd) {
+        node = kf;
+        i0 = kf + 1;
+    }
+    for (int i = i0; i < depth && m < 0; i++)
+        if (model_code(f[i], cls[i]))
+            m = i;
+    /* the user's line that called into the model: the innermost user frame
+     * outward of a package's model code */
+    for (int i = m + 1; m >= 0 && cls[m] != SR_USER && i < depth && u < 0; i++)
+        if (f[i]->python && cls[i] == SR_USER)
+            u = i;
+    if (node < 0 && m < 0)
+        return 0;
+    /* the API: the outermost PyTorch frame inward of the model's that does
+     * more than pass the call on */
+    for (int i = m - 1; m >= 0 && i >= i0; i--) {
+        if (!f[i]->python || cls[i] != SR_TORCH)
+            break;
+        if (!f[i]->plumbing) {
+            t = i;
+            break;
+        }
+    }
+    size_t n = 0;
+    buf[0] = '\0';
+    if (node >= 0)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", f[node]->name,
+                              m >= 0 ? " of " : " (backward)");
+    if (m >= 0 && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "%s", f[m]->text);
+    if (t >= 0 && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, " via %s", f[t]->name);
+    if (u > m && m >= 0 && f[u]->where[0] && n < cap)
+        snprintf(buf + n, cap - n, " <- %s", f[u]->where);
+    *lf = m >= 0 ? m : node;
+    /* what the site is: up to the user's line (callers further out do not
+     * make another site) */
+    *end = u >= 0 ? u : m >= 0 && cls[m] == SR_USER ? m : depth - 1;
+    return 1;
+}
+
 /* Gives every site of one group (sites whose labelling frames read the
  * same, g[0..n)) its label: the base, and when n > 1 what tells it apart
  * (see the top of this file).  counts: an empty map, used with tags tag
@@ -486,7 +573,8 @@ static int label_group(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
      * | members that have it. */
     for (size_t k = 0; n > 1 && k < n; k++) {
         const sm_stack_rec *st = &t->stacks[g[k]->rep];
-        for (int i = c->st[g[k]->rep].kf; i < st->depth; i++) {
+        int e = g[k]->python ? c->st[g[k]->rep].end + 1 : st->depth;
+        for (int i = c->st[g[k]->rep].kf; i < e; i++) {
             const lab_ip *f = ip_info(c, t, st->ips[i]);
             if (!f)
                 return -1;
@@ -504,7 +592,30 @@ static int label_group(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
     }
     for (size_t k = 0; k < n; k++) {
         char suffix[SM_LABEL_MAX] = "";
-        if (n > 1) {
+        if (n > 1 && g[k]->python) {
+            /* a Python site: the first model-code caller outwards only it
+             * has (" from ..."), else the first line inwards (" at ...") */
+            const sm_stack_rec *st = &t->stacks[g[k]->rep];
+            const lab_stack *ls = &c->st[g[k]->rep];
+            for (int i = 0; i < st->depth; i++)
+                fr[i] = ip_info(c, t, st->ips[i]);   /* all cached above */
+            for (int i = ls->lf + 1; i <= ls->end && !suffix[0]; i++) {
+                if (!fr[i]->python || fr[i]->cls == SR_TORCH || fr[i]->cls == SR_LIB)
+                    continue;
+                uint64_t *v = u64map_get(counts, tag + 1, fr[i]->h1);
+                if (v && (*v & 0xffffffffu) == 1)
+                    snprintf(suffix, sizeof suffix, " from %s", fr[i]->text);
+            }
+            for (int i = ls->lf - 1; i >= ls->kf && !suffix[0]; i--) {
+                if (fr[i]->autograd || !fr[i]->where[0])
+                    continue;
+                uint64_t *v = u64map_get(counts, tag + 1, fr[i]->h1);
+                if (v && (*v & 0xffffffffu) == 1)
+                    snprintf(suffix, sizeof suffix, " at %s", fr[i]->where);
+            }
+            /* nothing tells it apart: it reads as the others and is one
+             * site with them */
+        } else if (n > 1) {
             const sm_stack_rec *st = &t->stacks[g[k]->rep];
             const lab_stack *ls = &c->st[g[k]->rep];
             for (int i = 0; i < st->depth; i++)
@@ -526,8 +637,7 @@ static int label_group(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
                                  tail2(lv ? fr[i]->text : fr[i]->name));
                 }
             }
-            if (!suffix[0])
-                snprintf(suffix, sizeof suffix, " (stack %" PRIu32 ")", g[k]->min_id);
+            /* nothing tells it apart: one site with those it reads as */
         }
         char lab[SM_LABEL_MAX];
         size_t sl = strlen(suffix), bl = strlen(g[k]->base);
@@ -581,8 +691,16 @@ static lab_cache *cache_build(const sm_symtab *t)
         }
         ls->kf = kf < 0 ? 0 : kf;
         ls->lf = user >= 0 ? user : pylib >= 0 ? pylib : ls->kf;
+        char pbase[SM_LABEL_MAX];
+        int plf, pend;
+        int python = python_base(fr, cls, st->depth, ls->kf, pbase, sizeof pbase, &plf, &pend);
+        ls->end = st->depth - 1;
+        if (python) {
+            ls->lf = plf;
+            ls->end = pend;
+        }
         uint64_t key = FNV0;
-        for (int i = ls->kf; i < st->depth; i++)
+        for (int i = ls->kf; i <= ls->end; i++)
             for (int b = 0; b < 64; b += 8)
                 key = (key ^ ((fr[i]->h1 >> b) & 0xff)) * 1099511628211ull;
         uint64_t *v = u64map_get(&c->keyix, 0, key);
@@ -596,7 +714,10 @@ static lab_cache *cache_build(const sm_symtab *t)
             u64map_put(&c->keyix, 0, key, c->nsites))
             goto err;
         c->sites[c->nsites] = (lab_site){.key = key, .rep = s, .min_id = st->id,
-                                         .base = fr[ls->lf]->text};
+                                         .base = fr[ls->lf]->text, .python = python};
+        if (python && !(c->sites[c->nsites].base = c->sites[c->nsites].own_base =
+                            strdup(pbase)))
+            goto err;
         ls->site = (uint32_t)c->nsites++;
     }
     /* Sites in groups of equal base text: each group told apart. */
@@ -616,6 +737,25 @@ static lab_cache *cache_build(const sm_symtab *t)
             goto err;
         u64map_free(&counts);   /* one group's counts at a time: memory stays small */
         i = j;
+    }
+    u64map_free(&counts);
+    /* Sites whose labels read the same are one (a group each). */
+    c->glabel = malloc((c->nsites + 1) * sizeof *c->glabel);
+    c->gkey = malloc((c->nsites + 1) * sizeof *c->gkey);
+    if (!c->glabel || !c->gkey)
+        goto err;
+    for (size_t i = 0; i < c->nsites; i++) {
+        uint64_t h = fnv(FNV0, c->sites[i].label);
+        uint64_t *v = u64map_get(&counts, 0, h);
+        if (v) {
+            c->sites[i].group = (uint32_t)*v;
+            continue;
+        }
+        if (u64map_put(&counts, 0, h, c->ngroups))
+            goto err;
+        c->glabel[c->ngroups] = c->sites[i].label;
+        c->gkey[c->ngroups] = h;
+        c->sites[i].group = (uint32_t)c->ngroups++;
     }
     u64map_free(&counts);
     free(order);
@@ -690,12 +830,19 @@ void sm_site_labels(const sm_model *m, const uint32_t *stacks, int n,
         sm_site_label(m, stacks[i], labels[i], SM_LABEL_MAX);
 }
 
+uint32_t sm_site_group(const sm_model *m, uint32_t stack)
+{
+    lab_cache *c;
+    const lab_stack *ls = stack_of(m, stack, &c);
+    return ls ? c->sites[ls->site].group : UINT32_MAX;
+}
+
 uint64_t sm_site_key(const sm_model *m, uint32_t stack)
 {
     lab_cache *c;
     const lab_stack *ls = stack_of(m, stack, &c);
     if (ls)
-        return c->sites[ls->site].key;
+        return c->gkey[c->sites[ls->site].group];
     const char *s = stack ? "unknown stack" : "no stack";
     return fnv(FNV0, s) ^ stack;
 }

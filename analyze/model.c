@@ -58,6 +58,8 @@ struct sm_model {
     /* the state's sites with the model's figures; nsites <= st.nsites */
     sm_site *sites;
     size_t nsites, cap_sites;
+    sm_group *groups;            /* sites by label (sm_groups), after the read */
+    size_t ngroups;
 
     /* progress */
     uint64_t events, ev_idx, t_max, t_first;
@@ -164,6 +166,7 @@ void sm_free(sm_model *m)
     if (m->owns)
         an_free(&m->own);
     free(m->sites);
+    free(m->groups);
     sm_lf_free(&m->lf);
     free(m->ranges);
     free(m->mark_ev);
@@ -1079,13 +1082,111 @@ static int capture(sm_model *m, an_moment *k)
 
 static const sm_model *sort_model; /* qsort has no context argument */
 
-static int cmp_site_peak(const void *a, const void *b)
+static int cmp_group_peak(const void *a, const void *b)
 {
-    const sm_site *x = &sort_model->sites[*(const uint32_t *)a];
-    const sm_site *y = &sort_model->sites[*(const uint32_t *)b];
+    const sm_group *x = &sort_model->groups[*(const uint32_t *)a];
+    const sm_group *y = &sort_model->groups[*(const uint32_t *)b];
     if (x->peak != y->peak)
         return x->peak > y->peak ? -1 : 1;
     return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* The index of the site that names group g (its representative's). */
+static uint32_t site_of_stack(const sm_model *m, const sm_group *g)
+{
+    for (size_t i = 0; i < m->nsites; i++)
+        if (m->sites[i].stack == g->stack && m->sites[i].device == g->device &&
+            &m->groups[m->sites[i].grp] == g)
+            return (uint32_t)i;
+    return 0;
+}
+
+static void grp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch)
+{
+    (void)torch;
+    sm_model *m = ctx;
+    if (site >= m->nsites)
+        return;
+    sm_group *g = &m->groups[m->sites[site].grp];
+    if (sign > 0) {
+        g->live += n;
+        if (g->live > g->peak) {
+            g->peak = g->live;
+            g->peak_t = m->cur_x;
+        }
+    } else {
+        g->live = g->live > n ? g->live - n : 0;
+    }
+}
+
+static void grp_event(void *ctx, uint64_t idx, uint64_t t)
+{
+    (void)idx;
+    ((sm_model *)ctx)->cur_x = t;
+}
+
+/* Groups the sites by label, layer and device, and replays the log for
+ * their peaks (with the objects live before the first event, as the
+ * timeline has them).  0 ok, -1 out of memory. */
+static int build_groups(sm_model *m)
+{
+    const msnap_state *st = &m->f->st;
+    u64map ix = {0};
+    free(m->groups);
+    m->groups = calloc(m->nsites + 1, sizeof *m->groups);
+    m->ngroups = 0;
+    if (!m->groups)
+        return -1;
+    for (size_t i = 0; i < m->nsites; i++) {
+        sm_site *s = &m->sites[i];
+        const msnap_site *ss = &st->sites[i];
+        uint32_t lg = s->stack ? sm_site_group(m, s->stack) : UINT32_MAX;
+        /* unknown stacks stay sites of their own */
+        uint64_t key = lg != UINT32_MAX ? lg : (uint64_t)s->stack << 32 | 0x80000000u;
+        uint32_t tag = 1 + ss->layer * (SM_NDEV + 1) + (uint32_t)s->device;
+        uint64_t *v = u64map_get(&ix, tag, key);
+        sm_group *g;
+        if (v) {
+            g = &m->groups[*v];
+        } else {
+            if (u64map_put(&ix, tag, key, m->ngroups)) {
+                u64map_free(&ix);
+                return -1;
+            }
+            v = u64map_get(&ix, tag, key);
+            g = &m->groups[m->ngroups++];
+            *g = (sm_group){.stack = s->stack, .layer = ss->layer, .cls = s->cls,
+                            .kind = s->kind, .device = s->device, .rank = -1};
+        }
+        s->grp = (uint32_t)*v;
+        if (g->nmembers && s->peak > m->sites[site_of_stack(m, g)].peak) {
+            g->stack = s->stack;
+            g->kind = s->kind;
+        }
+        g->nmembers++;
+        g->count += s->count;
+        g->bytes += s->bytes;
+        g->live_count += s->live_count;
+    }
+    u64map_free(&ix);
+    if (m->f->log) {
+        an_visitor vis = {.ctx = m, .event = grp_event, .change = grp_change};
+        uint64_t x = m->cur_x;
+        if (an_replay(m->f, &vis))
+            return -1;
+        m->cur_x = x;
+    } else {
+        /* no log: each site's own figures (one member per group, mostly) */
+        for (size_t i = 0; i < m->nsites; i++) {
+            sm_group *g = &m->groups[m->sites[i].grp];
+            g->live += m->sites[i].live;
+            if (m->sites[i].peak > g->peak) {
+                g->peak = m->sites[i].peak;
+                g->peak_t = m->sites[i].peak_t;
+            }
+        }
+    }
+    return 0;
 }
 
 /* The end of pass 1: top sites, leak suspects, the marks axis, the
@@ -1118,26 +1219,30 @@ static int on_end(void *ctx, an_file *f)
     m->peak_stacked1 = msnap_state_peak(st, -1, m->blocks_seen
                                         ? MSNAP_LAYER_ALLOCATED : MSNAP_LAYER_RESERVED);
     m->peak_idx = st->all[MSNAP_LAYER_RESERVED].peak_ev;
-    /* Top sites per device. */
+    /* The sites as every view shows them, then the top ones per device. */
     int cls = stacked_cls(m);
-    uint32_t *idx = malloc((m->nsites + 1) * sizeof *idx);
+    if (build_groups(m))
+        return -1;
+    uint32_t *idx = malloc((m->ngroups + 1) * sizeof *idx);
     if (!idx)
         return -1;
     for (int d = 0; d < SM_NDEV; d++) {
         size_t n = 0;
-        for (size_t i = 0; i < m->nsites; i++)
-            if (m->sites[i].device == d && m->sites[i].cls == cls &&
-                m->sites[i].peak)
+        for (size_t i = 0; i < m->ngroups; i++)
+            if (m->groups[i].device == d && m->groups[i].cls == cls && m->groups[i].peak)
                 idx[n++] = (uint32_t)i;
         sort_model = m;
-        qsort(idx, n, sizeof *idx, cmp_site_peak);
+        qsort(idx, n, sizeof *idx, cmp_group_peak);
         sm_dev *v = &m->dev[d];
         v->ntop = 0;
         for (size_t i = 0; i < n && v->ntop < m->o.top; i++) {
-            m->sites[idx[i]].rank = v->ntop;
-            v->top[v->ntop++] = idx[i];
+            sm_group *g = &m->groups[idx[i]];
+            g->rank = v->ntop;
+            v->top[v->ntop++] = site_of_stack(m, g);
         }
     }
+    for (size_t i = 0; i < m->nsites; i++)
+        m->sites[i].rank = m->groups[m->sites[i].grp].rank;
     free(idx);
     if (sm_lf_finish(&m->lf, m->sites, m->nsites, cls) || marks_finish(m))
         return -1;
@@ -1175,8 +1280,9 @@ int sm_attach(sm_model *m, an_file *f)
             return -1;
         an_moment_mark(m->mk_time);    /* before any event, unless one comes by then */
     }
-    /* pass 2 (columns, NVTX ranges) replays the log */
-    if (m->o.columns > 0 && an_want_log(f))
+    /* the sites' figures by label and pass 2 (columns, NVTX ranges)
+     * replay the log */
+    if (an_want_log(f))
         return -1;
     return 0;
 }
@@ -1296,6 +1402,12 @@ const sm_site *sm_sites(const sm_model *m, size_t *n)
 {
     *n = m->nsites;
     return m->sites;
+}
+
+const sm_group *sm_groups(const sm_model *m, size_t *n)
+{
+    *n = m->ngroups;
+    return m->groups;
 }
 
 const sm_leak *sm_leaks(const sm_model *m, size_t *n, uint64_t *nvalleys)

@@ -93,7 +93,23 @@ typedef struct sm_site {
     uint64_t v_first, v_last;  /* live at the first / latest valley */
     uint32_t rises, falls;
     int in_valleys;            /* has a value for the first valley */
+    uint32_t grp;              /* index into sm_groups() */
 } sm_site;
+
+/* A site as every view shows it: the sites (stacks) of one layer and
+ * device whose labels read the same are one (label.c), with the figures of
+ * their sum over time (the file's change log replayed, analysis.h). */
+typedef struct sm_group {
+    uint32_t stack;            /* its member with the highest peak: names it */
+    uint8_t layer;             /* MSNAP_LAYER_RESERVED, _ALLOCATED or _PINNED */
+    uint8_t cls;               /* enum sm_cls */
+    uint8_t kind;              /* the representative's first allocation's action */
+    int16_t device;            /* slot */
+    int rank;                  /* 0..top-1 on its device in the stacked layer, -1 */
+    uint64_t live, peak, peak_t;     /* live (at the end), peak and when */
+    uint64_t count, bytes, live_count; /* summed over its members */
+    uint32_t nmembers;
+} sm_group;
 
 /* Layout at one moment: segments (rows of the map) and what fills them. */
 typedef struct sm_span {
@@ -206,6 +222,8 @@ const sm_opts *sm_options(const sm_model *m);
 const sm_dev *sm_device(const sm_model *m, int slot);
 int sm_blocks_seen(const sm_model *m);      /* stacked layer = allocator blocks */
 const sm_site *sm_sites(const sm_model *m, size_t *n);
+/* The sites as every view shows them (sm_group), after the read. */
+const sm_group *sm_groups(const sm_model *m, size_t *n);
 /* Leak suspects, largest growth first; nvalleys: valleys found. */
 const sm_leak *sm_leaks(const sm_model *m, size_t *n, uint64_t *nvalleys);
 /* Stacked total at the first and the last valley (the floor). */
@@ -274,6 +292,9 @@ void sm_site_label(const sm_model *m, uint32_t stack, char *buf, size_t cap);
  * first caller only its stack has) or " (stack N)". */
 void sm_site_labels(const sm_model *m, const uint32_t *stacks, int n,
                     char (*labels)[SM_LABEL_MAX]);
+/* The group of a stack's site: the sites whose labels read the same are
+ * one (UINT32_MAX when the stack is unknown). */
+uint32_t sm_site_group(const sm_model *m, uint32_t stack);
 /* A key that names the same site in another snapshot of the same program
  * (another run, another rank, another allocator setting): a hash of the
  * frames from the labelling frame outwards as "function (file:line)" (else

@@ -28,25 +28,6 @@ static const char *command_line(const summary *s, char *buf, size_t cap)
     return buf;
 }
 
-/* The labels of the listed sites, told apart (viz/label.c); NULL when out
- * of memory.  free() the result. */
-static char (*site_labels(const sm_model *m, const msnap_site *const *sites,
-                          size_t n))[SM_LABEL_MAX]
-{
-    char (*labs)[SM_LABEL_MAX] = malloc((n + 1) * sizeof *labs);
-    uint32_t *stacks = malloc((n + 1) * sizeof *stacks);
-    if (!labs || !stacks) {
-        free(labs);
-        free(stacks);
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++)
-        stacks[i] = sites[i]->stack;
-    sm_site_labels(m, stacks, (int)n, labs);
-    free(stacks);
-    return labs;
-}
-
 /* ---- text --------------------------------------------------------------- */
 
 /* The layers whose sites are ranked, each on its own (state.h). */
@@ -144,6 +125,18 @@ static cJSON *json_fail(const sm_model *m, const sum_fail *f, int is_free)
 
 /* Adds "layer": [sites by peak] (null for the allocated layer when the
  * file has no blocks). */
+static const sm_model *sort_groups_model; /* qsort has no context argument */
+
+static int cmp_group(const void *a, const void *b)
+{
+    size_t n;
+    const sm_group *g = sm_groups(sort_groups_model, &n);
+    const sm_group *x = &g[*(const uint32_t *)a], *y = &g[*(const uint32_t *)b];
+    if (x->peak != y->peak)
+        return x->peak > y->peak ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
 static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
                        int layer, int top)
 {
@@ -153,15 +146,23 @@ static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
         return;
     }
     cJSON *ta = cJSON_AddArrayToObject(ts, name);
-    const msnap_site **sites = top > 0 ? malloc((size_t)top * sizeof *sites) : NULL;
-    size_t shown = sites ? summary_top_sites(s, layer, sites, (size_t)top) : 0;
-    char (*labs)[SM_LABEL_MAX] = shown ? site_labels(m, sites, shown) : NULL;
-    for (size_t i = 0; i < shown; i++) {
-        const msnap_site *x = sites[i];
+    size_t ng, n = 0;
+    const sm_group *g = sm_groups(m, &ng);
+    uint32_t *order = malloc((ng + 1) * sizeof *order);
+    if (!order)
+        return;
+    for (size_t i = 0; i < ng; i++)
+        if (g[i].layer == layer && g[i].count)
+            order[n++] = (uint32_t)i;
+    sort_groups_model = m;
+    qsort(order, n, sizeof *order, cmp_group);
+    for (size_t i = 0; i < n && (int)i < top; i++) {
+        const sm_group *x = &g[order[i]];
+        char lab[SM_LABEL_MAX];
+        sm_site_label(m, x->stack, lab, sizeof lab);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "stack", x->stack);
-        if (labs)
-            cJSON_AddStringToObject(o, "label", labs[i]);
+        cJSON_AddStringToObject(o, "label", lab);
         cJSON_AddStringToObject(o, "kind", msnap_action_name(x->kind));
         cJSON_AddNumberToObject(o, "device", x->device == MSNAP_ST_HOST ? -1 : x->device);
         msnap_json_u64(o, "peak", x->peak);
@@ -170,11 +171,11 @@ static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
         msnap_json_u64(o, "bytes_total", x->bytes);
         msnap_json_u64(o, "live_at_end", x->live);
         msnap_json_u64(o, "live_count_at_end", x->live_count);
+        cJSON_AddNumberToObject(o, "stacks", x->nmembers);
         cJSON_AddItemToObject(o, "frames", json_frames(m, x->stack));
         cJSON_AddItemToArray(ta, o);
     }
-    free(labs);
-    free(sites);
+    free(order);
 }
 
 /* ---- findings (analyze/model.h) --------------------------------------- */

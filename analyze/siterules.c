@@ -93,7 +93,13 @@ static const sr_rule defaults[] = {
     LIB(SR_MODULE, "python[0-9]*"),
     LIB(SR_FN, "_Py*"),
     LIB(SR_FN, "Py*"),
-    /* Python frames: installed packages, then the standard library. */
+    /* Python frames: PyTorch's own, installed packages, then the standard
+     * library. */
+    {SR_TORCH, SR_FILE, SR_PY, "*/site-packages/torch/*"},
+    {SR_TORCH, SR_FILE, SR_PY, "*/dist-packages/torch/*"},
+    {SR_TORCH, SR_FILE, SR_PY, "*/site-packages/functorch/*"},
+    {SR_TORCH, SR_FILE, SR_PY, "*/site-packages/triton/*"},
+    {SR_TORCH, SR_FILE, SR_PY, "*/dist-packages/triton/*"},
     {SR_PYLIB, SR_FILE, SR_PY, "*/site-packages/*"},
     {SR_PYLIB, SR_FILE, SR_PY, "*/dist-packages/*"},
     {SR_LIB, SR_FILE, SR_PY, "<frozen *"},
@@ -167,6 +173,24 @@ int sr_classify(const sr_frame *f, int *matched)
     if (matched)
         *matched = 0;
     return SR_USER;
+}
+
+int sr_plumbing(const sr_frame *f)
+{
+    static const char *const files[] = {
+        "*/torch/nn/modules/module.py", "*/torch/utils/_contextlib.py", "*/torch/_dynamo/*",
+        "*/torch/amp/*", "*/torch/autograd/grad_mode.py", "*/torch/_compile.py",
+        "*/torch/utils/hooks.py", "*/torch/_jit_internal.py", "*/torch/overrides.py",
+        "*/torch/_tensor.py", "*/torch/utils/_device.py",
+    };
+    if (!f->python || !f->file)
+        return 0;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (!fnmatch(files[i], f->file, 0))
+            return 1;
+    /* a decorator's or hook's wrapper (optimizer.py's, ...) */
+    return f->fn && (strstr(f->fn, "<locals>.wrapper") || strstr(f->fn, "<locals>._use_grad") ||
+                     strstr(f->fn, "<locals>.decorate"));
 }
 
 /* Frees a rule list. */

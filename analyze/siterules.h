@@ -2,12 +2,19 @@
  * to the libraries between the user's code and the driver.  label.c names
  * an allocation site by the innermost frame these rules call user code.
  *
- * A frame is one of four classes:
+ * A frame is one of five classes:
  *   SR_USER     the user's code: a frame no rule skips, or one a "keep"
  *               rule matches;
  *   SR_PYLIB    a Python frame of an installed package (site-packages,
- *               dist-packages) or one a user "skip" rule matches: the
- *               first fallback when a stack has no user frame;
+ *               dist-packages) or one a user "skip" rule matches: model
+ *               code (transformers, diffusers, ...) - for a Python stack
+ *               the site is its innermost model-code frame, user's or
+ *               package's;
+ *   SR_TORCH    PyTorch's own Python (torch/, functorch, triton): the API
+ *               the model calls ("via Linear.forward") and its internals,
+ *               never the site itself; sr_plumbing() tells the frames
+ *               that only pass a call on (Module._call_impl, decorators,
+ *               autocast) from the API;
  *   SR_LIB      any other skipped frame: CUDA's libraries, the C/C++
  *               runtime, PyTorch's native libraries, the interpreter, the
  *               Python standard library;
@@ -39,7 +46,7 @@
 
 #include <stddef.h>
 
-enum sr_class { SR_USER = 0, SR_PYLIB = 1, SR_LIB = 2, SR_RUNTIME = 3 };
+enum sr_class { SR_USER = 0, SR_PYLIB = 1, SR_LIB = 2, SR_RUNTIME = 3, SR_TORCH = 4 };
 
 /* What the rules look at in a frame; "" for an unknown field. */
 typedef struct sr_frame {
@@ -53,6 +60,11 @@ typedef struct sr_frame {
 /* The class of a frame (enum sr_class).  *matched (may be NULL) is set to
  * 1 when a rule decided, 0 when no rule matched (user code by default). */
 int sr_classify(const sr_frame *f, int *matched);
+
+/* Whether a PyTorch frame (SR_TORCH) only passes a call on: a module's
+ * __call__ machinery, a decorator's wrapper, autocast, no_grad, dynamo's
+ * frame hooks. */
+int sr_plumbing(const sr_frame *f);
 
 /* Replaces the user's rules by those of the file at path.  0 ok; -1 with a
  * one-line reason in err ("line 3: ...", "cannot read: ..."), the previous
