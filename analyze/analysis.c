@@ -15,7 +15,9 @@
  *            follows); then the time as a zigzag delta from the previous
  *            EVENT's.  Written lazily, before the first other entry of an
  *            event, so events that change nothing cost nothing.
- *   CHANGE   bit 3: added (else removed); bit 4: api torch; site, size.
+ *   CHANGE   bit 3: added (else removed); bit 4: api torch; site, size, the
+ *            object's key (an_obj_key: which object, for observers that
+ *            follow objects).
  *   COUNTERS device + 1, t, reserved, allocated, async, managed, host,
  *            vmm_mapped, device_used.
  *   NVTX     bit 3: push (else pop); tid; string id (push only).
@@ -139,11 +141,12 @@ static void log_flush_event(an_log *l)
     l->pending_idx = 0;
 }
 
-static void log_change(an_log *l, uint32_t site, int sign, uint64_t size, int torch)
+static void log_change(an_log *l, uint32_t site, int sign, uint64_t size, int torch,
+                       uint64_t key)
 {
     log_flush_event(l);
-    uint64_t v[2] = {site, size};
-    log_put(l, L_CHANGE | (sign > 0 ? 8u : 0u) | (torch ? 16u : 0u), v, 2);
+    uint64_t v[3] = {site, size, key};
+    log_put(l, L_CHANGE | (sign > 0 ? 8u : 0u) | (torch ? 16u : 0u), v, 3);
 }
 
 static void log_free(an_log *l)
@@ -187,7 +190,7 @@ int an_replay(const an_file *f, const an_visitor *v)
     for (size_t i = 0; i < st->npre; i++)
         if (l->pre_site[i] != MSNAP_NO_SITE && v->change)
             v->change(v->ctx, l->pre_site[i], 1, st->pre[i].o.size,
-                      st->pre[i].o.api == MSNAP_API_TORCH);
+                      st->pre[i].o.api == MSNAP_API_TORCH, an_obj_key(&st->pre[i].o));
     uint64_t idx = 0, t = 0;
     for (const log_chunk *c = l->head; c; c = c->next) {
         const unsigned char *p = c->b, *end = c->b + c->used;
@@ -203,8 +206,9 @@ int an_replay(const an_file *f, const an_visitor *v)
             case L_CHANGE: {
                 uint32_t site = (uint32_t)get_varint(&p);
                 uint64_t size = get_varint(&p);
+                uint64_t key = get_varint(&p);
                 if (v->change)
-                    v->change(v->ctx, site, tag & 8 ? 1 : -1, size, (tag & 16) != 0);
+                    v->change(v->ctx, site, tag & 8 ? 1 : -1, size, (tag & 16) != 0, key);
                 break;
             }
             case L_COUNTERS: {
@@ -511,7 +515,7 @@ static int dispatch_after(void *ctx, const msnap_state *st, const msnap_obj *o, 
         if (moment_change(f->moments[i], o, sign))
             return -1;
     if (f->log && o->site != MSNAP_NO_SITE)
-        log_change(f->log, o->site, sign, o->size, o->api == MSNAP_API_TORCH);
+        log_change(f->log, o->site, sign, o->size, o->api == MSNAP_API_TORCH, an_obj_key(o));
     for (int i = 0; i < f->nobs; i++)
         if (f->obs[i].change && f->obs[i].change(f->obs[i].ctx, f, o, sign))
             return -1;
@@ -529,7 +533,7 @@ static int dispatch_pre(void *ctx, const msnap_state *st, size_t i)
         uint32_t site = msnap_state_site_for(&f->st, &st->pre[i].o);
         if (site != MSNAP_NO_SITE)
             log_change(f->log, site, -1, st->pre[i].o.size,
-                       st->pre[i].o.api == MSNAP_API_TORCH);
+                       st->pre[i].o.api == MSNAP_API_TORCH, an_obj_key(&st->pre[i].o));
     }
     return 0;
 }

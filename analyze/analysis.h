@@ -145,7 +145,8 @@ typedef struct an_visitor {
     void *ctx;
     /* A new event (idx 1-based; events that logged nothing are skipped). */
     void (*event)(void *ctx, uint64_t idx, uint64_t t_ns);
-    void (*change)(void *ctx, uint32_t site, int sign, uint64_t size, int torch);
+    /* key: the object's (an_obj_key), so an observer can follow it */
+    void (*change)(void *ctx, uint32_t site, int sign, uint64_t size, int torch, uint64_t key);
     void (*counters)(void *ctx, const msnap_counters *c);
     /* nvtx_push (str = string id) or nvtx_pop of thread tid */
     void (*nvtx)(void *ctx, int push, uint32_t tid, uint32_t str);

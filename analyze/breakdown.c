@@ -25,11 +25,23 @@ typedef struct site_info {
     int lib, cat;
     uint8_t use;        /* 0 no part, 1 driver memory, 2 allocator block */
     uint8_t bview;      /* counts in the categories' blocks view */
+    uint8_t kind;       /* cat_torch_kind of its stack (blocks) */
+    uint8_t fixed;      /* cat decided by the frames alone (a user rule, ...) */
 } site_info;
+
+/* What became of one block (the first replay), by allocation ordinal. */
+enum { FATE_KEPT = 0, FATE_SAME_PHASE = 1 };
 
 struct breakdown {
     const cat_rules *rules;
     const an_file *f;
+    int cur_kind;              /* phase of the last allocation replayed */
+    uint64_t epoch;            /* changes of phase so far */
+    /* following blocks through the replays: live key -> ordinal and epoch
+     * (first), or -> category (second); fate by ordinal */
+    u64map objs;
+    uint8_t *fate;
+    size_t nfate, cap_fate, ord;
     char libs[BD_MAX_LIBS][64];
     int nlibs;
     bd_device dev[BD_NDEV];
@@ -53,6 +65,8 @@ void bd_free(breakdown *b)
     if (!b)
         return;
     u64map_free(&b->stack_class);
+    u64map_free(&b->objs);
+    free(b->fate);
     free(b->sites);
     free(b);
 }
@@ -141,6 +155,33 @@ static int site_classify(breakdown *b, uint32_t i, site_info *si)
         return 0;
     if (classify(b, s->stack, &si->lib, &si->cat))
         return -1;
+    if (si->use == 2) {
+        /* a block: which part of a PyTorch program made it; the category
+         * waits for how it lived, unless the user's rules say */
+        cat_frame fr[MSNAP_MAX_FRAMES];
+        int n = cat_frames_of(&b->f->tab, s->stack, fr, MSNAP_MAX_FRAMES);
+        const char *node;
+        si->kind = (uint8_t)cat_torch_kind(fr, n, &node);
+        int user = cat_classify_user(b->rules, fr, n);
+        const char *rc = cat_name(b->rules, si->cat);
+        si->fixed = 1;
+        if (user >= 0)
+            si->cat = user;
+        else if (si->kind == CT_KV)
+            si->cat = cat_index_of(b->rules, "kv_cache");
+        else if (!strcmp(rc, "kv_cache") || !strcmp(rc, "workspaces") ||
+                 !strcmp(rc, "communication") || !strcmp(rc, "parameters") ||
+                 !strcmp(rc, "gradients"))
+            ;   /* what the frames say outright (the default rules) */
+        else if (si->kind == CT_INIT)
+            si->cat = cat_index_of(b->rules, "parameters");
+        else if (si->kind == CT_OTHER)
+            si->cat = cat_index_of(b->rules, "inputs");
+        else if (node && !strcmp(node, "AccumulateGrad"))
+            si->cat = cat_index_of(b->rules, "gradients");
+        else if (si->kind != CT_NONE)
+            si->fixed = 0;      /* how its blocks live decides */
+    }
     const char *ln = b->libs[si->lib];
     /* Driver memory of an unknown library is left out of the blocks view
      * too: without frames it cannot be told from an allocator's segment. */
@@ -160,12 +201,45 @@ static void rp_event(void *ctx, uint64_t idx, uint64_t t)
         b->last_t = t;
 }
 
-static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch)
+/* The category of a block: its site's, or, when that waits on how the
+ * block lived, the part of the program that made it and whether the
+ * block outlived that part (a backward's gradients, an optimizer's state,
+ * a forward's activations; else temporaries). */
+static int block_category(const breakdown *b, const site_info *si, int fate)
+{
+    int kept = fate != FATE_SAME_PHASE;
+    switch (si->fixed ? CT_NONE : si->kind) {
+    case CT_BACKWARD:
+        return cat_index_of(b->rules, kept ? "gradients" : "temporaries");
+    case CT_OPTIM:
+        return cat_index_of(b->rules, kept ? "optimizer_state" : "temporaries");
+    case CT_FORWARD:
+        return cat_index_of(b->rules, kept ? "activations" : "temporaries");
+    default:
+        return si->cat;
+    }
+}
+
+static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
+                        uint64_t key)
 {
     breakdown *b = ctx;
     const site_info *si = &b->sites[site];
     if (!si->use)
         return;
+    int cat = si->cat;
+    if (si->use == 2 && si->kind && !si->fixed) {
+        /* a block followed: its category from its fate (first replay) */
+        uint64_t v;
+        if (sign > 0) {
+            size_t o = b->ord++;
+            cat = block_category(b, si, o < b->nfate ? b->fate[o] : FATE_KEPT);
+            if (u64map_put(&b->objs, 2, key, (uint64_t)cat))
+                b->err = 1;
+        } else if (u64map_del(&b->objs, 2, key, &v)) {
+            cat = (int)v;
+        }
+    }
     bd_device *v = &b->dev[b->f->st.sites[site].device];
     uint64_t t = b->last_t;
     v->seen = 1;
@@ -179,13 +253,13 @@ static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch)
     } else {
         ADJ(v->recorded);
         ADJ(v->by_lib[si->lib]);
-        cats_change(&v->driver_view, si->cat, n, sign, t);
+        cats_change(&v->driver_view, cat, n, sign, t);
         if (sign > 0 && v->recorded > v->at_peak.recorded)
             take_moment(v, &v->at_peak, t);
     }
 #undef ADJ
     if (si->bview)
-        cats_change(&v->blocks_view, si->cat, n, sign, t);
+        cats_change(&v->blocks_view, cat, n, sign, t);
 }
 
 /* A counters record: the moment of the highest device_used so far.  Only
@@ -231,6 +305,40 @@ static void rp_oom(void *ctx, int device)
         }
 }
 
+/* The first replay: what became of each block of a site whose category
+ * waits on it.  The phase is the kind of the last allocation (a free
+ * names no stack); a new phase starts an epoch; a block freed in its own
+ * epoch lived within its phase. */
+static void life_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
+                        uint64_t key)
+{
+    (void)torch;
+    (void)n;
+    breakdown *b = ctx;
+    const site_info *si = &b->sites[site];
+    if (si->use != 2 || !si->kind || si->fixed)
+        return;
+    uint64_t v;
+    if (sign > 0) {
+        int k = si->kind == CT_KV ? CT_FORWARD : si->kind;
+        if (k != b->cur_kind) {
+            b->cur_kind = k;
+            b->epoch++;
+        }
+        size_t o = b->ord++;
+        if (sm_grow((void **)&b->fate, &b->cap_fate, o, 1) ||
+            u64map_put(&b->objs, 2, key, (uint64_t)o | b->epoch << 32)) {
+            b->err = 1;
+            return;
+        }
+        b->fate[o] = FATE_KEPT;
+        b->nfate = o + 1;
+    } else if (u64map_del(&b->objs, 2, key, &v)) {
+        if (v >> 32 == (b->epoch & 0xffffffffu))
+            b->fate[v & 0xffffffffu] = FATE_SAME_PHASE;
+    }
+}
+
 /* The end of the read: classify every site, then replay. */
 static int on_end(void *ctx, an_file *f)
 {
@@ -241,9 +349,16 @@ static int on_end(void *ctx, an_file *f)
     for (size_t i = 0; i < f->st.nsites; i++)
         if (site_classify(b, (uint32_t)i, &b->sites[i]))
             return -1;
+    an_visitor life = {.ctx = b, .change = life_change};
+    if (an_replay(f, &life) || b->err)
+        return -1;
+    u64map_free(&b->objs);
+    b->ord = 0;
     an_visitor v = {.ctx = b, .event = rp_event, .change = rp_change,
                     .counters = rp_counters, .segment = rp_segment, .oom = rp_oom};
-    return an_replay(f, &v);
+    int rc = an_replay(f, &v) || b->err ? -1 : 0;
+    u64map_free(&b->objs);
+    return rc;
 }
 
 int bd_attach(breakdown *b, an_file *f)

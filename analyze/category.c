@@ -40,11 +40,12 @@ struct cat_rules {
     int ncat;
     cat_rule *rules;
     size_t n;
+    size_t nuser;          /* rules[0..nuser) are the user's */
 };
 
 static const char *const builtin_names[] = {
     "other", "parameters", "gradients", "optimizer_state", "activations",
-    "kv_cache", "workspaces", "communication",
+    "temporaries", "inputs", "kv_cache", "workspaces", "communication",
 };
 
 /* The default rules: category, kind, glob a, glob b (NULL = any). */
@@ -72,7 +73,9 @@ static const struct { const char *cat; int kind; const char *a, *b; } defaults[]
     {"optimizer_state", K_PYTHON, "*/deepspeed/*optim*", NULL},
     {"communication", K_PYTHON, "*/torch/distributed/*", NULL},
     /* KV caches: transformers, vLLM, SGLang */
-    {"kv_cache", K_PYTHON, "*/transformers/cache_utils.py", NULL},
+    /* (transformers' cache_utils.py: only as the innermost model-code
+     * frame, cat_torch_kind; any frame would take a training loop's
+     * attention for a cache) */
     {"kv_cache", K_PYTHON, "*/vllm/*", "*kv_cache*"},
     {"kv_cache", K_PYTHON, "*/vllm/*cache_engine.py", NULL},
     {"kv_cache", K_PYTHON, "*/vllm/*kv_cache*", NULL},
@@ -275,6 +278,7 @@ int cat_rules_load(cat_rules *r, const char *path, char *err, size_t errlen)
     free(r->rules);
     r->rules = all;
     r->n += nadd;
+    r->nuser += nadd;
     memcpy(r->names, names, sizeof names);
     r->ncat = ncat;
     nadd = 0;       /* now owned by r */
@@ -310,13 +314,108 @@ static int rule_matches(const cat_rule *x, const cat_frame *f)
     }
 }
 
+static int py_library(const cat_frame *f);
+static int innermost_kv(const cat_frame *frames, int n);
+
 int cat_classify(const cat_rules *r, const cat_frame *frames, int n)
 {
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; i < r->n; i++) {
+        /* after the user's rules: a KV cache's code as the innermost
+         * model-code frame */
+        if (i == r->nuser && innermost_kv(frames, n))
+            return cat_index_of(r, "kv_cache");
         for (int j = 0; j < n; j++)
             if (rule_matches(&r->rules[i], &frames[j]))
                 return r->rules[i].cat;
+    }
     return CAT_OTHER;
+}
+
+int cat_classify_user(const cat_rules *r, const cat_frame *frames, int n)
+{
+    for (size_t i = 0; i < r->nuser; i++)
+        for (int j = 0; j < n; j++)
+            if (rule_matches(&r->rules[i], &frames[j]))
+                return r->rules[i].cat;
+    return -1;
+}
+
+int cat_index_of(const cat_rules *r, const char *name)
+{
+    for (int i = 0; i < r->ncat; i++)
+        if (!strcmp(r->names[i], name))
+            return i;
+    return CAT_OTHER;
+}
+
+/* Whether a Python frame is PyTorch's own, the interpreter's or the
+ * standard library's (not model code). */
+static int py_library(const cat_frame *f)
+{
+    static const char *const torch_globs[] = {"*/site-packages/torch/*", "*/dist-packages/torch/*"};
+    for (size_t i = 0; i < sizeof torch_globs / sizeof torch_globs[0]; i++)
+        if (!fnmatch(torch_globs[i], f->file, 0))
+            return 1;
+    if (f->file[0] == '<')
+        return 1;      /* <frozen ...>, <string> */
+    /* the standard library: lib/pythonX.Y/, outside installed packages */
+    return strstr(f->file, "/lib/python") && !strstr(f->file, "-packages/");
+}
+
+/* Whether the innermost model-code frame (Python outside PyTorch and the
+ * standard library) is a KV cache's code. */
+static int innermost_kv(const cat_frame *frames, int n)
+{
+    static const char *const kv[] = {"*/transformers/cache_utils.py", "*/vllm/*kv_cache*",
+                                     "*/vllm/*cache_engine.py", "*/sglang/*memory_pool*"};
+    for (int i = 0; i < n; i++) {
+        if (!frames[i].python || py_library(&frames[i]))
+            continue;
+        for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++)
+            if (!fnmatch(kv[k], frames[i].file, 0))
+                return 1;
+        return 0;
+    }
+    return 0;
+}
+
+int cat_torch_kind(const cat_frame *frames, int n, const char **node)
+{
+    static const char *const optim[] = {"*/torch/optim/*", "*/torch/distributed/optim/*",
+                                        "*/deepspeed/*optim*", "*/apex/optimizers/*"};
+    *node = NULL;
+    if (n && frames[0].autograd) {
+        *node = frames[0].fn;
+        return CT_BACKWARD;
+    }
+    int any_py = 0;
+    for (int i = 0; i < n; i++)
+        any_py |= frames[i].python;
+    if (!any_py)
+        return CT_NONE;
+    if (innermost_kv(frames, n))
+        return CT_KV;
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; frames[i].python && k < sizeof optim / sizeof optim[0]; k++)
+            if (!fnmatch(optim[k], frames[i].file, 0))
+                return CT_OPTIM;
+    /* the default rules' parameter creation and loading */
+    for (size_t k = 0; k < sizeof defaults / sizeof defaults[0]; k++) {
+        if (strcmp(defaults[k].cat, "parameters") || defaults[k].kind != K_PYTHON)
+            continue;
+        for (int i = 0; i < n; i++)
+            if (frames[i].python && gmatch(defaults[k].a, frames[i].file) &&
+                gmatch(defaults[k].b, frames[i].fn))
+                return CT_INIT;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *fn = frames[i].fn;
+        size_t l = strlen(fn);
+        if (frames[i].python && ((l >= 7 && !strcmp(fn + l - 7, "forward")) ||
+                                 strstr(fn, "_call_impl")))
+            return CT_FORWARD;
+    }
+    return CT_OTHER;
 }
 
 /* Fills up to max frames of a stack from the tables; returns how many. */
@@ -328,7 +427,8 @@ static int stack_frames(const sm_symtab *t, uint32_t stack, cat_frame *out,
     int n = 0;
     for (int i = 0; i < depth && n < max; i++) {
         sm_symtab_frame_get(t, stack, i, &fi);
-        out[n].python = msnap_ip_is_python(fi.ip);
+        out[n].python = msnap_ip_is_python(fi.ip) && !msnap_ip_is_autograd(fi.ip);
+        out[n].autograd = msnap_ip_is_autograd(fi.ip);
         out[n].fn = fi.fn ? fi.fn : "";
         out[n].file = fi.file ? fi.file : "";
         out[n].module = fi.module ? fi.module : "";
@@ -342,6 +442,11 @@ int cat_classify_stack(const cat_rules *r, const sm_symtab *t, uint32_t stack)
     cat_frame f[MSNAP_MAX_FRAMES];
     int n = stack ? stack_frames(t, stack, f, MSNAP_MAX_FRAMES) : 0;
     return cat_classify(r, f, n);
+}
+
+int cat_frames_of(const sm_symtab *t, uint32_t stack, cat_frame *out, int max)
+{
+    return stack ? stack_frames(t, stack, out, max) : 0;
 }
 
 /* Module base-name prefixes that are the CUDA driver and runtime or the

@@ -2,9 +2,13 @@
  * decided from the frames of the stack that allocated it.
  *
  * Categories (as PyTorch's memory profiler and Mosaic report them):
- * parameters, gradients, optimizer_state, activations (activations and
- * temporaries, of forward and of backward), kv_cache, workspaces,
- * communication, other.  A category is given by rules over frames:
+ * parameters, gradients, optimizer_state, activations (a forward's memory
+ * kept for the backward, or kept), temporaries (memory freed within the
+ * phase that made it: forward, backward or optimizer step), inputs,
+ * kv_cache, workspaces, communication, other.  For PyTorch's allocated
+ * layer breakdown.c decides them from what part of the program made the
+ * memory (cat_torch_kind) and when it was freed; the rules below decide
+ * the rest (and a user's rules everything they match).  A category is given by rules over frames:
  *
  *   CATEGORY  python  FILE-GLOB [FUNCTION-GLOB]   a Python frame whose .py
  *                                                 file (and qualified name)
@@ -51,6 +55,7 @@ typedef struct cat_frame {
     const char *fn;        /* function / qualified name */
     const char *file;      /* Python: the .py path; native: the source file */
     const char *module;    /* native: the module path ("" when none) */
+    int autograd;          /* 1: an autograd node (fn = its name) */
 } cat_frame;
 
 typedef struct cat_rules cat_rules;
@@ -78,6 +83,25 @@ int cat_classify(const cat_rules *r, const cat_frame *frames, int n);
 /* The same for stack `stack` of a snapshot's tables (CAT_OTHER when the
  * stack is unknown). */
 int cat_classify_stack(const cat_rules *r, const sm_symtab *t, uint32_t stack);
+
+/* The user's rules alone (those a rules file added): a category, or -1
+ * when none matches. */
+int cat_classify_user(const cat_rules *r, const cat_frame *frames, int n);
+
+/* The frames of a stack as the rules see them (up to max); how many. */
+int cat_frames_of(const sm_symtab *t, uint32_t stack, cat_frame *out, int max);
+
+/* The index of a category name (CAT_OTHER when unknown). */
+int cat_index_of(const cat_rules *r, const char *name);
+
+/* What part of a PyTorch program made an allocation, from its frames: the
+ * backward (an autograd node first; *node its name), the optimizer
+ * (torch/optim, ...), parameter creation or loading, a KV cache's code as
+ * the innermost model-code frame, a module's forward, other Python (the
+ * program's own code around the model: inputs), or no Python at all.
+ * breakdown.c turns these and how long the memory lived into categories. */
+enum { CT_NONE = 0, CT_BACKWARD, CT_OPTIM, CT_INIT, CT_FORWARD, CT_KV, CT_OTHER };
+int cat_torch_kind(const cat_frame *frames, int n, const char **node);
 
 /* The library that made a driver-level allocation (see above), written to
  * buf and returned. */

@@ -521,9 +521,11 @@ static int obj_after(void *ctx, an_file *f, const msnap_obj *o, int sign)
 /* Pass 2, a change replayed from the log (analysis.h an_replay): the
  * columns up to now get the state before it, then the device's levels and
  * the site's rank move. */
-static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch)
+static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
+                        uint64_t key)
 {
     (void)torch;
+    (void)key;
     sm_model *m = ctx;
     sm_site *s = site_at(m, site);
     if (!s || !s->cls) {
@@ -1101,9 +1103,11 @@ static uint32_t site_of_stack(const sm_model *m, const sm_group *g)
     return 0;
 }
 
-static void grp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch)
+static void grp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
+                        uint64_t key)
 {
     (void)torch;
+    (void)key;
     sm_model *m = ctx;
     if (site >= m->nsites)
         return;

@@ -57,8 +57,9 @@ categories)  # default rules on Python + native frames; the split at the peak an
     cat_is parameters peak $((400 * MiB))
     cat_is optimizer_state peak $((100 * MiB))
     cat_is gradients peak $((100 * MiB))
-    cat_is activations peak $((200 * MiB))
-    cat_is activations at_oom 0
+    # the forward's memory freed before the forward ended: temporaries
+    cat_is temporaries peak $((200 * MiB))
+    cat_is temporaries at_oom 0
     cat_is kv_cache at_oom $((50 * MiB))
     cat_is kv_cache at_total_peak 0
     cat_is workspaces peak 67240960

@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     CHECK(strcmp(cat_of(r, kv, 3), "activations") == 0);
     CHECK(strcmp(cat_of(r, other_lib, 4), "my_buffers") == 0);
     CHECK(strcmp(cat_of(r, params, 5), "parameters") == 0);   /* defaults still there */
-    CHECK(cat_count(r) == 9);
+    CHECK(cat_count(r) == 11);
 
     /* bad files: refused with file:line, the rules unchanged */
     const char *bad[] = {"parameters python\n",
@@ -130,7 +130,7 @@ int main(int argc, char **argv)
         CHECK(strstr(err, where[i]) != NULL);
         CHECK(strchr(err, '\n') == NULL);
     }
-    CHECK(cat_count(r) == 9);
+    CHECK(cat_count(r) == 11);
     CHECK(strcmp(cat_of(r, kv, 3), "activations") == 0);
     snprintf(path, sizeof path, "%s/does-not-exist.rules", dir);
     CHECK(cat_rules_load(r, path, err, sizeof err) == -1);
