@@ -117,7 +117,9 @@ int sm_lf_finish(sm_leakfinder *f, const sm_site *sites, size_t n, int cls)
         const sm_site *s = &sites[i];
         if (s->cls != cls || !s->in_valleys)
             continue;
-        if (s->rises >= 2 && s->falls * 3 <= s->rises && s->v_last > s->v_first) {
+        /* ... and still holds memory at the end: a step that settles
+         * (gradients after the first backward) is not a leak */
+        if (s->rises >= 2 && s->falls * 3 <= s->rises && s->v_last > s->v_first && s->live) {
             sm_leak *nl = realloc(f->leaks, (f->nleaks + 1) * sizeof *nl);
             if (!nl)
                 return -1;

@@ -21,8 +21,8 @@
  * by cand_ver), so confirming a valley costs only the sites touched since
  * the previous one (the dirty list), never a walk over all sites.  A site
  * is a suspect when, over at least 3 valleys, its bytes at valleys rose at
- * least twice, fell at most a third as often as they rose, and ended above
- * where they started.
+ * least twice, fell at most a third as often as they rose, ended above
+ * where they started, and the site still holds memory at the end.
  */
 #ifndef MEMSNAP_VIZ_FINDINGS_H
 #define MEMSNAP_VIZ_FINDINGS_H

@@ -830,6 +830,13 @@ void sm_site_labels(const sm_model *m, const uint32_t *stacks, int n,
         sm_site_label(m, stacks[i], labels[i], SM_LABEL_MAX);
 }
 
+int sm_runtime_frames(const sm_model *m, uint32_t stack)
+{
+    lab_cache *c;
+    const lab_stack *ls = stack_of(m, stack, &c);
+    return ls ? ls->kf : 0;
+}
+
 uint32_t sm_site_group(const sm_model *m, uint32_t stack)
 {
     lab_cache *c;

@@ -292,6 +292,10 @@ void sm_site_label(const sm_model *m, uint32_t stack, char *buf, size_t cap);
  * first caller only its stack has) or " (stack N)". */
 void sm_site_labels(const sm_model *m, const uint32_t *stacks, int n,
                     char (*labels)[SM_LABEL_MAX]);
+/* How many of a stack's innermost frames are the memory runtime's (the
+ * driver, cudart, an allocator, memsnap's recorder and plugin): what a
+ * listing of the site's frames leaves out. */
+int sm_runtime_frames(const sm_model *m, uint32_t stack);
 /* The group of a stack's site: the sites whose labels read the same are
  * one (UINT32_MAX when the stack is unknown). */
 uint32_t sm_site_group(const sm_model *m, uint32_t stack);

@@ -151,9 +151,18 @@ static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
     uint32_t *order = malloc((ng + 1) * sizeof *order);
     if (!order)
         return;
-    for (size_t i = 0; i < ng; i++)
-        if (g[i].layer == layer && g[i].count)
-            order[n++] = (uint32_t)i;
+    /* a PyTorch run's reserved layer: its segments are what the allocated
+     * layer lists; the other libraries' driver memory is listed here */
+    int torch_res = s->torch_blocks && layer == MSNAP_LAYER_RESERVED;
+    for (size_t i = 0; i < ng; i++) {
+        char lib[128];
+        if (g[i].layer != layer || !g[i].count)
+            continue;
+        if (torch_res && !strcmp(cat_library_stack(sm_symtab_of(m), g[i].stack, lib, sizeof lib),
+                                 CAT_LIB_TORCH))
+            continue;
+        order[n++] = (uint32_t)i;
+    }
     sort_groups_model = m;
     qsort(order, n, sizeof *order, cmp_group);
     for (size_t i = 0; i < n && (int)i < top; i++) {
@@ -172,6 +181,12 @@ static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
         msnap_json_u64(o, "live_at_end", x->live);
         msnap_json_u64(o, "live_count_at_end", x->live_count);
         cJSON_AddNumberToObject(o, "stacks", x->nmembers);
+        if (layer != MSNAP_LAYER_ALLOCATED) {
+            char lib[128];
+            cJSON_AddStringToObject(o, "library",
+                                    cat_library_stack(sm_symtab_of(m), x->stack, lib, sizeof lib));
+        }
+        cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(m, x->stack));
         cJSON_AddItemToObject(o, "frames", json_frames(m, x->stack));
         cJSON_AddItemToArray(ta, o);
     }
@@ -393,6 +408,11 @@ static cJSON *build_json(summary *s, sm_model *m, const char *path, int top)
     cJSON *le = cJSON_AddObjectToObject(root, "live_at_end");
     msnap_json_u64(le, "count", lc);
     msnap_json_u64(le, "bytes", lb);
+    if (st->allocated_seen) {
+        msnap_json_u64(le, "blocks", s->blocks_live_count);
+        msnap_json_u64(le, "block_bytes", s->blocks_live_bytes);
+    }
+    cJSON_AddBoolToObject(root, "pytorch", s->torch_blocks);
     if (st->state_seen) {
         cJSON *so = cJSON_AddObjectToObject(root, "state");
         msnap_json_u64(so, "t_ns", st->state_t);

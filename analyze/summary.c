@@ -68,6 +68,8 @@ static int mark_push(summary *s, const msnap_event *e)
 static int count_event(summary *s, const msnap_event *e)
 {
     s->events++;
+    if (e->action == MSNAP_A_BLOCK_ALLOC && e->api == MSNAP_API_TORCH)
+        s->torch_blocks = 1;
     if (e->action < MSNAP_A_COUNT)
         s->by_action[e->action]++;
     if (e->api < MSNAP_API_COUNT)
@@ -141,6 +143,10 @@ static void finish_live(summary *s)
             msnap_state_counts_in(o->kind, o->device, MSNAP_LAYER_PINNED)) {
             s->live_count[o->device]++;
             s->live_bytes[o->device] += o->size;
+        }
+        if (o->kind == MSNAP_A_BLOCK_ALLOC) {
+            s->blocks_live_count++;
+            s->blocks_live_bytes += o->size;
         }
     }
 }

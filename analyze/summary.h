@@ -60,6 +60,8 @@ typedef struct summary {
     uint64_t by_api[MSNAP_API_COUNT];
     const msnap_state *st;     /* the an_file's: live objects, layers, peaks, sites */
     uint64_t live_count[MSNAP_ST_NDEV], live_bytes[MSNAP_ST_NDEV];
+    uint64_t blocks_live_count, blocks_live_bytes; /* allocator blocks live at the end */
+    int torch_blocks;          /* some blocks came from PyTorch's allocator */
                                /* RESERVED (device slots) and PINNED (the
                                   host slot) objects live at the end */
 

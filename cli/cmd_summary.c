@@ -114,10 +114,15 @@ static void print_frames(const cJSON *o, const char *indent)
         printf("%s(stack %" PRIu64 " not in the file)\n", indent, ju(o, "stack"));
         return;
     }
-    for (int i = 0; i < depth && i < TOP_FRAMES; i++)
+    /* the memory runtime's frames (driver, allocator, recorder) are not the
+     * program's: the listing starts after them */
+    int skip = ji(o, "runtime_frames");
+    if (skip < 0 || skip >= depth)
+        skip = 0;
+    for (int i = skip; i < depth && i < skip + TOP_FRAMES; i++)
         printf("%s%s\n", indent, cJSON_GetArrayItem(fr, i)->valuestring);
-    if (depth > TOP_FRAMES)
-        printf("%s... %d more frames\n", indent, depth - TOP_FRAMES);
+    if (depth > skip + TOP_FRAMES)
+        printf("%s... %d more frames\n", indent, depth - skip - TOP_FRAMES);
 }
 
 /* "peak X at T s, final Y" for one level object. */
@@ -151,8 +156,11 @@ static void print_counts(const char *title, const cJSON *counts)
     printf("\n");
 }
 
-/* The top sites of one layer; null: the layer was not seen. */
-static void print_sites(const cJSON *ts, const char *layer, int top)
+/* The top sites of one layer; null: the layer was not seen.  pytorch: the
+ * reserved layer of a PyTorch run, whose PyTorch segments are one line
+ * (what they hold is the allocated layer's list). */
+static void print_sites(const cJSON *ts, const char *layer, int top, int pytorch,
+                        uint64_t reserved_peak)
 {
     char a[32], b[32], c[32];
     const cJSON *list = jo(ts, layer);
@@ -163,11 +171,18 @@ static void print_sites(const cJSON *ts, const char *layer, int top)
         return;
     }
     int n = cJSON_GetArraySize(list);
-    if (!n)
+    if (!n && !(pytorch && !strcmp(layer, "reserved")))
         return;
-    printf("\ntop %d %s site%s by peak live bytes:\n", n, layer, plural((uint64_t)n));
     int i = 0;
     const cJSON *x;
+    if (pytorch && !strcmp(layer, "reserved")) {
+        printf("\nreserved (driver memory): peak %s, PyTorch's segments (what they hold is the\n"
+               "allocated layer above; the rest is its cache)%s\n",
+               msnap_size_text(reserved_peak, a, sizeof a),
+               n ? " and other libraries':" : "");
+    } else {
+        printf("\ntop %d %s site%s by peak live bytes:\n", n, layer, plural((uint64_t)n));
+    }
     cJSON_ArrayForEach(x, list) {
         uint64_t count = ju(x, "count");
         printf("  #%-2d peak %-11s %6" PRIu64 " alloc%s, %s total, "
@@ -191,13 +206,17 @@ static void print_findings(const cJSON *f)
     printf("\nfindings (stacked layer: %s)\n",
            blocks ? "allocator blocks"
                   : "reserved only, the allocator reports no blocks");
-    printf("leak suspects: %d", cJSON_GetArraySize(leaks));
-    if (nvalleys >= 2)
-        printf(" (%" PRIu64 " valleys of the total; the floor went "
-               "from %s to %s)", nvalleys, jsize(jo(f, "floor"), "first", a),
-               jsize(jo(f, "floor"), "last", b));
+    int nleaks = cJSON_GetArraySize(leaks);
+    if (nvalleys < 3)
+        printf("leak suspects: none (%" PRIu64 " valley%s of the total: too few to judge)",
+               nvalleys, plural(nvalleys));
+    else if (!nleaks)
+        printf("leak suspects: none (no site's live bytes kept rising across the %" PRIu64
+               " valleys of the total)", nvalleys);
     else
-        printf(" (%" PRIu64 " valleys of the total: too few to judge)", nvalleys);
+        printf("leak suspects: %d (sites whose live bytes kept rising across the %" PRIu64
+               " valleys of the total, which went from %s to %s)", nleaks, nvalleys,
+               jsize(jo(f, "floor"), "first", a), jsize(jo(f, "floor"), "last", b));
     printf("\n");
     int i = 0;
     cJSON_ArrayForEach(x, leaks) {
@@ -368,17 +387,34 @@ static void print_text(const cJSON *r, int top)
 
     const cJSON *le = jo(r, "live_at_end");
     uint64_t lc = ju(le, "count");
-    printf("\nstill live at end: %" PRIu64 " device allocation%s, %s%s\n",
-           lc, plural(lc), jsize(le, "bytes", a),
-           lc ? " (at a clean exit, a leak hint)" : "");
+    if (jo(le, "blocks")) {
+        /* with an allocator, its blocks are what the program still holds;
+         * the driver memory is the allocator's cache (freed at exit) */
+        uint64_t bc = ju(le, "blocks");
+        printf("\nstill allocated at end: %" PRIu64 " block%s, %s%s\n", bc, plural(bc),
+               jsize(le, "block_bytes", a), bc ? " (at a clean exit, a leak hint)" : "");
+        printf("still reserved at end: %" PRIu64 " device allocation%s, %s (the allocator's "
+               "segments and other libraries' memory)\n", lc, plural(lc), jsize(le, "bytes", b));
+    } else {
+        printf("\nstill live at end: %" PRIu64 " device allocation%s, %s%s\n",
+               lc, plural(lc), jsize(le, "bytes", a),
+               lc ? " (at a clean exit, a leak hint)" : "");
+    }
     const cJSON *so = jo(r, "state");
     if (so)
         printf("recorder state at %s: %" PRIu64 " live objects holding %s of device memory\n",
                msnap_time_text(ju(so, "t_ns"), t, sizeof t), ju(so, "live"),
                jsize(so, "bytes", a));
 
+    /* a PyTorch run: the allocated layer first (the program's tensors),
+     * then the driver memory around it */
+    int pytorch = cJSON_IsTrue(jo(r, "pytorch"));
+    static const int torch_layers[] = {MSNAP_LAYER_ALLOCATED, MSNAP_LAYER_RESERVED,
+                                       MSNAP_LAYER_PINNED};
+    const int *order = pytorch ? torch_layers : site_layers;
+    uint64_t res_peak = ju(jo(jo(r, "process"), "reserved"), "peak");
     for (size_t k = 0; k < sizeof site_layers / sizeof site_layers[0]; k++)
-        print_sites(jo(r, "top_sites"), msnap_layer_name(site_layers[k]), top);
+        print_sites(jo(r, "top_sites"), msnap_layer_name(order[k]), top, pytorch, res_peak);
 
     print_findings(jo(r, "findings"));
 
