@@ -168,6 +168,10 @@ static void print_alignment(const pr_model *m, const char *param)
         printf(", %s unaligned (they keep the template's size)",
                with_commas(al->fits[PR_FIT_NONE], f3, sizeof f3));
     printf("\n");
+    if (al->fits[PR_FIT_NONE])
+        printf("  limit: the unaligned requests keep their size and their number; where their "
+               "number grows with %s (one per sequence of a batch, say), larger values make more of "
+               "them than predicted\n", param);
     if (al->regions) {
         char s0[32], s1[32];
         printf("  the recordings differ from request %s (%.1f%% into the run, %.3f s into %s): %s "
@@ -243,8 +247,11 @@ static void print_growth(pr_model *m, double x, const char *param)
     printf("\nsites that grow with %s (live at the predicted peak at %g):\n", param, x);
     for (int i = 0; i < n; i++) {
         char r1[64], r2[64], b[32];
-        printf("  %s per %s", rate(g[i].per_unit, r1, sizeof r1), param);
-        if (fabs(g[i].per_unit2) >= 0.5)
+        int lin = fabs(g[i].per_unit) >= 0.5, quad = fabs(g[i].per_unit2) >= 0.5;
+        printf(" ");
+        if (lin || !quad)
+            printf(" %s per %s", rate(g[i].per_unit, r1, sizeof r1), param);
+        if (quad)
             printf(" %s per %s^2", rate(g[i].per_unit2, r2, sizeof r2), param);
         printf(": %s (%s live there)\n", g[i].label, sz(g[i].bytes, b, sizeof b));
     }
@@ -515,6 +522,7 @@ int cmd_predict(int argc, char **argv)
             }
             if (fit.at > 0)
                 print_growth(m, fit.at, param);
+            rc = 0;
         }
         if (!rc)
             rc = fit.at > 0 ? 0 : 1;
