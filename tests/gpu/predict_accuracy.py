@@ -142,7 +142,7 @@ def main():
             continue
         recs, at, conf = OOM_FROM[base]
         frac = t["frac"]
-        c = ("%s,memory_fraction:%.6f" % (conf, frac)).lstrip(",")
+        c = ("%s,memory_fraction:%.12g" % (conf, frac)).lstrip(",")
         g = predict(a, recs, [at], c)[float(at)]
         right = bool(g["oom"]) == bool(t["oom"])
         ok &= right

@@ -13,6 +13,10 @@
 #   oom       a value that does not fit: exit 1, the row says OOM and names
 #             the request's site and mark
 #   usage     usage errors: one line, exit 2
+#   h200      real H200 recordings of a transformers Llama training loop
+#             (data/predict_h200, README there): each of PyTorch's own peaks
+#             of larger runs within 5% (allocated) and 10% (reserved), and
+#             every memory-fraction run's OOM or not, predicted right
 set -u
 M=$1 S=$2 C=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -174,6 +178,41 @@ usage)
     [ $rc = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -q "^memsnap predict: bad config \"bogus_key:1\"" "$T/err" ||
         fail "a bad config: exit $rc: $(cat "$T/err")"
     "$M" predict --help | grep -q "^usage: memsnap predict SNAP@VALUE" || fail "--help"
+    ;;
+h200)
+    D=$HERE/data/predict_h200
+    python3 - "$M" "$D" "$T" <<'PY' || fail "a prediction is off (above)"
+import json, re, subprocess, sys
+m, d, t = sys.argv[1:4]
+fams = {"batch": (["batch-sdpa-b2-s512-def@2", "batch-sdpa-b3-s512-def@3"], "-b"),
+        "seq": (["seq-eager-b2-s256-def@256", "seq-eager-b2-s512-def@512"], "-s")}
+bad = 0
+for r in json.load(open(d + "/truths.json"))["runs"]:
+    fam = "batch" if "batch-" in r["name"] else "seq"
+    recs, tag = fams[fam]
+    at = int(re.search(r"-b(\d+)-s512" if fam == "batch" else r"-b2-s(\d+)-", r["name"]).group(1))
+    conf = r["conf"] + ("," if r["conf"] and r["frac"] else "") + \
+        ("memory_fraction:%.12g" % r["frac"] if r["frac"] else "")
+    cmd = [m, "predict", "-q", "--json", "--at", str(at), "-c", conf] + \
+          ["%s/%s.msnap.zst@%s" % (d, n.split("@")[0], n.split("@")[1]) for n in recs]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode not in (0, 1):
+        print("FAIL:", " ".join(cmd), p.stderr); bad = 1; continue
+    o = json.loads(p.stdout)[0]
+    if r["frac"]:
+        ok = o["oom"] == r["oom"]
+        print("%-40s %-48s real %-9s predicted %-9s %s" % (r["name"], conf, "OOM" if r["oom"] else "fits",
+              "OOM" if o["oom"] else "fits", "ok" if ok else "WRONG"))
+    else:
+        ea = 100.0 * (o["peak_allocated"] - r["max_memory_allocated"]) / r["max_memory_allocated"]
+        er = 100.0 * (o["peak_reserved"] - r["max_memory_reserved"]) / r["max_memory_reserved"]
+        ok = abs(ea) <= 5 and abs(er) <= 10 and not o["oom"]
+        print("%-40s %-26s allocated %12d / %12d %+6.2f%%  reserved %12d / %12d %+6.2f%%  %s" % (
+            r["name"], conf or "(defaults)", o["peak_allocated"], r["max_memory_allocated"], ea,
+            o["peak_reserved"], r["max_memory_reserved"], er, "ok" if ok else "OFF"))
+    bad |= not ok
+sys.exit(bad)
+PY
     ;;
 *) fail "unknown case $C" ;;
 esac
