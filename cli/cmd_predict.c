@@ -168,10 +168,6 @@ static void print_alignment(const pr_model *m, const char *param)
         printf(", %s unaligned (they keep the template's size)",
                with_commas(al->fits[PR_FIT_NONE], f3, sizeof f3));
     printf("\n");
-    if (al->fits[PR_FIT_NONE])
-        printf("  limit: the unaligned requests keep their size and their number; where their "
-               "number grows with %s (one per sequence of a batch, say), larger values make more of "
-               "them than predicted\n", param);
     if (al->regions) {
         char s0[32], s1[32];
         printf("  the recordings differ from request %s (%.1f%% into the run, %.3f s into %s): %s "
@@ -193,6 +189,10 @@ static void print_alignment(const pr_model *m, const char *param)
                        "copy, a broadcast without its reduction); recordings at 2 and 3 align "
                        "better\n");
     }
+    if (al->fits[PR_FIT_NONE])
+        printf("  limit: the unaligned requests keep their size and their number; where their "
+               "number grows with the %s (one per sequence of a batch, say), larger values make "
+               "more of them than predicted\n", param);
 }
 
 static void print_rows_header(void)
