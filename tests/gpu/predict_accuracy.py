@@ -9,7 +9,10 @@ truths' allocator config, and prints predicted against real
 max_memory_allocated / max_memory_reserved (error in %), then the memory
 fraction cases: OOM or not, predicted against real.  Exit 0 when every
 prediction at 4-16x the largest recorded value is within 5% (allocated)
-and 10% (reserved) and every OOM outcome is right, else 1.
+and 10% (reserved) and every OOM outcome is right, else 1.  Shown but not
+counted (marked "miss", not "MISS"): cases with extra options (--degree 1)
+and batch cases recorded at batch 1, which takes other code paths than
+larger batches (docs/interop.md, Predict, limits).
 """
 import argparse
 import json
@@ -37,6 +40,10 @@ CASES = [
      "batch-sdpa-b{}-s512-exp", [4, 8, 16, 32], EXP, "batch"),
     ("train, batch, eager", [("batch-eager-b1-s512-def", 1), ("batch-eager-b2-s512-def", 2)],
      "batch-eager-b{}-s512-def", [4, 8, 16, 32], "", "batch"),
+    ("train, batch, eager", [("batch-eager-b2-s512-def", 2), ("batch-eager-b3-s512-def", 3)],
+     "batch-eager-b{}-s512-def", [4, 8, 16, 32], "", "batch"),
+    ("train, batch, eager, --degree 1", [("batch-eager-b1-s512-def", 1), ("batch-eager-b2-s512-def", 2)],
+     "batch-eager-b{}-s512-def", [4, 8, 16, 32], "", "batch", ["--degree", "1"]),
     ("train, seq, eager", [("seq-eager-b2-s256-def", 256), ("seq-eager-b2-s512-def", 512)],
      "seq-eager-b2-s{}-def", [1024, 2048, 4096], "", "token"),
     ("train, seq, eager", [("seq-eager-b2-s256-def", 256), ("seq-eager-b2-s384-def", 384),
@@ -70,8 +77,8 @@ OOM_FROM = {
 }
 
 
-def predict(a, recs, at, conf):
-    cmd = [a.memsnap, "predict", "-q", "--json"] + \
+def predict(a, recs, at, conf, extra=()):
+    cmd = [a.memsnap, "predict", "-q", "--json"] + list(extra) + \
           ["%s@%g" % (os.path.join(a.data, n + ".msnap.zst"), v) for n, v in recs] + \
           ["--at", ",".join("%g" % x for x in at), "-c", conf]
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -92,7 +99,9 @@ def main():
     a = ap.parse_args()
     ok = True
     rows = []
-    for label, recs, pattern, values, conf, param in CASES:
+    for case in CASES:
+        label, recs, pattern, values, conf, param = case[:6]
+        extra = case[6] if len(case) > 6 else []
         if not all(os.path.exists(os.path.join(a.data, n + ".msnap.zst")) for n, _ in recs):
             continue
         truths = {}
@@ -102,19 +111,22 @@ def main():
                 truths[v] = json.load(open(f))
         if not truths:
             continue
-        got = predict(a, recs, sorted(truths), conf)
+        got = predict(a, recs, sorted(truths), conf, extra)
         top = max(v for _, v in recs)
         for v, t in sorted(truths.items()):
             g = got[float(v)] if float(v) in got else got[v]
             ea = pct(g["peak_allocated"], t["max_memory_allocated"])
             er = pct(g["peak_reserved"], t["max_memory_reserved"])
             scale = v / top
-            target = 4 <= scale <= 16
+            # counted: 4-16x, no extra options, not recorded at batch 1 (which
+            # takes other paths: docs/interop.md, Predict, limits)
+            target = 4 <= scale <= 16 and not extra and \
+                not (param == "batch" and min(x for _, x in recs) == 1)
             good = abs(ea) <= 5 and abs(er) <= 10
             if target and not good:
                 ok = False
             rows.append((label, "+".join("%g" % x for _, x in recs), conf or "default", v,
-                         "%gx" % scale, g["peak_allocated"], t["max_memory_allocated"], ea,
+                         "%.3gx" % scale, g["peak_allocated"], t["max_memory_allocated"], ea,
                          g["peak_reserved"], t["max_memory_reserved"], er,
                          100 * g["aligned_share"], "" if good else ("MISS" if target else "miss")))
     hdr = ("case", "recorded at", "config", "at", "scale", "pred alloc", "real alloc", "err",
@@ -146,8 +158,10 @@ def main():
         g = predict(a, recs, [at], c)[float(at)]
         right = bool(g["oom"]) == bool(t["oom"])
         ok &= right
+        w = t.get("oom_where") or {}
         oomrows.append((name[:-5], at, c, t["oom"], g["oom"], right,
-                        (t.get("oom_where") or {}).get("phase", ""),
+                        ("step %d %s" % (w["step"], w["phase"]) if w.get("step", -1) >= 0 else
+                         w.get("phase", "")),
                         (g.get("first_failure") or {}).get("where", "")))
     if a.markdown:
         print("| run | at | config | real OOM | predicted OOM | right | real: where | predicted: where |")

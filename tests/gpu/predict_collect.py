@@ -183,7 +183,7 @@ def plan_runs():
     for b in (1, 2):
         train("batch", b, 512, "sdpa", EXP, True)
     # B. batch, eager; D. sequence length, sdpa; F. generate, eager
-    for b in (1, 2):
+    for b in (1, 2, 3):
         train("batch", b, 512, "eager", "", True)
     for b in (4, 8, 16, 32):
         train("batch", b, 512, "eager", "", False)
