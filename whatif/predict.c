@@ -10,9 +10,10 @@
  *                  the template also the time and the mark or NVTX range
  *                  it came in;
  *   align          the template against each other input, greedily: equal
- *                  keys match; at a difference, the nearest pair of
+ *                  keys with sizes one request could have match
+ *                  (same_request); at a difference, the nearest pair of
  *                  positions up to ALIGN_WINDOW ahead in each where
- *                  ALIGN_RUN keys match again;
+ *                  ALIGN_RUN requests match again;
  *   fit            per template request, from its matched sizes;
  *   make_stream    the template's stream with predicted sizes (rq_put);
  *   walk           the predicted allocated bytes: the peak, what is live

@@ -55,8 +55,8 @@
  * placement is emulated, the CUDA context and libraries that allocate
  * outside the allocator are not counted.
  *
- * Cost: each input read once; memory about 40 bytes per request of the
- * template and 16 per request of the others, plus the template's request
+ * Cost: each input read once; memory about 80 bytes per request of the
+ * template and 20 per request of the others, plus the template's request
  * stream (a temporary file); each value predicted writes a stream of the
  * template's length and replays it in a child process.
  */
