@@ -22,6 +22,7 @@
  * other subcommands' owners). */
 int cmd_render(int argc, char **argv);
 int cmd_torch_setup(int argc, char **argv);   /* cmd_torch_setup.c */
+int cmd_predict(int argc, char **argv);       /* cmd_predict.c */
 #include "symbolize.h"
 
 #ifndef MEMSNAP_VERSION
@@ -49,6 +50,8 @@ static const subcommand subcommands[] = {
      cmd_symbolize},
     {"replay", "the allocation sequence through other allocator configs",
      cmd_replay},
+    {"predict", "will it fit? the peak and the OOM at another batch size or length",
+     cmd_predict},
     {"export", "a snapshot as a PyTorch memory_viz snapshot, a Perfetto trace or SQLite",
      cmd_export},
     {"import", "a PyTorch memory snapshot (JSON or pickle) as a snapshot",
@@ -77,11 +80,12 @@ static void usage(FILE *f)
 }
 
 /* Whether subcommand cmd names allocation sites (and so reads the user's
- * site rules, MEMSNAP_SITE_RULES) in this run: summary, render and compare,
- * unless asked for their help. */
+ * site rules, MEMSNAP_SITE_RULES) in this run: summary, render, compare and
+ * predict, unless asked for their help. */
 static int labels_sites(const char *cmd, int argc, char **argv)
 {
-    if (strcmp(cmd, "summary") && strcmp(cmd, "render") && strcmp(cmd, "compare"))
+    if (strcmp(cmd, "summary") && strcmp(cmd, "render") && strcmp(cmd, "compare") &&
+        strcmp(cmd, "predict"))
         return 0;
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))

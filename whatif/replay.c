@@ -556,13 +556,6 @@ static double frag_of(const probe_t *p)
 
 /* ---- the replay ------------------------------------------------------------------ */
 
-static int is_driver_alloc_api(int api)
-{
-    return api == MSNAP_API_cuMemAlloc_v2 || api == MSNAP_API_cuMemAllocPitch_v2 ||
-           api == MSNAP_API_cuMemAllocAsync || api == MSNAP_API_cuMemAllocAsync_ptsz ||
-           api == MSNAP_API_cuMemAllocFromPoolAsync || api == MSNAP_API_cuMemAllocFromPoolAsync_ptsz;
-}
-
 static void write_header(rp *r, const char *conf, const char *engine_name, uint64_t device_mem)
 {
     msnap_header *h = calloc(1, sizeof *h);
@@ -752,13 +745,10 @@ int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay
                     break;
                 }
             }
-            int failed = !restore && a == MSNAP_A_OOM &&
-                         (blocks ? e->api == MSNAP_API_ALLOCATOR || e->api == MSNAP_API_TORCH
-                                 : is_driver_alloc_api(e->api));
-            int is_alloc = failed || (blocks ? a == MSNAP_A_BLOCK_ALLOC
-                                             : (a == MSNAP_A_ALLOC || a == MSNAP_A_ASYNC_ALLOC));
-            int is_free = !restore &&
-                          (blocks ? a == MSNAP_A_BLOCK_FREE : (a == MSNAP_A_FREE || a == MSNAP_A_ASYNC_FREE));
+            int kind = rq_kind(q, &rec); /* requests.h: the same rule for every reader */
+            int failed = kind == RQ_FAILED;
+            int is_alloc = failed || kind == RQ_ALLOC;
+            int is_free = kind == RQ_FREE;
             if (!is_alloc && !is_free)
                 break;
             int d = e->device >= 0 && e->device < NDEV ? e->device : 0;
@@ -777,8 +767,7 @@ int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay
             }
             if (is_alloc) {
                 /* PyTorch's own record: the size the program asked for */
-                uint64_t size = g->torch && e->api == MSNAP_API_TORCH && e->aux2 && !failed ? e->aux2
-                                                                                            : e->size;
+                uint64_t size = rq_request_size(e, g->torch);
                 if (!size)
                     break;
                 res->requests++;
@@ -972,19 +961,42 @@ typedef struct child_msg {
 } child_msg;
 
 /* The progress of the whole run as one item of the process's progress line
- * (msnap_progress): the input bytes every config has replayed, of n times
- * the input's size.  The children report nothing themselves. */
-static void show_progress(const msnap_replay_progress *pr, int n, const char *what,
-                          uint64_t size, int final)
+ * (msnap_progress): the entries every replay has done, of the sum of its
+ * streams' lengths.  The children report nothing themselves. */
+static void show_progress(const msnap_replay_progress *pr, rq_stream *const *qs, int n,
+                          const char *what, int final)
 {
-    uint64_t done = 0;
-    for (int i = 0; i < n; i++)
-        done += pr[i].bytes_done < size ? pr[i].bytes_done : size;
-    msnap_progress(what, final ? MSNAP_PROGRESS_END : done, size * (uint64_t)n, 0);
+    uint64_t done = 0, total = 0;
+    for (int i = 0; i < n; i++) {
+        done += pr[i].bytes_done < qs[i]->n ? pr[i].bytes_done : qs[i]->n;
+        total += qs[i]->n;
+    }
+    msnap_progress(what, final ? MSNAP_PROGRESS_END : done, total, 0);
 }
 
 int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jobs,
                       int show, msnap_replay_result *res, char *err, size_t errlen)
+{
+    if (n <= 0)
+        return 0;
+    rq_stream **qs = malloc((size_t)n * sizeof *qs);
+    if (!qs) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        qs[i] = q;
+    const char *base = strrchr(q->f.path, '/');
+    char what[160];
+    snprintf(what, sizeof what, "replaying %s through %d config%s",
+             base ? base + 1 : q->f.path, n, n == 1 ? "" : "s");
+    int rc = msnap_replay_streams(qs, opts, n, jobs, show ? what : NULL, res, err, errlen);
+    free(qs);
+    return rc;
+}
+
+int msnap_replay_streams(rq_stream *const *qs, const msnap_replay_opts *opts, int n, int jobs,
+                         const char *show, msnap_replay_result *res, char *err, size_t errlen)
 {
     if (n <= 0)
         return 0;
@@ -1001,12 +1013,6 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
     int *pfd = calloc((size_t)n, sizeof *pfd);
     int *got = calloc((size_t)n, sizeof *got);
     int rc = 0, next = 0, running = 0, finished = 0, shown = 0;
-    /* progress in requests replayed, the stream's length per config */
-    uint64_t in_size = q->n;
-    const char *base = strrchr(q->f.path, '/');
-    char what[160];
-    snprintf(what, sizeof what, "replaying %s through %d config%s",
-             base ? base + 1 : q->f.path, n, n == 1 ? "" : "s");
     if (!pid || !pfd || !got) {
         snprintf(err, errlen, "out of memory");
         rc = -1;
@@ -1036,12 +1042,12 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
                 memset(&m, 0, sizeof m);
                 msnap_replay_opts o = opts[next];
                 o.progress = &pr[next];
-                if (rq_reopen(q)) {
+                if (rq_reopen(qs[next])) {
                     m.rc = -1;
                     snprintf(m.err, sizeof m.err, "cannot read a temporary file: %s",
                              strerror(errno));
                 } else {
-                    m.rc = msnap_replay_stream(q, &o, &m.res, m.err, sizeof m.err);
+                    m.rc = msnap_replay_stream(qs[next], &o, &m.res, m.err, sizeof m.err);
                 }
                 const char *b = (const char *)&m;
                 size_t left = sizeof m;
@@ -1069,7 +1075,7 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
             struct timespec ts = {0, 100 * 1000 * 1000};
             nanosleep(&ts, NULL);
             if (show) {
-                show_progress(pr, n, what, in_size, 0);
+                show_progress(pr, qs, n, show, 0);
                 shown = 1;
             }
             continue;
@@ -1120,7 +1126,7 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
         }
     }
     if (shown)
-        show_progress(pr, n, what, in_size, 1);
+        show_progress(pr, qs, n, show, 1);
 out:
     if (pid)
         for (int i = 0; i < next; i++)

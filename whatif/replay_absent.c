@@ -38,6 +38,15 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
     return -1;
 }
 
+/* Always -1, as msnap_replay. */
+int msnap_replay_streams(rq_stream *const *qs, const msnap_replay_opts *opts, int n, int jobs,
+                         const char *show, msnap_replay_result *res, char *err, size_t errlen)
+{
+    (void)qs, (void)opts, (void)n, (void)jobs, (void)show, (void)res;
+    snprintf(err, errlen, "%s", absent);
+    return -1;
+}
+
 /* Always -1, as msnap_replay: the check is part of the replay. */
 int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errlen)
 {

@@ -84,17 +84,67 @@ static int rq_record(void *ctx, an_file *f, const msnap_record *rec)
     return put(q, f, &r);
 }
 
-int rq_read(rq_stream *q, const char *path, char *err, size_t errlen)
+int rq_init(rq_stream *q, const char *path)
 {
     memset(q, 0, sizeof *q);
     an_init(&q->f, path);
     an_observer o = {.ctx = q, .record = rq_record, .event_before = rq_event_before,
                      .change = rq_change};
-    if (an_observe(&q->f, &o)) {
+    return an_observe(&q->f, &o) ? -1 : 0;
+}
+
+int rq_load(rq_stream *q, char *err, size_t errlen)
+{
+    return an_read(&q->f, err, errlen);
+}
+
+int rq_read(rq_stream *q, const char *path, char *err, size_t errlen)
+{
+    if (rq_init(q, path)) {
         snprintf(err, errlen, "%s: out of memory", path);
         return 2;
     }
-    return an_read(&q->f, err, errlen);
+    return rq_load(q, err, errlen);
+}
+
+void rq_synth_init(rq_stream *q, const rq_stream *like, const char *name)
+{
+    memset(q, 0, sizeof *q);
+    an_init(&q->f, name);
+    q->blocks = like->blocks;
+    q->torch = like->torch;
+    q->torch_api = like->torch_api;
+    q->device_total = like->device_total;
+}
+
+int rq_put(rq_stream *q, const spill_rec *r)
+{
+    if (spill_put(&q->items, r))
+        return -1;
+    q->n++;
+    return 0;
+}
+
+static int is_driver_alloc_api(int api)
+{
+    return api == MSNAP_API_cuMemAlloc_v2 || api == MSNAP_API_cuMemAllocPitch_v2 ||
+           api == MSNAP_API_cuMemAllocAsync || api == MSNAP_API_cuMemAllocAsync_ptsz ||
+           api == MSNAP_API_cuMemAllocFromPoolAsync || api == MSNAP_API_cuMemAllocFromPoolAsync_ptsz;
+}
+
+int rq_kind(const rq_stream *q, const spill_rec *r)
+{
+    const msnap_event *e = &r->e;
+    int a = e->action, blocks = q->blocks, restore = r->k1 == RQ_RESTORE;
+    if (!restore && a == MSNAP_A_OOM &&
+        (blocks ? e->api == MSNAP_API_ALLOCATOR || e->api == MSNAP_API_TORCH
+                : is_driver_alloc_api(e->api)))
+        return RQ_FAILED;
+    if (blocks ? a == MSNAP_A_BLOCK_ALLOC : a == MSNAP_A_ALLOC || a == MSNAP_A_ASYNC_ALLOC)
+        return RQ_ALLOC;
+    if (!restore && (blocks ? a == MSNAP_A_BLOCK_FREE : a == MSNAP_A_FREE || a == MSNAP_A_ASYNC_FREE))
+        return RQ_FREE;
+    return RQ_OTHER;
 }
 
 void rq_free(rq_stream *q)

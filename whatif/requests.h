@@ -16,6 +16,13 @@
  *
  * The tables (stacks, syms, modules, strings) and the header stay in the
  * stream's an_file, so a replay can write them to its new snapshot.
+ *
+ * A stream can also be built by a caller instead of read (rq_synth_init,
+ * rq_put): a prediction (predict.h) writes the requests it expects at
+ * another size, and the replay takes that stream as it takes a recorded
+ * one.  What an entry is at the stream's level (rq_kind) and the size a
+ * request asks for (rq_request_size) are said here once, for the replay
+ * and the prediction alike.
  */
 #ifndef MEMSNAP_WHATIF_REQUESTS_H
 #define MEMSNAP_WHATIF_REQUESTS_H
@@ -42,9 +49,43 @@ typedef struct rq_stream {
 } rq_stream;
 
 /* Reads path ("-" = stdin) once into *q.  0 ok; 2 with "PATH: why" in
- * err. */
+ * err.  rq_free even after an error. */
 int rq_read(rq_stream *q, const char *path, char *err, size_t errlen);
+
+/* rq_read in two steps, for a caller that hangs observers of its own on
+ * q->f (analysis.h; an sm_model for site labels) between them: rq_init
+ * (0, or -1 out of memory; rq_free either way), then rq_load (as
+ * rq_read). */
+int rq_init(rq_stream *q, const char *path);
+int rq_load(rq_stream *q, char *err, size_t errlen);
+
+/* A stream that a caller fills with rq_put: like's level, engine and
+ * device memory, an empty table, name as its path (for messages; borrowed).
+ * rq_free it as a read one. */
+void rq_synth_init(rq_stream *q, const rq_stream *like, const char *name);
+/* Appends an entry.  0, or -1 (errno). */
+int rq_put(rq_stream *q, const spill_rec *r);
+
 void rq_free(rq_stream *q);
+
+/* What an entry of q is at q's level:
+ *   RQ_ALLOC   a request (an allocator block, else a driver allocation; a
+ *              restored object, RQ_RESTORE, too);
+ *   RQ_FAILED  a request that failed in the recording (an oom event of the
+ *              allocator or of a driver allocation call, as the level has);
+ *   RQ_FREE    a free at the level;
+ *   RQ_OTHER   anything else (marks, segment records, other levels). */
+enum { RQ_OTHER = 0, RQ_ALLOC, RQ_FAILED, RQ_FREE };
+int rq_kind(const rq_stream *q, const spill_rec *r);
+
+/* The bytes a request asks for: for the torch engine, PyTorch's requested
+ * size when the event carries it (y of a block_alloc of api torch, format
+ * 1.2, whose n is the block's size), else n. */
+static inline uint64_t rq_request_size(const msnap_event *e, int torch_engine)
+{
+    return torch_engine && e->api == MSNAP_API_TORCH && e->aux2 && e->action != MSNAP_A_OOM
+               ? e->aux2 : e->size;
+}
 
 /* Reads the entries back in order: rq_rewind, then rq_next until 0.
  * Each reader should open its own copy with rq_reopen when several

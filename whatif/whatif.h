@@ -103,6 +103,13 @@ int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay
 int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jobs,
                       int show, msnap_replay_result *res, char *err, size_t errlen);
 
+/* n replays, of stream qs[i] with opts[i] into res[i] (a stream may appear
+ * several times), one child process each, at most jobs at a time.  show:
+ * the progress line's label (NULL: none).  0, or -1 with the first error
+ * in err.  msnap_replay_many is this with one stream. */
+int msnap_replay_streams(rq_stream *const *qs, const msnap_replay_opts *opts, int n, int jobs,
+                         const char *show, msnap_replay_result *res, char *err, size_t errlen);
+
 /* Checks a PyTorch config (torch = 1) before any replay starts.  0, or -1
  * with the reason.  memsnap configs are checked by the replay itself. */
 int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errlen);

@@ -221,6 +221,55 @@ frag-replay)      # replay answers "would another config have avoided this OOM?"
     grep -E "OOM in 1 of 1 .*MEMSNAP_ALLOC_CONF=\(the defaults\)" "$T/sug.txt" >/dev/null ||
         fail "--suggest: the defaults should be listed with their OOM"
     ;;
+predict-hidden)  # memsnap predict: two model widths predict a third, against a run of it
+    # The size parameter is the hidden size: every buffer's size is linear
+    # in it (weights, activations) or constant (KV: kv-heads x head-dim),
+    # and the allocation sequence does not change with it when the
+    # simulated clock is fast (--sim-bw: requests never overlap) and every
+    # request has the same lengths.  cudamalloc: one driver allocation per
+    # buffer, of the size asked for (libmemsnap_alloc's own trace records
+    # its blocks' sizes, which can be larger than what was asked for).
+    P=(-q --bytes --preset small --scenario healthy --hours 0.02 --device-mem 8G --prompt-len 500
+       --output-len 100 --sim-bw 1e6 --alloc cudamalloc)
+    for h in 256 512 2048; do
+        "$MEMSNAP" run --sim-device 80G -q -o "$T/h$h.msnap" -- "$DECODE" "${P[@]}" --hidden $h \
+            > "$T/out" || fail "memsnap run at hidden $h: exit $?"
+    done
+    "$MEMSNAP" predict "$T/h256.msnap@256" "$T/h512.msnap@512" --at 2048 -p hidden -b > "$T/p.txt" ||
+        fail "predict: exit $?"
+    cat "$T/p.txt"
+    grep -Eq "^aligned: ([0-9,]+) of \1 requests \(100.0%\)" "$T/p.txt" || fail "not every request aligned"
+    want=$("$MEMSNAP" replay "$T/h2048.msnap" -q -b -c "" | awk '$1 == "1" {print $3, $4}')
+    got=$(awk '$1 == "2048" {print $3, $4}' "$T/p.txt")
+    echo "hidden 2048: predicted $got, a run of it replayed $want"
+    [ -n "$want" ] && [ "$got" = "$want" ] || fail "predicted '$got', the run '$want'"
+    grep -q "+79872 per hidden: mem_alloc (mem.c:[0-9]*) from load_weights" "$T/p.txt" ||
+        fail "the weights should grow by 79872 bytes per unit of hidden"
+    ;;
+predict-batch)  # the batch size: more requests in flight make more KV buffers, one each
+    # The step temporaries grow with the batch, but the number of KV
+    # buffers grows too, and a prediction replays the template's number:
+    # the output must say that requests did not align, and the prediction
+    # is below the run of that batch (docs/interop.md, "Predict", limits).
+    P=(-q --bytes --preset small --scenario healthy --hours 0.001 --rate 100000 --device-mem 8G
+       --prompt-len 500 --output-len 100 --alloc cudamalloc --steps 300)
+    for b in 4 8 16; do
+        "$MEMSNAP" run --sim-device 80G -q -o "$T/b$b.msnap" -- "$DECODE" "${P[@]}" --max-batch $b \
+            > "$T/out" || fail "memsnap run at batch $b: exit $?"
+    done
+    "$MEMSNAP" predict "$T/b4.msnap@4" "$T/b8.msnap@8" --at 16 -p batch -b > "$T/p.txt" ||
+        fail "predict: exit $?"
+    cat "$T/p.txt"
+    grep -q "^  the recordings differ from request " "$T/p.txt" || fail "no word of where they differ"
+    grep -q "^  limit: the unaligned requests keep their size and their number" "$T/p.txt" ||
+        fail "no limit line"
+    got=$(awk '$1 == "16" {print $3}' "$T/p.txt")
+    share=$(awk '$1 == "16" {print $NF}' "$T/p.txt")
+    want=$("$MEMSNAP" replay "$T/b16.msnap" -q -b -c "" | awk '$1 == "1" {print $3}')
+    echo "batch 16: predicted $got (aligned $share), a run of it $want"
+    [ "$got" -lt "$want" ] || fail "the prediction should miss the extra KV buffers"
+    [ "$share" != "100.0%" ] || fail "the aligned share should be below 100%"
+    ;;
 *) fail "unknown case $case_name" ;;
 esac
 echo "PASS $case_name"
