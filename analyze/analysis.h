@@ -76,7 +76,7 @@ typedef struct an_observer {
 } an_observer;
 
 #define AN_MAX_OBSERVERS 8
-#define AN_MAX_MOMENTS 4
+#define AN_MAX_MOMENTS 16
 
 typedef struct an_log an_log;
 typedef struct an_moment an_moment;

@@ -75,6 +75,7 @@ struct sm_model {
      * of reserved, at the first OOM, or after the last event at or before
      * --at TIME (analysis.h moments), kept as the read passes them */
     an_moment *mk_peak, *mk_oom, *mk_time, *mk_end;
+    an_moment *mk_capture;       /* the one the layout was taken at */
     uint64_t peak_idx;
     uint64_t peak_reserved1, peak_stacked1; /* the process's peaks after pass 1
                                                (state.h, counters included),
@@ -966,7 +967,9 @@ static int ev_after(sm_model *m, an_file *f, const msnap_event *e)
     }
     /* the moments: the process's reserved peak just rose; the last event
      * at or before --at TIME */
-    if (m->mk_peak && f->st.all[MSNAP_LAYER_RESERVED].peak_ev == f->ev_idx)
+    int pl = m->o.peak_allocated && f->st.allocated_seen ? MSNAP_LAYER_ALLOCATED
+                                                         : MSNAP_LAYER_RESERVED;
+    if (m->mk_peak && f->st.all[pl].peak_ev == f->ev_idx)
         an_moment_mark(m->mk_peak);
     if (m->mk_time && e->t_ns <= m->o.at_t_ns)
         an_moment_mark(m->mk_time);
@@ -1071,6 +1074,7 @@ static int on_record(void *ctx, an_file *f, const msnap_record *r)
 /* The layout at the capture moment (an_moment_objects).  -1 no memory. */
 static int capture(sm_model *m, an_moment *k)
 {
+    m->mk_capture = k;
     msnap_obj *objs;
     size_t n;
     uint64_t idx, t;
@@ -1406,6 +1410,17 @@ const sm_site *sm_sites(const sm_model *m, size_t *n)
 {
     *n = m->nsites;
     return m->sites;
+}
+
+int sm_capture_objects(const sm_model *m, msnap_obj **out, size_t *n, uint64_t *t_ns)
+{
+    uint64_t idx;
+    if (!m->mk_capture) {
+        *out = NULL;
+        *n = 0;
+        return -1;
+    }
+    return an_moment_objects(m->mk_capture, out, n, &idx, t_ns);
 }
 
 const sm_group *sm_groups(const sm_model *m, size_t *n)

@@ -77,6 +77,8 @@ typedef struct sm_opts {
     uint64_t cap;        /* configured cap in bytes (--cap); 0 = header's or none */
     int all_segments;    /* segment map: no folding of similar segments, a
                           * taller picture (--all-segments) */
+    int peak_allocated;  /* SM_AT_PEAK is the allocated layer's peak (when the
+                          * file has blocks), not reserved's */
 } sm_opts;
 
 /* One allocation site: a stack id in one class on one device. */
@@ -230,6 +232,10 @@ const sm_leak *sm_leaks(const sm_model *m, size_t *n, uint64_t *nvalleys);
 void sm_floor(const sm_model *m, uint64_t *first, uint64_t *last);
 const sm_oom *sm_ooms(const sm_model *m, size_t *n, uint64_t *total);
 const sm_layout *sm_layout_at(const sm_model *m);
+/* The live objects at the moment the layout was taken at (opts.at), into
+ * a new array (free() it), with the moment's time.  0 ok, -1 out of
+ * memory or before the read ended. */
+int sm_capture_objects(const sm_model *m, msnap_obj **out, size_t *n, uint64_t *t_ns);
 const sm_range *sm_ranges(const sm_model *m, size_t *n, uint64_t *total);
 /* x range of the timeline: [x_lo, x_hi] in ns or event index.  In time
  * mode x_lo is the first event's or the first counters sample's time,

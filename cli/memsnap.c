@@ -46,6 +46,7 @@ static const subcommand subcommands[] = {
     {"render", "timeline and segment-map pictures (PNG, SVG) of a snapshot", cmd_render},
     {"compare", "snapshots side by side on one scale, with the sites that changed",
      cmd_compare},
+    {"flame", "a flame graph of what holds the memory at the peak or the OOM", cmd_flame},
     {"symbolize", "attach function/file:line to a snapshot's stacks",
      cmd_symbolize},
     {"replay", "the allocation sequence through other allocator configs",

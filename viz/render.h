@@ -97,6 +97,13 @@ typedef struct viz_panel {
 /* The device slots of a model that get a panel (at least one); returns
  * their count, slots[] has room for SM_NDEV. */
 int viz_model_slots(const sm_model *m, int *slots);
+
+struct fl_tree;
+/* The flame graph of a tree (analyze/flame.h) into *c (allocated), width
+ * pixels wide, its height from the tree's depth: title and subtitle (may
+ * be NULL) above.  0 ok, -1 out of memory. */
+int viz_flame(const struct fl_tree *t, canvas *c, int width, const char *title,
+              const char *subtitle);
 /* "PREFIX - device N (name, capacity)". */
 void viz_panel_title(const sm_model *m, int slot, const char *prefix,
                      char *buf, size_t cap);

@@ -1,0 +1,238 @@
+/* memsnap flame: what holds the memory at the moment that matters, as one
+ * picture: a flame graph of the live bytes by stack at the peak, at the
+ * OOM or at a time, optionally against another moment of the same run or
+ * the same moment of another run (--vs: red grew, blue shrank).
+ *
+ * This file parses the arguments and prints; the tree is analyze/flame.c
+ * (the model's capture moment, the same the segment map shows), the
+ * picture viz/flame.c.
+ *
+ * Exit status: 0 ok, 2 usage error, unreadable input or an unwritable picture.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis.h"
+#include "canvas.h"
+#include "cli.h"
+#include "flame.h"
+#include "human.h"
+#include "model.h"
+#include "options.h"
+#include "render.h"
+#include "siterules.h"
+#include "state.h"
+
+static const char usage_text[] =
+    "usage: memsnap flame SNAP [-o FILE.svg|FILE.png] [--at peak|oom|end|TIME]\n"
+    "                     [--layer allocated|reserved] [--device N]\n"
+    "                     [--vs TIME|FILE] [--width W]\n"
+    "\n"
+    "Draws the live bytes at one moment by stack (a flame graph, root at the\n"
+    "bottom, each frame as wide as the bytes live under it; Python and native\n"
+    "frames merged, the memory runtime's own frames left out): what holds the\n"
+    "memory at the peak or at the OOM, without a browser.\n"
+    "\n"
+    "  -o, --output FILE  the picture; .png or .svg (default: SNAP-flame.svg)\n"
+    "  --at MOMENT        peak (of the layer drawn; the default without an OOM), oom (the\n"
+    "                     first; the default with one), end, or a time (12.5s,\n"
+    "                     800ms, 3min, ...)\n"
+    "  --layer LAYER      allocated (allocator blocks: the default when the file\n"
+    "                     has them) or reserved (driver memory)\n"
+    "  --device N         one device (default: all)\n"
+    "  --vs TIME|FILE     colour what grew (red) and shrank (blue) against\n"
+    "                     another time of SNAP, or the same moment of another\n"
+    "                     snapshot; widths stay SNAP's\n"
+    "  --width W          picture width in pixels (default 1600)\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "Prints the picture's path.  Exit status: 0 ok, 2 bad usage, unreadable\n"
+    "input or unwritable output.\n";
+
+/* A model of path read once with the capture moment at/at_t.  NULL after a
+ * message. */
+static sm_model *read_model(const char *path, int at, uint64_t at_t, int palloc)
+{
+    sm_opts o = {.top = 8, .columns = 0, .at = at, .at_t_ns = at_t, .peak_allocated = palloc};
+    sm_model *m = sm_new(&o);
+    char err[1280];
+    if (!m) {
+        fprintf(stderr, "memsnap flame: out of memory\n");
+        return NULL;
+    }
+    if (sm_read_file(m, path, 0, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        sm_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static const char *moment_name(int at, int layer)
+{
+    switch (at) {
+    case SM_AT_OOM: return "the first OOM";
+    case SM_AT_PEAK:
+        return layer == MSNAP_LAYER_ALLOCATED ? "the peak of allocated" : "the peak of reserved";
+    case SM_AT_TIME: return "the chosen time";
+    default: return "the end";
+    }
+}
+
+int cmd_flame(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'}, {"at", required_argument, NULL, 'a'},
+        {"layer", required_argument, NULL, 'l'},  {"device", required_argument, NULL, 'd'},
+        {"vs", required_argument, NULL, 'v'},     {"width", required_argument, NULL, 'W'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    const char *out = NULL, *vs = NULL, *layer_s = NULL;
+    int at = SM_AT_DEFAULT, dev = -1, width = 1600, c;
+    uint64_t at_t = 0;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        char *end;
+        long v;
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'a':
+            if (sm_parse_at(optarg, &at, &at_t))
+                return cli_usage_error("flame", "--at wants peak, oom, end or a time, got \"%s\"",
+                                       optarg);
+            break;
+        case 'l':
+            if (strcmp(optarg, "allocated") && strcmp(optarg, "reserved"))
+                return cli_usage_error("flame", "--layer wants allocated or reserved, got \"%s\"",
+                                       optarg);
+            layer_s = optarg;
+            break;
+        case 'd':
+            v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 0 || v >= MSNAP_MAX_DEVICES)
+                return cli_usage_error("flame", "--device wants a device number, got \"%s\"",
+                                       optarg);
+            dev = (int)v;
+            break;
+        case 'v': vs = optarg; break;
+        case 'W':
+            v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 300 || v > 20000)
+                return cli_usage_error("flame", "--width wants pixels from 300 to 20000, got \"%s\"",
+                                       optarg);
+            width = (int)v;
+            break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: return cli_option_error("flame", argv, "ho:", opts);
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage_error("flame", "expected one snapshot file, got %d", argc - optind);
+    const char *path = argv[optind];
+    char def_out[4096];
+    if (!out) {
+        snprintf(def_out, sizeof def_out, "%s", strcmp(path, "-") ? path : "memsnap");
+        size_t n = strlen(def_out);
+        if (n > 4 && !strcmp(def_out + n - 4, ".zst"))
+            def_out[n -= 4] = '\0';
+        if (n > 6 && !strcmp(def_out + n - 6, ".msnap"))
+            def_out[n - 6] = '\0';
+        strncat(def_out, "-flame.svg", sizeof def_out - strlen(def_out) - 1);
+        out = def_out;
+    }
+    size_t ol = strlen(out);
+    canvas_format fmt = ol > 4 && !strcmp(out + ol - 4, ".png") ? CANVAS_PNG : CANVAS_SVG;
+    /* --vs: a time of SNAP or another file */
+    int vs_at = 0;
+    uint64_t vs_t = 0;
+    int vs_time = vs && !sm_parse_at(vs, &vs_at, &vs_t) && vs_at == SM_AT_TIME;
+    if (vs && !strcmp(vs, "-") && !strcmp(path, "-"))
+        return cli_usage_error("flame", "reads stdin once: give \"-\" at most once");
+    char err[1280];
+    if (sr_load_env(err, sizeof err)) {
+        fprintf(stderr, "memsnap flame: %s\n", err);
+        return 2;
+    }
+    sm_demangle_allow_loading(1);
+
+    int rc = 2;
+    /* the peak is the drawn layer's: allocated unless --layer reserved */
+    int palloc = !layer_s || !strcmp(layer_s, "allocated");
+    sm_model *m = NULL, *mv = NULL;
+    an_file f;
+    an_init(&f, path);
+    fl_tree t = {0};
+    canvas cv = {0};
+    if (vs_time) {
+        /* two moments of one read */
+        sm_opts o = {.top = 8, .at = at, .at_t_ns = at_t, .peak_allocated = palloc},
+                ov = {.top = 8, .at = SM_AT_TIME, .at_t_ns = vs_t};
+        if (!(m = sm_new(&o)) || !(mv = sm_new(&ov)) || sm_attach(m, &f) || sm_attach(mv, &f)) {
+            fprintf(stderr, "memsnap flame: out of memory\n");
+            goto out;
+        }
+        if (an_read(&f, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            goto out;
+        }
+    } else {
+        if (!(m = read_model(path, at, at_t, palloc)))
+            goto out;
+        if (vs && !(mv = read_model(vs, at, at_t, palloc)))
+            goto out;
+    }
+    int layer = layer_s ? (!strcmp(layer_s, "allocated") ? MSNAP_LAYER_ALLOCATED
+                                                         : MSNAP_LAYER_RESERVED)
+                        : (sm_blocks_seen(m) ? MSNAP_LAYER_ALLOCATED : MSNAP_LAYER_RESERVED);
+    if (layer == MSNAP_LAYER_ALLOCATED && !sm_blocks_seen(m)) {
+        fprintf(stderr, "memsnap flame: %s has no allocator blocks: try --layer reserved\n", path);
+        goto out;
+    }
+    uint64_t t_ns = 0, t_vs = 0;
+    if (fl_init(&t) || fl_add_model(&t, m, layer, dev, 0, &t_ns) ||
+        (mv && fl_add_model(&t, mv, layer, dev, 1, &t_vs))) {
+        fprintf(stderr, "memsnap flame: out of memory\n");
+        goto out;
+    }
+    fl_finish(&t);
+    char title[1024], sub[1024], total[32], tt[32];
+    const sm_layout *l = sm_layout_at(m);
+    snprintf(title, sizeof title, "%s bytes live at %s (t = %s)%s: %s", 
+             layer == MSNAP_LAYER_ALLOCATED ? "allocated" : "reserved",
+             moment_name(l->at, layer), msnap_time_text(t_ns, tt, sizeof tt),
+             dev >= 0 ? "" : "", msnap_size_text(t.n[0].bytes, total, sizeof total));
+    if (dev >= 0) {
+        size_t n = strlen(title);
+        snprintf(title + n, sizeof title - n, " on device %d", dev);
+    }
+    if (mv) {
+        char other[32], d[32];
+        uint64_t a = t.n[0].bytes, b = t.n[0].vs;
+        snprintf(sub, sizeof sub, "against %s%s: %s there; red grew, blue shrank (%s%s)",
+                 vs_time ? "t = " : "", vs_time ? msnap_time_text(t_vs, tt, sizeof tt) : vs,
+                 msnap_size_text(b, other, sizeof other), a >= b ? "+" : "-",
+                 msnap_size_text(a >= b ? a - b : b - a, d, sizeof d));
+    } else {
+        snprintf(sub, sizeof sub, "%s; each frame as wide as the bytes live under it", path);
+    }
+    if (viz_flame(&t, &cv, width, title, sub)) {
+        fprintf(stderr, "memsnap flame: out of memory\n");
+        goto out;
+    }
+    if (canvas_write(&cv, out, fmt, err, sizeof err)) {
+        fprintf(stderr, "memsnap flame: %s\n", err);
+        goto out;
+    }
+    printf("%s\n", out);
+    rc = fflush(stdout) ? 2 : 0;
+out:
+    canvas_free(&cv);
+    fl_free(&t);
+    sm_free(m);
+    sm_free(mv);
+    an_free(&f);
+    return rc;
+}

@@ -1,0 +1,103 @@
+/* The flame graph of one moment (render.h viz_flame): the tree of
+ * analyze/flame.h drawn with the root at the bottom, each frame a box as
+ * wide as the bytes live under it, its callees stacked above it in name
+ * order.  A name that does not fit is cut ("..") or left out when the box
+ * is narrower than a few characters; every box is an SVG group whose
+ * data-label carries its full name and bytes, so nothing is lost in the
+ * picture's file.
+ *
+ * Colours: warm hues picked by the name (the same frame, the same colour in
+ * every picture); with a second moment (--vs), red for what grew, blue for
+ * what shrank, as strong as the change is against the box, grey for what
+ * stayed.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "flame.h"
+#include "render.h"
+
+#define ROW 18        /* box height, 1 px of it a gap */
+#define MARGIN 12
+#define MIN_TEXT_W 28 /* narrower boxes carry no name */
+
+/* A warm colour from a name. */
+static uint32_t warm(const char *name)
+{
+    uint32_t h = 2166136261u;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    unsigned r = 205 + (h & 0x1f), g = 90 + ((h >> 5) % 120), b = 40 + ((h >> 12) % 50);
+    return r << 16 | g << 8 | b;
+}
+
+/* Red for growth, blue for shrinking, by the change relative to the box. */
+static uint32_t diff_colour(const fl_node *n)
+{
+    uint64_t base = n->bytes > n->vs ? n->bytes : n->vs;
+    if (!base || n->bytes == n->vs)
+        return 0xc8c8c8;
+    uint64_t d = n->bytes > n->vs ? n->bytes - n->vs : n->vs - n->bytes;
+    int f = (int)(200.0 * (double)d / (double)base);
+    f = f < 40 ? 40 : f > 200 ? 200 : f;
+    return n->bytes > n->vs ? rgb_lighten(0xc0392b, 200 - f) : rgb_lighten(0x2e6da4, 200 - f);
+}
+
+/* Draws node i over [x, x + w) and its children above it. */
+static void draw_node(const fl_tree *t, uint32_t i, canvas *c, double x, double w, int base_y,
+                      double scale)
+{
+    const fl_node *n = &t->n[i];
+    int x0 = (int)(x + 0.5), x1 = (int)(x + w + 0.5);
+    if (x1 <= x0)
+        return;
+    int y1 = base_y - n->depth * ROW, y0 = y1 - ROW + 1;
+    char size[32], label[700];
+    msnap_size_text(n->bytes, size, sizeof size);
+    if (t->has_vs) {
+        char vs[32];
+        msnap_size_text(n->vs, vs, sizeof vs);
+        snprintf(label, sizeof label, "%s: %s (%" PRIu64 " bytes; the other moment %s, %"
+                 PRIu64 " bytes)", n->name, size, n->bytes, vs, n->vs);
+    } else {
+        snprintf(label, sizeof label, "%s: %s (%" PRIu64 " bytes)", n->name, size, n->bytes);
+    }
+    canvas_group(c, "frame", label);
+    canvas_rect(c, x0, y0, x1 > x0 + 1 ? x1 - 1 : x1, y1, t->has_vs ? diff_colour(n) : warm(n->name));
+    if (x1 - x0 >= MIN_TEXT_W) {
+        char text[600];
+        snprintf(text, sizeof text, "%s  %s", n->name, size);
+        if (canvas_text_w(text, 1) > x1 - x0 - 6)
+            snprintf(text, sizeof text, "%s", n->name);
+        canvas_fit(text, x1 - x0 - 6, 1);
+        if (text[0])
+            canvas_text(c, x0 + 3, y0 + (ROW - CANVAS_LINE_H) / 2, text, 0x111111, 1);
+    }
+    canvas_group_end(c);
+    double cx = x;
+    for (uint32_t k = n->first; k != FL_NONE; k = t->n[k].next) {
+        double cw = (double)t->n[k].bytes * scale;
+        draw_node(t, k, c, cx, cw, base_y, scale);
+        cx += cw;
+    }
+}
+
+int viz_flame(const fl_tree *t, canvas *c, int width, const char *title, const char *subtitle)
+{
+    int top = MARGIN + 2 * canvas_text_h(1) + 8;
+    int h = top + (t->maxdepth + 1) * ROW + MARGIN;
+    if (canvas_init(c, width, h, 0xffffff))
+        return -1;
+    canvas_group(c, "title", NULL);
+    canvas_text(c, MARGIN, MARGIN, title, 0x111111, 1);
+    if (subtitle)
+        canvas_text(c, MARGIN, MARGIN + canvas_text_h(1) + 2, subtitle, 0x555555, 1);
+    canvas_group_end(c);
+    const fl_node *root = &t->n[0];
+    if (!root->bytes)
+        return 0;
+    double scale = (double)(width - 2 * MARGIN) / (double)root->bytes;
+    draw_node(t, 0, c, MARGIN, (double)root->bytes * scale, h - MARGIN, scale);
+    return 0;
+}
