@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""pyterms.py MEMSNAP DATA SCRATCH: answers in PyTorch's terms (issue 20) on
+real H200 recordings (tests/viz/data/h200: a transformers Llama training
+loop and a trimmed generate() run, recorded by tests/gpu/torch_llama.py,
+with the training run's own numbers from PyTorch in train-llama.oracle.json).
+
+  - allocated equals PyTorch's max_memory_allocated() to the byte;
+  - no label holds memsnap's own frames or the caching allocator's;
+  - labels are model code (modeling_llama.py, loss_utils.py), backward
+    allocations carry their autograd node and the forward they came from;
+  - no label twice in summary's lists, in render's legend or in compare;
+  - categories: parameters and optimizer state within 5% of PyTorch's
+    profiler at its peak, "other" under 5% of the total, no KV cache in the
+    training loop's categories but one in generate's;
+  - the flame graph: valid SVG, each frame's box as wide as its children
+    together, model code and backward nodes named.
+"""
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+memsnap, data, scratch = sys.argv[1:4]
+train = f"{data}/h200/train-llama.msnap.zst"
+gen = f"{data}/h200/generate-llama.msnap.zst"
+oracle = json.load(open(f"{data}/h200/train-llama.oracle.json"))
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    if not ok:
+        fails += 1
+        print("FAIL:", what)
+
+
+def run(*args):
+    r = subprocess.run([memsnap, *args], capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        print("FAIL: memsnap", *args, "->", r.returncode, r.stderr)
+        sys.exit(1)
+    return r.stdout
+
+
+OURS = re.compile(r"memsnap|on_trace|emit_pending|GaugeBackend|CUDACachingAllocator|c10::cuda|"
+                  r"libc10_cuda|cudaMalloc|cuMem")
+
+s = json.loads(run("summary", "--json", "--top", "40", train))
+dev = s["devices"][0]
+check(dev["allocated"]["peak"] == oracle["max_memory_allocated"],
+      f"allocated peak {dev['allocated']['peak']} != max_memory_allocated "
+      f"{oracle['max_memory_allocated']}")
+# the program marked torch.cuda.memory_allocated() after each step
+marks = json.loads(run("summary", "--json", "--marks", train))["marks"]
+said = [(m, int(m["message"].split()[-1])) for m in marks if " allocated " in m["message"]]
+check(len(said) >= 7, f"{len(said)} memory_allocated() marks")
+for m, n in said:
+    check(m["devices"][0]["allocated"] == n,
+          f"at \"{m['message']}\" allocated is {m['devices'][0]['allocated']}")
+check(s["pytorch"] is True, "not seen as a PyTorch run")
+
+sites = s["top_sites"]["allocated"]
+labels = [x["label"] for x in sites]
+check(len(labels) == len(set(labels)), f"a label twice in summary: {labels}")
+for layer in ("allocated", "reserved", "pinned"):
+    for x in s["top_sites"][layer] or []:
+        check(not OURS.search(x["label"]), f"our own frame in a label: {x['label']}")
+check(any("modeling_llama.py" in l for l in labels[:10]), f"no model code among the top sites: {labels[:10]}")
+check(any("loss_utils.py" in l for l in labels), "the loss is not named")
+bw = [l for l in labels if re.match(r"\w+Backward\d* of ", l)]
+check(len(bw) >= 3, f"backward sites with their forward: {bw}")
+check(not any("stack" in l for l in labels), "a stack number in a label")
+check(all(" <- " in l or "train_step" in l or "cmd_train" in l or "build" in l for l in labels
+          if "modeling_llama.py" in l), "a model-code label without the user's line")
+# the reserved layer of a PyTorch run lists only other libraries' memory
+check(all(x.get("library") != "PyTorch allocator" for x in s["top_sites"]["reserved"]),
+      "PyTorch's segments listed as reserved sites")
+
+cats = {c["category"]: c for c in s["categories"][0]["items"]}
+prof = oracle["profiler"]["categories"]
+for ours, theirs in (("parameters", "PARAMETER"), ("optimizer_state", "OPTIMIZER_STATE")):
+    got, want = cats[ours]["at_total_peak"], prof[theirs]
+    check(abs(got - want) <= 0.05 * want, f"{ours} {got} vs the profiler's {theirs} {want}")
+total = s["categories"][0]["total_peak"]
+other = cats.get("other", {"at_total_peak": 0})["at_total_peak"]
+check(other < 0.05 * total, f"other {other} of {total}")
+check("kv_cache" not in cats or cats["kv_cache"]["peak"] < 0.1 * total,
+      "a large KV cache in a training loop")
+check(cats["gradients"]["peak"] > 0.8 * cats["parameters"]["peak"],
+      f"gradients {cats['gradients']['peak']} against parameters {cats['parameters']['peak']}")
+
+g = json.loads(run("summary", "--json", gen))
+gcats = {c["category"]: c for c in g["categories"][0]["items"]}
+check("kv_cache" in gcats, "no KV cache in generate()")
+glabels = [x["label"] for x in g["top_sites"]["allocated"]]
+check(any("cache_utils.py" in l for l in glabels), f"the cache's code not named: {glabels}")
+check(len(glabels) == len(set(glabels)), "a label twice in generate's summary")
+
+# render's legend and compare: each label once
+run("render", "--format", "svg", train, "-o", f"{scratch}/pyterms")
+tl = ET.parse(f"{scratch}/pyterms-timeline.svg").getroot()
+legend = [e.get("data-label") for e in tl.iter() if e.get("class", "") == "legend-item"]
+legend = [l for l in legend if l]
+check(legend and len(legend) == len(set(legend)), f"the legend: {legend}")
+for l in legend:
+    check(not OURS.search(l), f"our own frame in the legend: {l}")
+cmp = run("compare", train, gen, "-o", f"{scratch}/pyterms-cmp.svg")
+check(not re.search(r"\(stack \d+\)", cmp), "a stack number in compare's text")
+
+# the flame graph
+run("flame", train, "-o", f"{scratch}/pyterms-flame.svg")
+root = ET.parse(f"{scratch}/pyterms-flame.svg").getroot()
+ns = "{http://www.w3.org/2000/svg}"
+frames = []
+for grp in root.iter(f"{ns}g"):
+    if grp.get("class") != "frame":
+        continue
+    rect = grp.find(f"{ns}rect")
+    m = re.match(r"(.*): .* \((\d+) bytes\)$", grp.get("data-label", ""))
+    if rect is None or not m:
+        continue
+    frames.append((m.group(1), int(m.group(2)), float(rect.get("x")), float(rect.get("width")),
+                   float(rect.get("y"))))
+check(frames and frames[0][0] == "all", "no root box")
+check(frames[0][1] == dev["allocated"]["peak"],
+      f"the flame's total {frames[0][1]} is not the allocated peak {dev['allocated']['peak']}")
+names = [f[0] for f in frames]
+check(any("LlamaForCausalLM.forward" in n for n in names), "model code missing from the flame")
+check(any(re.match(r"\w+Backward\d*$", n) for n in names), "no autograd node in the flame")
+check(not any(OURS.search(n) for n in names), "our own frame in the flame")
+# bytes: each box's children together hold no more than it does
+by_row = {}
+for name, nbytes, x, w, y in frames:
+    by_row.setdefault(y, []).append((x, w, nbytes))
+rows = sorted(by_row)
+for lower, upper in zip(rows[::-1], rows[::-1][1:]):
+    for x, w, nbytes in by_row[lower]:
+        inside = [b for (cx, cw, b) in by_row[upper] if cx >= x - 0.5 and cx + cw <= x + w + 1.5]
+        check(sum(inside) <= nbytes, f"children hold {sum(inside)} > {nbytes} at x={x}")
+print(f"{'ok' if not fails else str(fails) + ' failed'}: {len(labels)} sites, {len(frames)} boxes")
+sys.exit(1 if fails else 0)
