@@ -373,11 +373,16 @@ static cJSON *build_json(summary *s, sm_model *m, const char *path, int top)
         for (int l = 0; l < MSNAP_LAYER_COUNT; l++) {
             if (l == MSNAP_LAYER_PINNED)
                 continue;
-            if (l == MSNAP_LAYER_ALLOCATED && !st->allocated_seen)
+            if (l == MSNAP_LAYER_ALLOCATED && !st->allocated_seen) {
                 cJSON_AddNullToObject(o, msnap_layer_name(l));
-            else
-                cJSON_AddItemToObject(o, msnap_layer_name(l),
-                                      json_level(msnap_state_level(st, d, l)));
+                continue;
+            }
+            cJSON *lv = json_level(msnap_state_level(st, d, l));
+            /* PyTorch's blocks: allocated counts blocks as PyTorch does
+             * (memory_allocated()); what the program asked for beside */
+            if (l == MSNAP_LAYER_ALLOCATED && s->req_seen)
+                msnap_json_u64(lv, "requested_at_peak", s->req_at_peak[d]);
+            cJSON_AddItemToObject(o, msnap_layer_name(l), lv);
         }
         cJSON *l = cJSON_AddObjectToObject(o, "live_at_end");
         msnap_json_u64(l, "count", s->live_count[d]);

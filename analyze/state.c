@@ -351,6 +351,8 @@ int msnap_state_event(msnap_state *st, const msnap_event *e)
                        .aux = e->aux, .stream = e->stream, .stack = e->stack,
                        .device = (int16_t)slot, .kind = (uint8_t)e->action,
                        .api = (uint8_t)e->api};
+        if (e->action == MSNAP_A_BLOCK_ALLOC && e->api == MSNAP_API_TORCH)
+            o.req = e->aux2;
         uint64_t key = e->addr;
         if (e->action == MSNAP_A_VMM_CREATE) {
             o.addr = 0;

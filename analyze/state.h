@@ -141,6 +141,8 @@ typedef struct msnap_obj {
     uint8_t kind;      /* msnap_action that made it */
     uint8_t space;     /* enum msnap_space */
     uint8_t api;       /* msnap_api of the event that made it (0 for state lines) */
+    uint64_t req;      /* the size the program asked for, when the allocator
+                          says (PyTorch's blocks: y); 0 otherwise */
 } msnap_obj;
 
 /* An allocation site: a stack id in one layer on one device slot. */

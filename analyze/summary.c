@@ -193,9 +193,28 @@ static int on_end(void *ctx, an_file *f)
     return 0;
 }
 
+/* A block came or went: the requested bytes live, and their value when the
+ * device's allocated level reaches a new peak. */
+static int on_change(void *ctx, an_file *f, const msnap_obj *o, int sign)
+{
+    summary *s = ctx;
+    if (o->kind != MSNAP_A_BLOCK_ALLOC || !o->req)
+        return 0;
+    int d = o->device;
+    s->req_seen = 1;
+    if (sign > 0)
+        s->req_live[d] += o->req;
+    else
+        s->req_live[d] -= o->req < s->req_live[d] ? o->req : s->req_live[d];
+    const msnap_level *l = &f->st.lv[d][MSNAP_LAYER_ALLOCATED];
+    if (sign > 0 && l->peak_ev == f->ev_idx && l->cur == l->peak)
+        s->req_at_peak[d] = s->req_live[d];
+    return 0;
+}
+
 int summary_attach(summary *s, an_file *f)
 {
-    static const an_observer obs = {NULL, on_record, NULL, NULL, NULL, on_end};
+    static const an_observer obs = {NULL, on_record, NULL, NULL, on_change, on_end};
     an_observer o = obs;
     o.ctx = s;
     s->st = &f->st;

@@ -61,6 +61,10 @@ typedef struct summary {
     const msnap_state *st;     /* the an_file's: live objects, layers, peaks, sites */
     uint64_t live_count[MSNAP_ST_NDEV], live_bytes[MSNAP_ST_NDEV];
     uint64_t blocks_live_count, blocks_live_bytes; /* allocator blocks live at the end */
+    /* PyTorch's blocks: the sizes the program asked for (y), live now, and
+     * at each device's allocated peak (where they differ from the blocks) */
+    uint64_t req_live[MSNAP_ST_NDEV], req_at_peak[MSNAP_ST_NDEV];
+    int req_seen;
     int torch_blocks;          /* some blocks came from PyTorch's allocator */
                                /* RESERVED (device slots) and PINNED (the
                                   host slot) objects live at the end */

@@ -125,12 +125,16 @@ static void print_frames(const cJSON *o, const char *indent)
         printf("%s... %d more frames\n", indent, depth - skip - TOP_FRAMES);
 }
 
-/* "peak X at T s, final Y" for one level object. */
+/* "peak X at T s, final Y" for one level object (and, for PyTorch's
+ * blocks, the bytes requested at the peak). */
 static void print_level(const char *name, const cJSON *l)
 {
     char a[32], b[32], t[32];
-    printf("  %-10s peak %-11s at %-12s final %s\n", name, jsize(l, "peak", a),
+    printf("  %-10s peak %-11s at %-12s final %s", name, jsize(l, "peak", a),
            msnap_time_text(ju(l, "peak_t_ns"), t, sizeof t), jsize(l, "final", b));
+    if (jo(l, "requested_at_peak") && ju(l, "requested_at_peak") != ju(l, "peak"))
+        printf(" (as PyTorch counts it; %s requested)", jsize(l, "requested_at_peak", a));
+    printf("\n");
 }
 
 /* Prints "name count, name count, ..." for the members of a counts object. */
