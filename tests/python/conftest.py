@@ -13,6 +13,8 @@ import pytest
 
 import memsnap
 
+pytest_plugins = ["pytester"]
+
 SRC = os.environ.get("MEMSNAP_SRC_DIR") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
