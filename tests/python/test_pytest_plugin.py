@@ -205,10 +205,11 @@ def test_limits_with_a_stand_in_allocator(pytester, tmp_path, monkeypatch):
         l for l in out.splitlines() if l.startswith("FAILED"))
     # --memsnap-dir keeps the failing tests' snapshots, and only theirs
     names = sorted(os.listdir(keep))
-    assert names == ["test_limits.py_test_fails_by_itself.msnap",
-                     "test_limits.py_test_leaks.msnap",
-                     "test_limits.py_test_over_the_limit.msnap"], names
-    s = memsnap.load(keep / "test_limits.py_test_over_the_limit.msnap")
+    want = ["test_limits.py_test_fails_by_itself.msnap", "test_limits.py_test_leaks.msnap",
+            "test_limits.py_test_over_the_limit.msnap"]
+    # named by the test's id (relative to pytest's rootdir)
+    assert len(names) == 3 and all(n.endswith(w) for n, w in zip(names, want)), names
+    s = memsnap.load(keep / names[2])
     assert s.summary()["process"]["allocated"]["peak"] == (3 << 30) + (100 << 20)
     assert s.sites()["label"].iloc[0].startswith("make_activations (test_limits.py:")
     r.stdout.fnmatch_lines(["*snapshot: *test_limits.py_test_over_the_limit.msnap*"])
