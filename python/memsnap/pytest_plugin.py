@@ -186,9 +186,9 @@ def _top_sites(snap, at, what):
     g = df.groupby("label", observed=True)["size"].agg(["sum", "count"])
     g = g.sort_values("sum", ascending=False).head(TOP)
     lines = ["top sites %s:" % what]
-    for label, row in g.iterrows():
-        lines.append("  %10s in %4d block%s  %s" % (format_size(row["sum"]), row["count"],
-                                                    "" if row["count"] == 1 else "s", label))
+    for label, size, count in zip(g.index, g["sum"], g["count"]):
+        lines.append("  %10s in %4d block%s  %s" % (format_size(int(size)), int(count),
+                                                    "" if count == 1 else "s", label))
     first = g.index[0]
     stack = int(df[df["label"] == first]["stack"].iloc[0])
     frames = []
