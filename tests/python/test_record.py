@@ -166,6 +166,11 @@ def test_a_forked_child_records_nothing(tmp_path):
     parent's file stays whole."""
     if not memsnap.paths()["recorder"]:
         pytest.skip("no recorder in this package")
+    if b"libasan" in subprocess.run(["ldd", memsnap.paths()["recorder"]],
+                                    stdout=subprocess.PIPE).stdout:
+        # as recorder.fork in scripts/test.sh --sanitize: GCC 12's ASan does
+        # not take its allocator lock around fork, and a child can hang
+        pytest.skip("an AddressSanitizer build: the fork case runs in the normal pass")
     code = ("import memsnap, os\nfrom memsnap import _record\n"
             "with memsnap.record(%r, torch=False):\n"
             "    L = _record.recorder()\n"
