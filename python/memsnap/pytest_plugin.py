@@ -225,55 +225,52 @@ def _judge(item, path, mem_limit, leak_limit, warmup):
     return "\n".join(msgs) if msgs else None
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
+def _call_before(item):
+    """Before the test's call: the warm-up runs, then the recording started.
+    The state for _call_after, or None when the test is not measured."""
     mem, leak = _marks(item)
     if not (mem or leak) or _unavailable() or "error" in _why_not:
-        yield
-        return
+        return None
     from . import _record
-    mem_limit = _limit(mem, "limit_gpu_memory") if mem else None
-    leak_limit = _limit(leak, "limit_gpu_leaks") if leak else None
-    warmup = int(leak.kwargs.get("warmup", 1)) if leak else 0
-    warm_ok = True
-    for _ in range(warmup):
+    st = {"mem": _limit(mem, "limit_gpu_memory") if mem else None,
+          "leak": _limit(leak, "limit_gpu_leaks") if leak else None,
+          "warmup": int(leak.kwargs.get("warmup", 1)) if leak else 0, "warm_ok": True}
+    for _ in range(st["warmup"]):
         try:
             item.runtest()
         except BaseException:
-            warm_ok = False          # the recorded run reports the test's own failure
+            st["warm_ok"] = False    # the recorded run reports the test's own failure
             break
     gc.collect()
     _sync()
-    path, keep = _snapshot_path(item)
-    rec = _record.Recording(path, torch=_TORCH)
-    rec.start()
-    try:
-        outcome = yield
-    finally:
-        if leak:
-            gc.collect()             # what only a reference cycle still holds
-        _sync()
-        rec.stop()
-    failed = outcome.excinfo is not None
+    st["path"], st["keep"] = _snapshot_path(item)
+    st["rec"] = _record.Recording(st["path"], torch=_TORCH)
+    st["rec"].start()
+    return st
+
+
+def _call_after(item, st, failed):
+    """After the call (failed: it raised): the recording stopped and judged."""
+    if st["leak"] is not None:
+        gc.collect()                 # what only a reference cycle still holds
+    _sync()
+    st["rec"].stop()
     msg = None
-    if not failed and warm_ok:
-        msg = _judge(item, path, mem_limit, leak_limit, warmup)
-    item._memsnap = {"message": msg, "path": path,
-                     "keep": keep and (failed or msg is not None)}
+    if not failed and st["warm_ok"]:
+        msg = _judge(item, st["path"], st["mem"], st["leak"], st["warmup"])
+    item._memsnap = {"message": msg, "path": st["path"],
+                     "keep": st["keep"] and (failed or msg is not None)}
     if not item._memsnap["keep"]:
         try:
-            os.unlink(path)
+            os.unlink(st["path"])
         except OSError:
             pass
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
+def _adjust_report(item, call, rep):
     info = getattr(item, "_memsnap", None)
     if info is None or call.when != "call":
         return
-    rep = outcome.get_result()
     if info["message"] and rep.passed:
         rep.outcome = "failed"
         rep.longrepr = info["message"] + (
@@ -281,3 +278,51 @@ def pytest_runtest_makereport(item, call):
             "\n(pytest --memsnap-dir DIR keeps the snapshot)")
     elif info["keep"]:
         rep.sections.append(("memsnap", "snapshot: %s" % info["path"]))
+
+
+def _new_style_wrappers():
+    """pluggy 1.2 and later (pytest 8, 9) take wrapper=True; Debian 12's
+    pluggy 1.0 (pytest 7.2) only the older hookwrapper=True."""
+    try:
+        import inspect
+        return "wrapper" in inspect.signature(pytest.hookimpl.__call__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+if _new_style_wrappers():
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(item):
+        st = _call_before(item)
+        if st is None:
+            return (yield)
+        failed = True
+        try:
+            res = yield
+            failed = False
+            return res
+        finally:
+            _call_after(item, st, failed)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(item, call):
+        rep = yield
+        _adjust_report(item, call, rep)
+        return rep
+else:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(item):
+        st = _call_before(item)
+        if st is None:
+            yield
+            return
+        outcome = None
+        try:
+            outcome = yield
+        finally:
+            _call_after(item, st, outcome is None or outcome.excinfo is not None)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item, call):
+        outcome = yield
+        _adjust_report(item, call, outcome.get_result())
