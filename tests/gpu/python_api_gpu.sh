@@ -7,10 +7,9 @@
 #        (pytest's output), the snapshots of the failing limit tests and of
 #        the recordings (record-1.msnap, record-2.msnap, cell.msnap), logs
 # WORK   scratch (default /tmp/memsnap-i24)
-# Steps: the wheel goes into a venv that sees PyTorch's environment
-# (--system-site-packages; or, without python3-venv, `pip install --target`
-# on PYTHONPATH), with `pip install --no-deps`: nothing of PyTorch's
-# environment changes; the plugin is built into a fresh cache by the first
+# Steps: the wheel is installed with `pip install --no-deps --target` and
+# put on PYTHONPATH beside PyTorch's environment (nothing of it changes;
+# MEMSNAP_WHEEL_INTO_ENV=1: into it); the plugin is built into a fresh cache by the first
 # memsnap.record() (XDG_CACHE_HOME=WORK/cache: the build at first use is
 # part of the check); then python_api_gpu.py (record, the magic) and pytest
 # on python_api_gpu_limits.py (the markers).  Exit 0 all passed, 1 not,
@@ -32,20 +31,28 @@ say "machine: $(nvidia-smi -L 2>&1 | head -1); $("$PY" -c 'import sys, torch; pr
 "$PY" -c 'import IPython; print("IPython", IPython.__version__)' >> "$R" 2>&1 || say "no IPython: the magic is checked through its function"
 
 # ---- the wheel, beside PyTorch's environment -----------------------------------
-if "$PY" -m venv --system-site-packages "$W/venv" > "$W/venv.log" 2>&1 &&
-   "$W/venv/bin/python" -m pip --version > /dev/null 2>&1; then
-    VPY=$W/venv/bin/python
-    "$VPY" -m pip install --no-deps --no-index "$WHL" > "$W/pip.log" 2>&1 || { say "FAIL pip install: $(tail -3 "$W/pip.log")"; exit 1; }
-    say "installed in a venv over PyTorch's environment: $VPY"
+# pip install --no-deps --target: the package sees PyTorch's environment
+# (its torch, pandas, pytest) through PYTHONPATH, whatever that environment
+# is (a venv, or a system Python that refuses pip), and nothing in it
+# changes.  MEMSNAP_WHEEL_INTO_ENV=1 installs into the environment itself
+# instead (pip install --no-deps, --break-system-packages where needed).
+VPY=$PY
+if [ "${MEMSNAP_WHEEL_INTO_ENV:-0}" = 1 ]; then
+    "$PY" -m pip install --no-deps --no-index --force-reinstall "$WHL" > "$W/pip.log" 2>&1 ||
+        "$PY" -m pip install --no-deps --no-index --force-reinstall --break-system-packages "$WHL" >> "$W/pip.log" 2>&1 ||
+        { say "FAIL pip install: $(tail -3 "$W/pip.log")"; exit 1; }
+    say "installed into PyTorch's environment: $("$PY" -c 'import sys; print(sys.prefix)')"
+    INTO=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 else
-    VPY=$PY
-    "$PY" -m pip install --no-deps --no-index --target "$W/site" "$WHL" > "$W/pip.log" 2>&1 || { say "FAIL pip install --target: $(tail -3 "$W/pip.log")"; exit 1; }
+    "$PY" -m pip install --no-deps --no-index --target "$W/site" "$WHL" > "$W/pip.log" 2>&1 ||
+        { say "FAIL pip install --target: $(tail -3 "$W/pip.log")"; exit 1; }
     export PYTHONPATH=$W/site${PYTHONPATH:+:$PYTHONPATH}
-    say "installed with pip --target $W/site (no venv here)"
+    say "installed with pip install --no-deps --target $W/site, on PYTHONPATH beside PyTorch's environment"
+    INTO=$W/site
 fi
 export XDG_CACHE_HOME=$W/cache PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 check "version" '"$VPY" -m memsnap --version | tee -a "$R" | grep -q "^memsnap "'
-check "import from the wheel" '"$VPY" -c "import memsnap, sys; p = memsnap.paths(); assert all(p.values()), p; print(memsnap.__file__)" | tee -a "$R" | grep -q "$W"'
+check "import from the wheel" '"$VPY" -c "import memsnap, sys; p = memsnap.paths(); assert all(p.values()), p; print(memsnap.__file__)" | tee -a "$R" | grep -q "^$INTO/memsnap/"'
 
 # ---- record, the API, the magic (the plugin built at the first record) ---------
 cd "$W" || exit 1
@@ -70,6 +77,6 @@ check "a leak found, naming the site" 'grep -q "^FAILED test_gpu_limits.py::test
 check "the warm-up is not a leak" 'grep -q "^PASSED test_gpu_limits.py::test_warm_cache" "$L"'
 check "--memsnap-dir kept the failing tests" '[ -f "$OUT/failed/test_gpu_limits.py_test_over_limit.msnap" ] && [ -f "$OUT/failed/test_gpu_limits.py_test_leak.msnap" ] && [ ! -f "$OUT/failed/test_gpu_limits.py_test_under_limit.msnap" ]'
 
-tar -czf "$OUT/logs.tar.gz" -C "$W" --exclude=venv --exclude=site --exclude=cache . 2> /dev/null
+tar -czf "$OUT/logs.tar.gz" -C "$W" --exclude=site --exclude=cache . 2> /dev/null
 say "$fails failed"
 [ $fails = 0 ]
