@@ -7,13 +7,13 @@
  *           after the state model applied it, with the bytes the event
  *           removed from live memory (the state's change callbacks) and
  *           the process's reserved and allocated levels then;
- *   sites   the findings model (model.h), for the site labels, which are
- *           told apart among all the sites of the file (label.c), so they
- *           read as in `memsnap summary` and `render`;
  *   state   a moment (analysis.h an_moment) marked after every event at or
  *           before the time asked (render --at's rule), or at the peak of
  *           the allocated layer (reserved without blocks), or at the first
- *           OOM; the findings model labels its objects.
+ *           OOM; the findings model (model.h) labels its objects, as
+ *           `memsnap summary` and `render` label their sites.
+ * The sites themselves are the summary's (mpy_summary: its top sites with
+ * every site asked for), so they are defined, grouped and ranked once.
  *
  * Columns grow by doubling (realloc: large blocks move with mremap, not a
  * copy).  Memory for events: about 95 bytes per event until Python has
@@ -44,10 +44,10 @@
 
 typedef struct mpy_col {
     const char *name;
-    const char *type;      /* numpy dtype, "cat:<dtype>" or "str" */
-    size_t item;           /* bytes per value (0: text only) */
-    void *data;            /* rows x item bytes; NULL once taken */
-    char *text;            /* str: one string per row; cat: the categories */
+    const char *type;      /* numpy dtype, or "cat:<dtype>" */
+    size_t item;           /* bytes per value */
+    void *data;            /* rows x item bytes; NULL once handed over */
+    char *text;            /* cat: the categories */
     size_t ntext, captext;
     uint64_t nstr;
 } mpy_col;
@@ -98,8 +98,6 @@ static int table_reserve(mpy_table_t *t, uint64_t rows)
         cap *= 2;
     for (int i = 0; i < t->ncols; i++) {
         mpy_col *c = &t->col[i];
-        if (!c->item)
-            continue;
         void *d = realloc(c->data, cap * c->item);
         if (!d)
             return -1;
@@ -326,103 +324,6 @@ static int at_parse(at_reader *a, const char *at, char *err, size_t errlen)
 
 /* ---- after the read: sites and state ----------------------------------- */
 
-static int site_cmp(const void *pa, const void *pb)
-{
-    const msnap_site *x = *(const msnap_site *const *)pa, *y = *(const msnap_site *const *)pb;
-    if (x->peak != y->peak)
-        return x->peak > y->peak ? -1 : 1;
-    return x->stack < y->stack ? -1 : x->stack > y->stack;
-}
-
-/* A stack's frames as `memsnap summary --json` writes them, joined by
- * newlines, into c's text. */
-static int frames_text(mpy_col *c, const sm_symtab *tab, uint32_t stack)
-{
-    char f[1024];
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    int depth = stack ? sm_symtab_frame(tab, stack, 0, SM_MOD_OPEN_LAST, f, sizeof f) : 0;
-    for (int i = 0; i < depth; i++) {
-        sm_symtab_frame(tab, stack, i, SM_MOD_OPEN_LAST, f, sizeof f);
-        size_t k = strlen(f);
-        if (n + k + 2 > cap) {
-            cap = (n + k + 2) * 2;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                return -1;
-            }
-            buf = nb;
-        }
-        if (i)
-            buf[n++] = '\n';
-        memcpy(buf + n, f, k + 1);
-        n += k;
-    }
-    int rc = text_add(c, buf ? buf : "");
-    free(buf);
-    return rc;
-}
-
-static const int site_layers[3] = {MSNAP_LAYER_RESERVED, MSNAP_LAYER_ALLOCATED,
-                                   MSNAP_LAYER_PINNED};
-
-enum { S_LABEL, S_STACK, S_KIND, S_DEVICE, S_PEAK, S_PEAK_T, S_COUNT, S_BYTES, S_LIVE,
-       S_LIVE_COUNT, S_FRAMES };
-
-/* The "sites:LAYER" table. */
-static int sites_table(mpy_result *r, an_file *f, const sm_model *m, int layer)
-{
-    char name[32];
-    snprintf(name, sizeof name, "sites:%s", msnap_layer_name(layer));
-    mpy_table_t *t = table_new(r, name);
-    if (!t)
-        return -1;
-    col_add(t, "label", "str", 0);
-    col_add(t, "stack", "<u4", 4);
-    col_add(t, "kind", "cat:|i1", 1);
-    col_add(t, "device", "<i2", 2);
-    col_add(t, "peak", "<u8", 8);
-    col_add(t, "peak_t_ns", "<u8", 8);
-    col_add(t, "count", "<u8", 8);
-    col_add(t, "bytes", "<u8", 8);
-    col_add(t, "live_at_end", "<u8", 8);
-    col_add(t, "live_count_at_end", "<u8", 8);
-    col_add(t, "frames", "str", 0);
-    if (names_text(&t->col[S_KIND], MSNAP_A_COUNT, msnap_action_name))
-        return -1;
-    const msnap_state *st = &f->st;
-    size_t n = 0;
-    const msnap_site **v = malloc((st->nsites + 1) * sizeof *v);
-    if (!v)
-        return -1;
-    for (size_t i = 0; i < st->nsites; i++)
-        if (st->sites[i].layer == layer && st->sites[i].count)
-            v[n++] = &st->sites[i];
-    qsort(v, n, sizeof *v, site_cmp);
-    int rc = table_reserve(t, n ? n : 1);
-    char lab[SM_LABEL_MAX];
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const msnap_site *x = v[i];
-        ((uint32_t *)t->col[S_STACK].data)[i] = x->stack;
-        ((int8_t *)t->col[S_KIND].data)[i] = x->kind < MSNAP_A_COUNT ? (int8_t)x->kind : -1;
-        ((int16_t *)t->col[S_DEVICE].data)[i] =
-            x->device == MSNAP_ST_HOST ? -1 : x->device;
-        ((uint64_t *)t->col[S_PEAK].data)[i] = x->peak;
-        ((uint64_t *)t->col[S_PEAK_T].data)[i] = x->peak_t;
-        ((uint64_t *)t->col[S_COUNT].data)[i] = x->count;
-        ((uint64_t *)t->col[S_BYTES].data)[i] = x->bytes;
-        ((uint64_t *)t->col[S_LIVE].data)[i] = x->live;
-        ((uint64_t *)t->col[S_LIVE_COUNT].data)[i] = x->live_count;
-        sm_site_label(m, x->stack, lab, sizeof lab);
-        if (text_add(&t->col[S_LABEL], lab) || frames_text(&t->col[S_FRAMES], &f->tab, x->stack))
-            rc = -1;
-        t->rows = i + 1;
-    }
-    free(v);
-    return rc;
-}
-
 enum { O_ADDR, O_SIZE, O_T, O_DEVICE, O_STREAM, O_STACK, O_KIND, O_LAYER, O_LABEL, O_AUX,
        O_PRE };
 
@@ -592,7 +493,7 @@ MPY_API mpy_result *mpy_read(const char *path, unsigned want, const char *at, ch
         snprintf(err, errlen, "%s: %s", path, why);
         goto fail;
     }
-    if (want & (MPY_SITES | MPY_STATE)) {
+    if (want & MPY_STATE) {
         sm_opts mo = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
         sm_demangle_allow_loading(1);          /* as the CLI: labels read the same */
         if (!(m = sm_new(&mo)) || sm_attach(m, &f))
@@ -614,10 +515,6 @@ MPY_API mpy_result *mpy_read(const char *path, unsigned want, const char *at, ch
     }
     if (an_read(&f, err, errlen) != 0)
         goto fail;
-    if (want & MPY_SITES)
-        for (int i = 0; i < 3; i++)
-            if (sites_table(r, &f, m, site_layers[i]))
-                goto oom;
     uint64_t at_idx = 0, at_t = 0;
     if ((want & MPY_STATE) && state_table(r, &f, m, &ar, &at_idx, &at_t))
         goto oom;
@@ -727,7 +624,7 @@ MPY_API const char *mpy_column_text(const mpy_result *r, int table, int col, uin
     const mpy_col *c = col_of(r, table, col);
     *count = 0;
     *nbytes = 0;
-    if (!c || (c->item && strncmp(c->type, "cat:", 4) != 0))
+    if (!c || strncmp(c->type, "cat:", 4) != 0)
         return NULL;
     *count = c->nstr;
     *nbytes = c->ntext;

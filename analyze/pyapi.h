@@ -1,5 +1,5 @@
 /* The Python API's way into the analysis library (libmemsnap_py.so,
- * pyapi.c; python/memsnap/_api.py calls it through ctypes).
+ * pyapi.c; python/memsnap/_lib.py calls it through ctypes).
  *
  * A Python Snapshot never parses a snapshot itself: each of its answers is
  * one read of the file by this library (analysis.h's read loop, the state
@@ -19,26 +19,24 @@
  *                      of memory the file never saw allocated), reserved
  *                      and allocated (the process's levels after the
  *                      event, state.h's layers, all devices together);
- *   "sites:LAYER"      LAYER reserved, allocated or pinned (MPY_SITES):
- *                      the state's sites of that layer with at least one
- *                      allocation, largest peak first, ties by stack id
- *                      (the order of `memsnap summary`'s top sites), with
- *                      the findings model's label (model.h sm_site_labels)
- *                      and the frames as the summary writes them;
  *   "state"            the live objects after the last event at or before
  *                      a moment (MPY_STATE, an_moment: the rule of
  *                      `memsnap render --at TIME`), with their site's
  *                      layer and label.
  *
+ * The sites are not a table here: Python takes them from the summary
+ * (mpy_summary with as many top sites as there are), so that a site, its
+ * grouping, its label and its rank have one definition, report.c's.
+ *
  * Column types (mpy_column_type): a numpy dtype string ("<u8", "<i2",
  * "|u1" ...) for plain columns; "cat:DTYPE" for categorical columns (codes
  * of that dtype, -1 none; the categories are the column's text,
- * mpy_column_text); "str" for text (one string per row, in the text).
+ * mpy_column_text).
  *
- * Ownership: everything belongs to the mpy_result until mpy_free; a
- * column's values are freed when they are taken (mpy_column_take), so a
- * caller that copies column by column holds one column twice at most.
- * Not thread-safe per result; separate results are independent.
+ * Ownership: everything belongs to the mpy_result until mpy_free, but the
+ * columns' values handed over (mpy_column_release), which belong to the
+ * caller from then on.  Not thread-safe per result; separate results are
+ * independent.
  */
 #ifndef MEMSNAP_ANALYZE_PYAPI_H
 #define MEMSNAP_ANALYZE_PYAPI_H
@@ -47,7 +45,6 @@
 #include <stdint.h>
 
 #define MPY_EVENTS 1u    /* the "events" table */
-#define MPY_SITES 2u     /* the "sites:*" tables */
 #define MPY_STATE 4u     /* the "state" table (needs at) */
 
 typedef struct mpy_result mpy_result;
@@ -75,7 +72,7 @@ const char *mpy_column_type(const mpy_result *r, int table, int col);
  * column or one handed over already (*nbytes 0); NULL also for 0 rows. */
 void *mpy_column_release(mpy_result *r, int table, int col, uint64_t *nbytes);
 void mpy_free_buffer(void *p);
-/* A text or categorical column's strings, each NUL-terminated, one after
+/* A categorical column's categories, each NUL-terminated, one after
  * another: *count strings in *nbytes bytes; NULL for plain columns. */
 const char *mpy_column_text(const mpy_result *r, int table, int col, uint64_t *count,
                             uint64_t *nbytes);

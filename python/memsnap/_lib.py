@@ -14,7 +14,6 @@ _lock = threading.Lock()
 _lib = None
 
 MPY_EVENTS = 1
-MPY_SITES = 2
 MPY_STATE = 4
 
 
@@ -130,7 +129,7 @@ class Result:
         return np.frombuffer(buf, dtype=dtype)
 
     def table(self, name):
-        """{column name: numpy array, pandas Categorical or list of str}, in
+        """{column name: numpy array or pandas Categorical}, in
         the table's column order.  The arrays use the C library's buffers
         (no copy), each freed when nothing uses it any more."""
         import numpy as np
@@ -143,9 +142,6 @@ class Result:
         for c in range(L.mpy_columns(h, t)):
             cname = L.mpy_column_name(h, t, c).decode()
             ctype = L.mpy_column_type(h, t, c).decode()
-            if ctype == "str":
-                out[cname] = self._texts(t, c)
-                continue
             dtype = np.dtype(ctype[4:] if ctype.startswith("cat:") else ctype)
             a = self._release(t, c, dtype, rows)
             if ctype.startswith("cat:"):

@@ -11,6 +11,9 @@ import os
 from . import _lib
 
 LAYERS = ("reserved", "allocated", "pinned")
+SITE_COLUMNS = ["label", "stack", "kind", "device", "peak", "peak_t_ns", "count", "bytes",
+                "live_at_end", "live_count_at_end", "frames"]
+ALL_SITES = 100000             # "all the sites" for summary(top=): a bound, not a cost
 
 
 def _frame(cols):
@@ -46,7 +49,6 @@ class Snapshot:
         if not os.path.exists(self.path):
             raise FileNotFoundError(2, "No such file or directory", self.path)
         self._summary = {}
-        self._sites = None
 
     def __repr__(self):
         return "memsnap.Snapshot(%r)" % self.path
@@ -73,29 +75,32 @@ class Snapshot:
         with _lib.Result(self.path, _lib.MPY_EVENTS) as r:
             return _frame(r.table("events"))
 
-    def _read_sites(self):
-        if self._sites is None:
-            with _lib.Result(self.path, _lib.MPY_SITES) as r:
-                info = r.info()
-                tabs = {l: r.table("sites:" + l) for l in LAYERS}
-            self._sites = (info, tabs)
-        return self._sites
-
     def sites(self, layer=None):
         """Allocation sites of one layer (reserved, allocated or pinned;
         default: allocated when the file has allocator blocks, else
-        reserved), largest peak first as `memsnap summary` lists them:
-        label, stack, kind, device, peak, peak_t_ns, count, bytes (allocated
-        in total), live_at_end, live_count_at_end, frames (a tuple of
-        "function (file:line)", innermost first)."""
-        info, tabs = self._read_sites()
-        if layer is None:
-            layer = "allocated" if info["allocated_seen"] else "reserved"
-        if layer not in tabs:
+        reserved), as `memsnap summary` ranks them, largest peak first, all
+        of them (up to 100,000): label, stack, kind, device, peak,
+        peak_t_ns, count, bytes (allocated in total; the JSON's
+        bytes_total), live_at_end, live_count_at_end, whatever else the
+        summary says of a site, and frames (a tuple of "function
+        (file:line)", innermost first).  The rows are the summary's top
+        sites (summary(top=N)["top_sites"][layer] is sites(layer).head(N)):
+        one definition of a site and its label, the analysis library's."""
+        import pandas as pd
+        if layer is not None and layer not in LAYERS:
             raise ValueError("sites: layer is one of %s, not %r" % (", ".join(LAYERS), layer))
-        cols = dict(tabs[layer])
-        cols["frames"] = [tuple(f.split("\n")) if f else () for f in cols["frames"]]
-        return _frame(cols)
+        summ = self.summary(top=ALL_SITES)
+        if layer is None:
+            layer = "allocated" if summ["allocated_seen"] else "reserved"
+        rows = summ["top_sites"].get(layer) or []
+        df = pd.DataFrame(rows, columns=None if rows else SITE_COLUMNS)
+        df = df.rename(columns={"bytes_total": "bytes"})
+        if len(df):
+            df["frames"] = [tuple(f) for f in df["frames"]]
+            df["kind"] = df["kind"].astype("category")
+        first = [c for c in SITE_COLUMNS if c in df.columns and c != "frames"]
+        return df[first + [c for c in df.columns if c not in first and c != "frames"] +
+                  ["frames"]]
 
     def categories(self):
         """What the memory was for, per device (summary's "categories", the

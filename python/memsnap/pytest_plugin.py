@@ -189,14 +189,9 @@ def _top_sites(snap, at, what):
     for label, size, count in zip(g.index, g["sum"], g["count"]):
         lines.append("  %10s in %4d block%s  %s" % (format_size(int(size)), int(count),
                                                     "" if count == 1 else "s", label))
-    first = g.index[0]
-    stack = int(df[df["label"] == first]["stack"].iloc[0])
-    frames = []
-    for layer in ("allocated",):
-        s = snap.sites(layer)
-        hit = s[s["stack"] == stack]
-        if len(hit):
-            frames = list(hit["frames"].iloc[0])
+    s = snap.sites("allocated")
+    hit = s[s["label"] == g.index[0]]
+    frames = list(hit["frames"].iloc[0]) if len(hit) else []
     py = [f for f in frames if ".py:" in f] or frames
     if py:
         lines.append("  the first, as allocated:")

@@ -185,22 +185,31 @@ def test_limits_with_a_stand_in_allocator(pytester, tmp_path, monkeypatch):
     r = pytester.runpytest_subprocess(*plugin_args(), "--memsnap-dir", str(keep), "-rf")
     r.assert_outcomes(passed=3, failed=3)
     out = r.stdout.str()
-    # the peak, over the limit, names the site that held it, with its line
+
+    def line(text):                        # the line of test_limits.py holding text
+        return TESTS.lstrip("\n").splitlines().index(text) + 1
+
+    big = line("    return alloc(3 << 30)")
+    small = line("    small = alloc(100 << 20)")
+    kept = line("    kept.append(alloc(n))")
+    # the peak, over the limit, names the sites that held it by the test's
+    # lines (a label reads "make_activations (test_limits.py:N)", or with
+    # the installed package's frame first, "alloc (...) <- test_limits.py:N")
     r.stdout.fnmatch_lines([
         "*memsnap: the test's PyTorch GPU allocations peaked at 3.10 GiB, over the "
         "2.00 GiB limit (limit_gpu_memory)*",
         "*top sites at the peak:*",
-        "*3.00 GiB in    1 block  make_activations (test_limits.py:*)",
-        "*100.00 MiB in    1 block  test_over_the_limit (test_limits.py:*)",
+        "*3.00 GiB in    1 block  *test_limits.py:%d*" % big,
+        "*100.00 MiB in    1 block  *test_limits.py:%d*" % small,
     ])
     r.stdout.fnmatch_lines([
         "*memsnap: 4.00 MiB that the test allocated through PyTorch is still allocated after "
         "it, over the 1.00 MiB limit (limit_gpu_leaks, after 1 warm-up run)*",
         "*top sites still allocated at the end:*",
-        "*4.00 MiB in    1 block  remember (test_limits.py:*)",
+        "*4.00 MiB in    1 block  *test_limits.py:%d*" % kept,
         "*the first, as allocated:*",
         "*alloc (*site-packages/standin_alloc.py:*)",
-        "*remember (*test_limits.py:*)",
+        "*remember (*test_limits.py:%d)" % kept,
         "*test_leaks (*test_limits.py:*)",
     ])
     assert "test_warmup_is_not_a_leak" not in "".join(
@@ -213,7 +222,8 @@ def test_limits_with_a_stand_in_allocator(pytester, tmp_path, monkeypatch):
     assert len(names) == 3 and all(n.endswith(w) for n, w in zip(names, want)), names
     s = memsnap.load(keep / names[2])
     assert s.summary()["process"]["allocated"]["peak"] == (3 << 30) + (100 << 20)
-    assert s.sites()["label"].iloc[0].startswith("make_activations (test_limits.py:")
+    assert s.sites()["label"].iloc[0].endswith("test_limits.py:%d)" % big) or \
+        "test_limits.py:%d" % big in s.sites()["label"].iloc[0]
     r.stdout.fnmatch_lines(["*snapshot: *test_limits.py_test_over_the_limit.msnap*"])
 
 
