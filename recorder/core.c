@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,6 +59,9 @@ core_device g_devices[MSNAP_MAX_DEVICES];
 
 static uint64_t t0_mono, t0_unix;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static int queue_fresh = 1;          /* the queue is reset at the next start (first, after fork) */
+int g_inproc;                        /* in-process recording (inproc.c): never a lazy start */
+static int preloaded;                /* loaded into the global scope (LD_PRELOAD: memsnap run) */
 static uintptr_t own_lo, own_hi;     /* libmemsnap.so's mapped range */
 
 /* ---- time and thread id ---------------------------------------------------- */
@@ -384,10 +388,17 @@ static int tables_init(void)
             return -1;
         g_queue_mask = cap - 1;
     }
-    for (uint64_t i = 0; i <= g_queue_mask; i++)
-        atomic_store_explicit(&g_queue[i].seq, i, memory_order_relaxed);
-    atomic_store(&g_queue_head, 0);
-    atomic_store(&g_queue_tail, 0);
+    /* A restart in the same process (inproc.c) keeps the queue as it is:
+     * the new writer goes on from the old one's tail, so an event a thread
+     * was committing while the last recording stopped cannot collide with
+     * a new one's ticket. */
+    if (queue_fresh) {
+        for (uint64_t i = 0; i <= g_queue_mask; i++)
+            atomic_store_explicit(&g_queue[i].seq, i, memory_order_relaxed);
+        atomic_store(&g_queue_head, 0);
+        atomic_store(&g_queue_tail, 0);
+        queue_fresh = 0;
+    }
     if (!g_stacks_ready && g_cfg.stack_depth > 0) {
         /* Per-thread unwind caches: no lock shared by threads on the hot path. */
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -435,6 +446,95 @@ int core_ensure_started(void)
     return st == 1;
 }
 
+/* ---- in-process recording (inproc.c) -------------------------------------------------- */
+
+/* The recorder loaded without LD_PRELOAD (dlopen, RTLD_LOCAL: its hooks
+ * interpose nothing) records only between core_inproc_start and
+ * core_inproc_stop, and only what reaches its API (PyTorch's plugin,
+ * memsnap_trace_block, memsnap_annotate).  In between recordings g_state
+ * is -1, so nothing starts one lazily.  No dump signal is taken (the
+ * program's dispositions stay its own); the exit handler closes a
+ * recording still running. */
+int core_inproc_start(const char *pattern)
+{
+    if (!g_cfg.enabled)
+        return -1;
+    if (preloaded)
+        return -3;                    /* memsnap run's recording, started or not yet */
+    pthread_mutex_lock(&start_lock);
+    int st = atomic_load(&g_state), rc = 0;
+    if (st == 1) {
+        rc = -3;                      /* recording already */
+    } else if (st < 0 && !g_inproc) {
+        rc = -1;                      /* off: bad settings, a failed start, a stopped child */
+    } else if (strlen(pattern) >= sizeof g_cfg.output) {
+        errno = ENAMETOOLONG;
+        rc = -2;
+    } else {
+        static int atexit_done;
+        g_inproc = 1;
+        snprintf(g_cfg.output, sizeof g_cfg.output, "%s", pattern);
+        g_cfg.dump_signal = 0;        /* the header's settings say so */
+        /* the file's times count from its own start */
+        t0_mono = mono_ns();
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        t0_unix = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        int saved = errno;
+        if (tables_init() != 0 || writer_start() != 0) {
+            saved = errno;
+            st = -1;
+            rc = -2;
+        } else {
+            st = 1;
+            if (!atexit_done) {
+                atexit(at_exit);
+                atexit_done = 1;
+            }
+        }
+        atomic_store_explicit(&g_state, st, memory_order_release);
+        errno = saved;
+    }
+    pthread_mutex_unlock(&start_lock);
+    return rc;
+}
+
+/* In-process use before any recording (PyTorch's tracker attached early):
+ * from now on nothing starts a recording but core_inproc_start.  0, or -1
+ * when the library was preloaded (memsnap run records this process). */
+int core_inproc_claim(void)
+{
+    if (preloaded)
+        return -1;
+    pthread_mutex_lock(&start_lock);
+    int expect = 0;
+    if (atomic_compare_exchange_strong(&g_state, &expect, -1))
+        g_inproc = 1;
+    pthread_mutex_unlock(&start_lock);
+    return 0;
+}
+
+/* Stops an in-process recording: no new event from now on, then every
+ * event committed so far is written, the live state, symbols and trailer,
+ * and the file closed.  An event a thread is committing at this very
+ * moment may land in the next recording instead.  0, -1 (no in-process
+ * recording running) or -2 (the file could not be written; errno). */
+int core_inproc_stop(uint64_t *events)
+{
+    pthread_mutex_lock(&start_lock);
+    int rc = -1;
+    if (g_inproc && atomic_load(&g_state) == 1) {
+        atomic_store_explicit(&g_state, -1, memory_order_release);
+        writer_sync(atomic_load(&g_queue_head));
+        rc = writer_stop(0, events) == 0 ? 0 : -2;
+        int saved = errno;
+        writer_forget();
+        errno = saved;
+    }
+    pthread_mutex_unlock(&start_lock);
+    return rc;
+}
+
 static void fork_prepare(void) { pthread_mutex_lock(&str_lock); }
 static void fork_parent(void) { pthread_mutex_unlock(&str_lock); }
 
@@ -447,12 +547,46 @@ static void fork_child(void)
     pthread_mutex_unlock(&str_lock);
     pthread_mutex_init(&start_lock, NULL);
     t_tid = 0;
+    queue_fresh = 1;
     int st = atomic_load(&g_state);
     if (st == -1)
         return;
     if (st == 1)
         writer_after_fork_child();
-    atomic_store(&g_state, g_cfg.fork_mode == FORK_FOLLOW ? 0 : -1);
+    /* An in-process recording is the parent's alone: its path has no %p,
+     * and the child (a DataLoader worker) did not ask for one. */
+    atomic_store(&g_state, g_cfg.fork_mode == FORK_FOLLOW && !g_inproc ? 0 : -1);
+}
+
+/* Whether this library is one of LD_PRELOAD's (memsnap run, or by hand):
+ * an entry that is this file (same device and inode), or a bare name equal
+ * to its name.  Loaded otherwise (dlopen: the Python package's ctypes), it
+ * is an in-process recorder (inproc.c). */
+static int in_ld_preload(void)
+{
+    const char *pl = getenv("LD_PRELOAD");
+    Dl_info di;
+    struct stat own, st;
+    if (!pl || !*pl || !dladdr((void *)&in_ld_preload, &di) || !di.dli_fname ||
+        stat(di.dli_fname, &own) != 0)
+        return 0;
+    const char *base = strrchr(di.dli_fname, '/');
+    base = base ? base + 1 : di.dli_fname;
+    char entry[4096];
+    while (*pl) {
+        size_t n = strcspn(pl, ": \t");
+        if (n && n < sizeof entry) {
+            memcpy(entry, pl, n);
+            entry[n] = 0;
+            if (strchr(entry, '/') ? stat(entry, &st) == 0 && st.st_dev == own.st_dev &&
+                                         st.st_ino == own.st_ino
+                                   : strcmp(entry, base) == 0)
+                return 1;
+        }
+        pl += n;
+        pl += strspn(pl, ": \t");
+    }
+    return 0;
 }
 
 __attribute__((constructor)) static void memsnap_init(void)
@@ -466,5 +600,6 @@ __attribute__((constructor)) static void memsnap_init(void)
         atomic_store(&g_state, -1);
         return;
     }
+    preloaded = in_ld_preload();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

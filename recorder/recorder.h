@@ -115,6 +115,18 @@ static inline int core_recording(void)
     return on;
 }
 
+/* In-process recording (inproc.c: memsnap_record_start/_stop).  start: 0,
+ * -1 recording is off (settings), -2 the file could not be created
+ * (errno; a line on stderr), -3 a recording is running already.  stop: 0,
+ * -1 none running, -2 the file could not be written (errno); *events
+ * (when not NULL) the events written. */
+int core_inproc_start(const char *pattern);
+int core_inproc_stop(uint64_t *events);
+/* Before any in-process recording: no lazy start from now on.  0, -1
+ * when the library was preloaded (memsnap run records this process). */
+int core_inproc_claim(void);
+extern int g_inproc;              /* 1 once an in-process recording was started */
+
 /* Captures the caller's native stack and returns its id (0 = none). */
 uint32_t core_capture_stack(void);
 
@@ -175,6 +187,13 @@ extern core_device g_devices[MSNAP_MAX_DEVICES];
 /* ---- Writer (writer.c) --------------------------------------------------- */
 int writer_start(void);              /* opens the output, starts the thread */
 void writer_stop_at_exit(void);      /* drains, final dump, joins */
+/* The same, saying "N events written to PATH" on stderr when say is set;
+ * *events (when not NULL) gets N.  0, or -1 when the file could not be
+ * written (errno). */
+int writer_stop(int say, uint64_t *events);
+/* After writer_stop, for another recording in the same process: drops
+ * the live state, the counters and the ring (inproc.c). */
+void writer_forget(void);
 /* Requests a dump and waits until it is written.  Returns 0 or -1. */
 int writer_dump_sync(const char *reason);
 /* Waits until every event with ticket < upto has been processed. */

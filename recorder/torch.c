@@ -268,6 +268,62 @@ static int try_attach(void)
     return T_DONE;
 }
 
+/* In-process (inproc.c, memsnap_record_torch): finds libc10_cuda.so among
+ * the loaded libraries now and loads the plugin for it; with attach, also
+ * attaches its tracker (once per process: PyTorch has no way to detach
+ * one, and the tracker sends nothing while no recording runs).  Called on
+ * a thread that holds no allocator mutex.  0 done (attached, or the plugin
+ * loaded when !attach); 1 the allocator is not initialized yet (attach
+ * later: PyTorch's CUDA init); -1 no libc10_cuda.so in the process; -2 no
+ * matching plugin; -3 another allocator backend is in charge; -4 the
+ * plugin could not attach.  msg: one line for -1..-4. */
+int torch_inproc(int attach, char *msg, size_t cap)
+{
+    msg[0] = 0;
+    int st = atomic_load(&g_torch_state);
+    if (st == T_ATTACHED)
+        return 0;
+    if (st == T_BUSY || !atomic_compare_exchange_strong(&g_torch_state, &st, T_BUSY))
+        return 1;                  /* another thread is at it: not yet */
+    int first = 1, rc = 0, next = T_PENDING;
+    char ver[64];
+    dl_iterate_phdr(find_c10, &first);
+    if (!c10_hi) {
+        snprintf(msg, cap, "PyTorch's CUDA library (libc10_cuda.so) is not loaded in this "
+                 "process: no PyTorch with CUDA here");
+        rc = -1;
+    } else if (!plugin && (!c10_build_id[0] || load_plugin() != 0)) {
+        torch_version(ver, sizeof ver);
+        snprintf(msg, cap, "PyTorch %s has no matching plugin (libmemsnap_torch-%s.so; build it "
+                 "with: memsnap torch-setup)", ver, c10_build_id[0] ? c10_build_id : "(no build-id)");
+        rc = -2;
+    } else if (attach) {
+        static const memsnap_torch_api api_nodes = {sizeof(memsnap_torch_api),
+                                                    MEMSNAP_TORCH_API_NODES,
+                                                    memsnap_trace_torch2, memsnap_torch_node_id};
+        static const memsnap_torch_api api_plain = {sizeof(memsnap_torch_api), 0,
+                                                    memsnap_trace_torch2, memsnap_torch_node_id};
+        char why[256] = "";
+        int r = plugin_attach2
+                    ? plugin_attach2(g_cfg.torch_nodes ? &api_nodes : &api_plain, why, sizeof why)
+                    : plugin_attach(memsnap_trace_torch, why, sizeof why);
+        torch_version(ver, sizeof ver);
+        if (r == 0) {
+            next = T_ATTACHED;
+        } else if (r > 0) {
+            rc = 1;
+        } else if (r == -2) {
+            snprintf(msg, cap, "PyTorch %s: %s", ver, why[0] ? why : "another allocator backend");
+            rc = -3;
+        } else {
+            snprintf(msg, cap, "PyTorch %s: %s", ver, why[0] ? why : "the plugin could not attach");
+            rc = -4;
+        }
+    }
+    atomic_store(&g_torch_state, next);
+    return rc;
+}
+
 void torch_on_driver_alloc_slow(void)
 {
     int expect = T_PENDING;
@@ -347,6 +403,11 @@ static inline __attribute__((always_inline)) void torch_event(int action, int de
     e.device = (int16_t)device;
     e.size = size;
     e.stream = stream;
+    /* In-process no driver hook names the devices: the first event of one
+     * does (name, total, bus id; the calls the hooks would make). */
+    if (g_inproc && device >= 0 && device < MSNAP_MAX_DEVICES &&
+        !atomic_load_explicit(&g_devices[device].ready, memory_order_acquire))
+        hooks_note_device(device);
     switch (action) {   /* what names a site: allocations and OOMs (docs/format.md) */
     case MEMSNAP_TORCH_ALLOC:
     case MEMSNAP_TORCH_SEGMENT_ALLOC:

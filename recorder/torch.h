@@ -6,11 +6,18 @@
 #define MEMSNAP_RECORDER_TORCH_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 extern _Atomic int g_torch_state;   /* 0 while still looking for PyTorch */
 
 /* Looks for PyTorch and attaches the plugin (torch.c). */
 void torch_on_driver_alloc_slow(void);
+
+/* In-process recording (inproc.c): finds PyTorch now, loads the plugin
+ * and, with attach, attaches it.  0 ok, 1 not yet (PyTorch's allocator is
+ * not initialized), -1 no PyTorch, -2 no plugin, -3 another backend, -4
+ * the attach failed; a line in msg for -1..-4 (torch.c). */
+int torch_inproc(int attach, char *msg, size_t cap);
 
 /* Called by the hooks of cuMemAlloc_v2, cuMemAddressReserve and cuMemCreate
  * on the allocating thread, after the driver call. */

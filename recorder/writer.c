@@ -851,7 +851,9 @@ int writer_start(void)
     events_written = events_dropped = 0;
     oom_dumped = 0;
     atomic_store(&stop_req, 0);
-    atomic_store(&g_processed, 0);
+    /* tickets go on from where an earlier recording of this process left
+     * them (inproc.c); 0 at the first start and after fork */
+    atomic_store(&g_processed, atomic_load(&g_queue_tail));
     if (g_cfg.mode == MODE_STREAM) {
         if (expand_path(out_path, sizeof out_path, 0) != 0) {
             errno = ENAMETOOLONG;
@@ -924,33 +926,78 @@ int writer_start(void)
 
 void writer_stop_at_exit(void)
 {
+    writer_stop(!g_cfg.quiet, NULL);
+}
+
+int writer_stop(int say, uint64_t *events)
+{
+    int rc = 0;
     atomic_store(&stop_req, 1);
     core_wake_writer();
     pthread_join(thread, NULL);
+    if (events)
+        *events = 0;
     if (g_cfg.mode == MODE_STREAM) {
         if (!out)
-            return;
+            return 0;
         if (g_cfg.dump_at_exit) {
             write_counters_line(out, core_now_ns());
             write_state(out, core_now_ns());
         }
         write_symbols(out);
         write_trailer(out, "exit");
-        int rc = msnap_out_close(out);
+        rc = msnap_out_close(out);
         out = NULL;
+        if (events)
+            *events = events_written;
         if (rc != 0)
             fprintf(stderr, "memsnap: error writing %s: %s\n", out_path, strerror(errno));
-        else if (!g_cfg.quiet)
+        else if (say)
             fprintf(stderr, "memsnap: %llu events written to %s\n",
                     (unsigned long long)events_written, out_path);
     } else if (g_cfg.dump_at_exit) {
-        if (ring_dump("exit") != 0)
+        uint64_t kept = ring_n < g_cfg.ring_events ? ring_n : g_cfg.ring_events;
+        if (events)
+            *events = kept;
+        rc = ring_dump("exit");
+        if (rc != 0)
             fprintf(stderr, "memsnap: exit dump failed: %s\n", strerror(errno));
-        else if (!g_cfg.quiet)
+        else if (say)
             fprintf(stderr, "memsnap: snapshot (last %llu events) written to %s\n",
-                    (unsigned long long)(ring_n < g_cfg.ring_events ? ring_n : g_cfg.ring_events),
-                    out_path);
+                    (unsigned long long)kept, out_path);
     }
+    return rc;
+}
+
+void writer_forget(void)
+{
+    for (size_t i = 0; i < live.cap; i++)
+        if (live.slots[i].used)
+            free((msnap_live *)(uintptr_t)live.slots[i].value);
+    u64map_free(&live);
+    memset(&live, 0, sizeof live);
+    live_count = 0;
+    for (unsigned i = 0; i < STASH; i++)
+        free(stash[i].l);
+    memset(stash, 0, sizeof stash);
+    stash_next = 0;
+    for (int d = 0; d <= MSNAP_MAX_DEVICES; d++) {
+        atomic_store(&cnt[d].reserved, 0);
+        atomic_store(&cnt[d].allocated, 0);
+        atomic_store(&cnt[d].async, 0);
+        atomic_store(&cnt[d].managed, 0);
+        atomic_store(&cnt[d].host, 0);
+        atomic_store(&cnt[d].vmm_mapped, 0);
+    }
+    free(ring);
+    ring = NULL;
+    ring_n = 0;
+    free(series);
+    series = NULL;
+    series_n = series_cap = 0;
+    series_every = 1;
+    series_tick = 0;
+    dump_count = 0;
 }
 
 void writer_request_signal_dump(void)

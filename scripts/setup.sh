@@ -14,6 +14,9 @@ pkgs="$pkgs dpkg-dev man-db groff-base clang libclang-rt-14-dev"
 # setuptools and wheel drive CMake, patchelf bundles the libraries, venv and pip
 # install and test the wheel
 pkgs="$pkgs python3-venv python3-pip python3-setuptools python3-wheel patchelf"
+# the Python API, its pytest plugin and the notebook magic, tested in CI with
+# Debian's pandas (1.5, numpy 1.24), pytest and IPython (docs/python.md)
+pkgs="$pkgs python3-pandas python3-pytest python3-ipython"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

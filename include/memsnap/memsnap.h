@@ -12,6 +12,7 @@
 #ifndef MEMSNAP_MEMSNAP_H
 #define MEMSNAP_MEMSNAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -21,6 +22,7 @@ extern "C" {
 #define MEMSNAP_OK 0
 #define MEMSNAP_ERR_OFF (-1)    /* recording is off (bad settings, or child after fork) */
 #define MEMSNAP_ERR_IO (-2)     /* the dump could not be written; see stderr */
+#define MEMSNAP_ERR_BUSY (-3)   /* memsnap_record_start: a recording is running already */
 
 /* Takes a dump now (ring mode: writes the snapshot file; stream mode: writes
  * the live state into the stream and flushes).  reason may be NULL.
@@ -122,6 +124,46 @@ typedef struct memsnap_torch_api {
     memsnap_trace_torch2_fn trace;
     memsnap_torch_node_id_fn node_id;
 } memsnap_torch_api;
+
+/* ---- Recording without LD_PRELOAD (recorder/inproc.c, docs/python.md) ----
+ * A program that loads libmemsnap.so itself (dlopen, RTLD_LOCAL: the
+ * Python package's memsnap.record() does, with ctypes) records between
+ * these two calls what reaches this API: PyTorch's allocated layer through
+ * the plugin (memsnap_record_torch), memsnap_trace_block, memsnap_annotate.
+ * Its hooks interpose nothing: driver-level events need `memsnap run`.
+ * Settings come from MEMSNAP_* as the library is loaded; no dump signal
+ * is taken.  Recordings may follow one another in one process. */
+
+/* Starts recording into path (a pattern as MEMSNAP_OUTPUT: %p pid, %%
+ * a %, ...; the file is created new).  MEMSNAP_OK; MEMSNAP_ERR_BUSY when a
+ * recording runs already (memsnap run's, or one started here);
+ * MEMSNAP_ERR_OFF when recording is off (bad MEMSNAP_* settings,
+ * MEMSNAP_DISABLE); MEMSNAP_ERR_IO when the file cannot be created (errno,
+ * and a line on stderr). */
+int memsnap_record_start(const char *path);
+
+/* Stops the recording memsnap_record_start started: every event committed
+ * before the call is written, then the live state, the symbols and the
+ * trailer, and the file is closed.  *events (when not NULL): events
+ * written.  MEMSNAP_OK; MEMSNAP_ERR_OFF when none runs; MEMSNAP_ERR_IO when
+ * the file could not be written (errno). */
+int memsnap_record_stop(uint64_t *events);
+
+/* PyTorch's allocated layer in this process: finds PyTorch's libc10_cuda.so
+ * among the loaded libraries, loads the matching plugin
+ * (libmemsnap_torch-<build-id>.so, searched as under memsnap run) and, when
+ * attach is not 0, attaches its tracker to PyTorch's CUDA caching allocator
+ * (once per process; it sends nothing while no recording runs).  Call it on
+ * a thread that holds no PyTorch allocator lock, with the GIL released
+ * (ctypes.CDLL does).  Returns 0 (done), MEMSNAP_TORCH_NOT_YET (1: PyTorch's
+ * allocator is not initialized: call it again after PyTorch's CUDA init),
+ * or a negative reason with one line in msg (msglen bytes). */
+#define MEMSNAP_TORCH_NOT_YET 1
+#define MEMSNAP_TORCH_NOT_FOUND (-1)  /* no libc10_cuda.so loaded, or MEMSNAP_TORCH=off */
+#define MEMSNAP_TORCH_NO_PLUGIN (-2)  /* no plugin for this PyTorch (memsnap torch-setup) */
+#define MEMSNAP_TORCH_BACKEND (-3)    /* another allocator backend is in charge */
+#define MEMSNAP_TORCH_FAILED (-4)     /* the plugin could not attach */
+int memsnap_record_torch(int attach, char *msg, size_t msglen);
 
 #ifdef __cplusplus
 }

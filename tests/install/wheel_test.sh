@@ -13,6 +13,13 @@
 #      memsnap, python -m memsnap; the console script keeps the exit code,
 #      a signal's exit code, the environment (no LC_CTYPE of Python's) and
 #      the ignored signals (none of Python's) of what it runs;
+#   2b. the Python API (issue 24) from the wheel: in the bare venv,
+#      memsnap.load().summary() equals `memsnap summary --json` (no
+#      Python package needed); in a venv that sees Debian's pandas, pytest
+#      and IPython (--system-site-packages), tests/python's suites: the API
+#      against the CLI on the checked-in snapshots, memsnap.record() without
+#      PyTorch, the pytest plugin through the wheel's pytest11 entry point
+#      and the %%memsnap magic;
 #   3. every library the package's files load, but glibc's and the CUDA
 #      driver's, resolves inside the package: bundle_libs.py --check (ldd),
 #      and LD_DEBUG=libs of memsnap and of a recorded program;
@@ -62,6 +69,7 @@ meta = [n for n in names if n.endswith(".dist-info/WHEEL")][0]
 wheel = z.read(meta).decode()
 assert "Root-Is-Purelib: false" in wheel and "Tag: py3-none-linux_x86_64" in wheel, wheel
 for need in ("memsnap/_native/bin/memsnap", "memsnap/_native/lib/memsnap/libmemsnap.so",
+             "memsnap/_native/lib/memsnap/libmemsnap_py.so", "memsnap/pytest_plugin.py",
              "memsnap/_native/lib/memsnap/simdev/libcuda.so.1", "memsnap/_native/lib/libmemsnap_alloc.so.0",
              "memsnap/_native/lib/memsnap/fonts/DejaVuSans.ttf", "memsnap/__init__.py"):
     assert need in names, need
@@ -118,6 +126,37 @@ run_clean "$N/bin/memsnap" run -q -- sh -c "$probe" > direct || fail "probe (dir
 grep -qx "lc=unset" via-script || fail "the program got Python's LC_CTYPE: $(cat via-script)"
 cmp -s via-script direct || fail "the console script changed what the program gets: $(cat via-script direct)"
 ok
+
+# ---- 2b. the Python API from the wheel ----
+run_clean python -c "
+import json, subprocess, memsnap
+p = '$SRC_DIR/tests/cli/golden/three.msnap'
+cli = json.loads(subprocess.run([memsnap.paths()['memsnap'], 'summary', '--json', p],
+                                stdout=subprocess.PIPE).stdout)
+assert memsnap.load(p).summary() == cli
+assert memsnap.paths()['py'].endswith('/lib/memsnap/libmemsnap_py.so')
+" || fail "memsnap.load().summary() in the bare venv"
+ok
+if $PY -c 'import pandas, pytest, IPython' 2> /dev/null; then
+    $PY -m venv --system-site-packages "$T/vp" || fail "venv (system site packages)"
+    "$T/vp/bin/pip" install --no-index --no-deps "$whl" > "$T/pipp.log" 2>&1 || fail "install: $(cat "$T/pipp.log")"
+    "$T/vp/bin/python" -c "
+from importlib.metadata import entry_points
+eps = entry_points()
+g = eps.select(group='pytest11') if hasattr(eps, 'select') else eps.get('pytest11', [])
+assert [e.value for e in g if e.name == 'memsnap'] == ['memsnap.pytest_plugin'], list(g)
+" || fail "no pytest11 entry point memsnap = memsnap.pytest_plugin in the wheel"
+    (cd "$SRC_DIR/tests/python" && env -i PATH="$T/vp/bin:/usr/bin:/bin" HOME="$T" \
+        MEMSNAP_SRC_DIR="$SRC_DIR" PYTHONDONTWRITEBYTECODE=1 "$T/vp/bin/python" -m pytest -q \
+        -p no:cacheprovider --basetemp="$T/pytest" test_api.py test_record.py \
+        test_pytest_plugin.py test_notebook.py) > "$T/pytest.log" 2>&1 ||
+        fail "tests/python on the wheel: $(tail -30 "$T/pytest.log")"
+    grep -qE "^[0-9]+ passed" "$T/pytest.log" || fail "tests/python: $(tail -3 "$T/pytest.log")"
+    echo "tests/python on the wheel: $(tail -1 "$T/pytest.log")"
+    ok
+else
+    echo "(no python3-pandas, python3-pytest or python3-ipython: tests/python on the wheel left out; scripts/setup.sh)"
+fi
 
 # ---- 3. every library resolves inside the package ----
 $PY "$T/bundle_libs.py" --check "$N" > "$T/ldd.txt" || fail "bundle_libs.py --check: $(tail "$T/ldd.txt")"

@@ -1,0 +1,82 @@
+"""The %%memsnap cell magic (memsnap/_notebook.py).
+
+It records the cell in-process (memsnap.record) and shows the timeline
+(SVG, from the package's `memsnap render --format svg`) and the summary's
+highlights.  Without PyTorch the cell records through --no-torch with a
+stand-in that reports blocks through the recorder's API itself
+(memsnap_trace_block, as an allocator with memsnap's trace hook does): the
+recording, the render and the display are the magic's own.  With PyTorch:
+tests/gpu/python_api_gpu.py."""
+import os
+
+import pytest
+
+import memsnap
+from memsnap import _notebook
+from conftest import fixture
+
+# The stand-in's blocks come through ctypes: without native frames their
+# sites are named by the cell's Python lines, as PyTorch's are
+# (MEMSNAP_TORCH_NATIVE_DEPTH=auto).  Read when the recorder is loaded.
+os.environ["MEMSNAP_PYTHON_NATIVE_DEPTH"] = "0"
+
+needs_recorder = pytest.mark.skipif(not memsnap.paths()["recorder"],
+                                    reason="no recorder in this package")
+
+CELL = '''
+from memsnap import _record
+L = _record.recorder()
+def allocate_cache(n):
+    L.memsnap_trace_block(1, 0, 0x7f0000000000 + n * 0x10000000, n << 20, 0)
+for n in (1, 2, 3):
+    allocate_cache(n)
+L.memsnap_trace_block(2, 0, 0x7f0000000000 + 0x10000000, 0, 0)
+print("cell ran")
+'''
+
+
+def test_report_of_a_fixture():
+    svg, html = _notebook.report(fixture("tests/cli/data/blocks.msnap"), top=3, width=600)
+    assert svg.lstrip().startswith("<?xml") or svg.lstrip().startswith("<svg")
+    assert "<svg" in svg and 'width="600' in svg
+    assert "peak allocated" in html and "4.00 MiB" in html
+    assert "stack 3" in html                 # the top site's label
+
+
+@needs_recorder
+def test_record_cell_without_ipython(tmp_path):
+    out = tmp_path / "cell.msnap"
+    svg, html, _ = _notebook.record_cell(CELL, path=str(out), torch=False)
+    assert "<svg" in svg and "peak allocated" in html
+    s = memsnap.load(out).summary()
+    assert s["process"]["allocated"]["peak"] == 6 << 20
+    assert s["process"]["allocated"]["final"] == 5 << 20
+    assert "&lt;cell&gt;:5)" in html, html     # the cell's allocating line names the site
+
+
+@needs_recorder
+def test_magic_in_ipython(tmp_path):
+    pytest.importorskip("IPython")
+    from IPython.testing.globalipapp import start_ipython
+    from IPython.utils.capture import capture_output
+    ip = start_ipython()
+    # the test shell shows text only; a notebook's front end takes SVG and HTML
+    ip.display_formatter.active_types = ["text/plain", "text/html", "image/svg+xml"]
+    ip.run_line_magic("load_ext", "memsnap")
+    out = tmp_path / "magic.msnap"
+    with capture_output() as cap:
+        ip.run_cell_magic("memsnap", "--no-torch -o %s --top 3 --width 700" % out, CELL)
+    assert "cell ran" in cap.stdout
+    kinds = [sorted(o.data) for o in cap.outputs]
+    svgs = [o.data["image/svg+xml"] for o in cap.outputs if "image/svg+xml" in o.data]
+    htmls = [o.data["text/html"] for o in cap.outputs if "text/html" in o.data]
+    assert len(svgs) == 1 and "<svg" in svgs[0], kinds
+    assert len(htmls) == 1 and "peak allocated" in htmls[0] and "6.00 MiB" in htmls[0]
+    assert "allocate_cache (" in htmls[0]
+    assert str(out) in htmls[0] and os.path.exists(out)
+    # the cell's variables are the notebook's, as for any cell
+    assert "allocate_cache" in ip.user_ns
+    # a cell that raises: IPython shows its error, the magic what it recorded
+    with capture_output() as cap:
+        ip.run_cell_magic("memsnap", "--no-torch", CELL + "\nraise ValueError('boom')\n")
+    assert any("image/svg+xml" in o.data for o in cap.outputs)
