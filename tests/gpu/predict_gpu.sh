@@ -15,4 +15,7 @@ python3 -c 'import torch, transformers, sys; sys.exit(0 if torch.cuda.is_availab
 rm -rf "$S"; mkdir -p "$S/out" "$S/data"
 bash "$HERE/predict_collect.sh" "$B" "$S/out" "$S/work" || { echo "FAIL: predict_collect.sh"; exit 1; }
 for t in "$S"/out/predict-*.tar; do tar xf "$t" -C "$S/data" || exit 1; done
+# predict_accuracy.py runs BUILD/bin/memsnap: with the libraries that
+# predict_collect.sh puts on the path (gpu-libs/ from tools/gpu-bundle)
+[ -d "$B/gpu-libs" ] && export LD_LIBRARY_PATH=$(realpath "$B")/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 python3 "$HERE/predict_accuracy.py" "$S/data" --memsnap "$B/bin/memsnap"
