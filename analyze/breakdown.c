@@ -32,9 +32,23 @@ typedef struct site_info {
 /* What became of one block (the first replay), by allocation ordinal. */
 enum { FATE_KEPT = 0, FATE_SAME_PHASE = 1 };
 
+/* A live driver-level range blocks may lie in (a segment, or a mapping
+ * of a VMM handle), and the site of its memory. */
+typedef struct range {
+    uint64_t addr, size;
+    uint32_t site;
+} range;
+
 struct breakdown {
     const cat_rules *rules;
     const an_file *f;
+    /* during the read: the live ranges by address, and the sites whose
+     * memory ever held an allocator block (an allocator's segments, whoever
+     * made them: their blocks are counted instead) */
+    range *ranges;
+    size_t nranges, cap_ranges;
+    uint8_t *holds_blocks;
+    size_t cap_holds;
     int cur_kind;              /* phase of the last allocation replayed */
     uint64_t epoch;            /* changes of phase so far */
     /* following blocks through the replays: live key -> ordinal and epoch
@@ -66,6 +80,8 @@ void bd_free(breakdown *b)
         return;
     u64map_free(&b->stack_class);
     u64map_free(&b->objs);
+    free(b->ranges);
+    free(b->holds_blocks);
     free(b->fate);
     free(b->sites);
     free(b);
@@ -185,9 +201,10 @@ static int site_classify(breakdown *b, uint32_t i, site_info *si)
     const char *ln = b->libs[si->lib];
     /* Driver memory of an unknown library is left out of the blocks view
      * too: without frames it cannot be told from an allocator's segment. */
+    int container = i < b->cap_holds && b->holds_blocks[i];
     si->bview = si->use == 2 ||
-                (strcmp(ln, CAT_LIB_TORCH) != 0 && strcmp(ln, CAT_LIB_MEMSNAP) != 0 &&
-                 strcmp(ln, CAT_LIB_UNKNOWN) != 0);
+                (!container && strcmp(ln, CAT_LIB_TORCH) != 0 &&
+                 strcmp(ln, CAT_LIB_MEMSNAP) != 0 && strcmp(ln, CAT_LIB_UNKNOWN) != 0);
     return 0;
 }
 
@@ -361,10 +378,73 @@ static int on_end(void *ctx, an_file *f)
     return rc;
 }
 
+/* The index of the first range at or above addr. */
+static size_t range_lb(const breakdown *b, uint64_t addr)
+{
+    size_t lo = 0, hi = b->nranges;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (b->ranges[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* During the read: keeps the live ranges; a new block marks the site of
+ * the range it lies in. */
+static int on_change(void *ctx, an_file *f, const msnap_obj *o, int sign)
+{
+    breakdown *b = ctx;
+    if (o->kind == MSNAP_A_BLOCK_ALLOC) {
+        if (sign < 0)
+            return 0;
+        size_t i = range_lb(b, o->addr + 1);
+        if (i && o->addr < b->ranges[i - 1].addr + b->ranges[i - 1].size) {
+            uint32_t site = b->ranges[i - 1].site;
+            if (site != MSNAP_NO_SITE) {
+                size_t had = b->cap_holds;
+                if (sm_grow((void **)&b->holds_blocks, &b->cap_holds, site, 1))
+                    return -1;
+                memset(b->holds_blocks + had, 0, b->cap_holds - had);
+                b->holds_blocks[site] = 1;
+            }
+        }
+        return 0;
+    }
+    int mem = o->kind == MSNAP_A_ALLOC || o->kind == MSNAP_A_ASYNC_ALLOC ||
+              o->kind == MSNAP_A_MANAGED_ALLOC;
+    if (!mem && o->kind != MSNAP_A_VMM_MAP)
+        return 0;
+    size_t i = range_lb(b, o->addr);
+    if (sign < 0) {
+        while (i < b->nranges && b->ranges[i].addr == o->addr && b->ranges[i].size != o->size)
+            i++;
+        if (i < b->nranges && b->ranges[i].addr == o->addr) {
+            memmove(&b->ranges[i], &b->ranges[i + 1], (b->nranges - i - 1) * sizeof *b->ranges);
+            b->nranges--;
+        }
+        return 0;
+    }
+    uint32_t site = o->site;
+    if (!mem) {
+        /* a mapping's memory is its handle's */
+        const msnap_obj *h = msnap_state_find(&f->st, MSNAP_SP_PHYS, o->aux);
+        site = h ? h->site : MSNAP_NO_SITE;
+    }
+    if (sm_grow((void **)&b->ranges, &b->cap_ranges, b->nranges, sizeof *b->ranges))
+        return -1;
+    memmove(&b->ranges[i + 1], &b->ranges[i], (b->nranges - i) * sizeof *b->ranges);
+    b->ranges[i] = (range){o->addr, o->size, site};
+    b->nranges++;
+    return 0;
+}
+
 int bd_attach(breakdown *b, an_file *f)
 {
     b->f = f;
-    static const an_observer obs = {NULL, NULL, NULL, NULL, NULL, on_end};
+    static const an_observer obs = {NULL, NULL, NULL, NULL, on_change, on_end};
     an_observer o = obs;
     o.ctx = b;
     return an_want_log(f) || an_observe(f, &o) ? -1 : 0;
@@ -397,6 +477,19 @@ static uint64_t torch_reserved(const breakdown *b, const bd_device *v,
     for (int i = 0; i < b->nlibs; i++)
         if (strcmp(b->libs[i], CAT_LIB_TORCH) == 0)
             return m->by_lib[i];
+    return 0;
+}
+
+/* Whether PyTorch's allocator is seen on a device at all: its segment or
+ * block events, or driver memory from libc10_cuda. */
+static int uses_torch(const breakdown *b, const bd_device *v)
+{
+    if (v->torch_segments_seen || v->torch_blocks_seen)
+        return 1;
+    for (int i = 0; i < b->nlibs; i++)
+        if (!strcmp(b->libs[i], CAT_LIB_TORCH) &&
+            (v->at_peak.by_lib[i] || v->at_used.by_lib[i]))
+            return 1;
     return 0;
 }
 
@@ -437,8 +530,13 @@ void bd_print_text(const breakdown *b)
             continue;
         int dn = dv == MSNAP_MAX_DEVICES ? -1 : dv;
         printf("\ndevice %d against the driver (at %s, t = %s)\n", dn,
-               m->used_recorded ? "the highest device used" : "the peak of recorded memory",
+               m->used_recorded ? "the counters sample with the highest device used"
+                                : "the peak of recorded memory",
                msnap_time_text(m->t, t, sizeof t));
+        if (m->used_recorded && v->at_peak.valid && v->at_peak.recorded > m->recorded)
+            printf("  (recorded memory peaked between samples: %s at %s)\n",
+                   msnap_size_text(v->at_peak.recorded, a, sizeof a),
+                   msnap_time_text(v->at_peak.t, c, sizeof c));
         if (m->used_recorded)
             printf("  device used (NVML, nvidia-smi) %s\n",
                    msnap_size_text(m->device_used, a, sizeof a));
@@ -452,16 +550,18 @@ void bd_print_text(const breakdown *b)
         for (int i = 0; i < n; i++)
             printf("    %-27s %s\n", b->libs[order[i]],
                    msnap_size_text(m->by_lib[order[i]], a, sizeof a));
-        printf("  PyTorch reserved              %s%s\n",
-               msnap_size_text(torch_reserved(b, v, m), a, sizeof a),
-               v->torch_segments_seen ? " (its segment events)"
-                                      : " (driver memory from libc10_cuda)");
-        if (v->torch_blocks_seen)
-            printf("  PyTorch allocated             %s\n",
-                   msnap_size_text(m->torch_allocated, a, sizeof a));
-        else
-            printf("  PyTorch allocated             n/a (no torch block "
-                   "events)\n");
+        if (uses_torch(b, v)) {
+            printf("  PyTorch reserved              %s%s\n",
+                   msnap_size_text(torch_reserved(b, v, m), a, sizeof a),
+                   v->torch_segments_seen ? " (its segment events)"
+                                          : " (driver memory from libc10_cuda)");
+            if (v->torch_blocks_seen)
+                printf("  PyTorch allocated             %s\n",
+                       msnap_size_text(m->torch_allocated, a, sizeof a));
+            else
+                printf("  PyTorch allocated             n/a (no torch block "
+                       "events)\n");
+        }
         if (m->used_recorded) {
             int neg = m->recorded > m->device_used;
             uint64_t diff = neg ? m->recorded - m->device_used
@@ -540,9 +640,14 @@ void bd_add_json(const breakdown *b, cJSON *root)
                 add_u64(x, "bytes", m->by_lib[order[i]]);
                 cJSON_AddItemToArray(la, x);
             }
-            add_u64(o, "torch_reserved", torch_reserved(b, v, m));
-            cJSON_AddStringToObject(o, "torch_reserved_from",
-                                    v->torch_segments_seen ? "segments" : "libc10_cuda");
+            if (uses_torch(b, v)) {
+                add_u64(o, "torch_reserved", torch_reserved(b, v, m));
+                cJSON_AddStringToObject(o, "torch_reserved_from",
+                                        v->torch_segments_seen ? "segments" : "libc10_cuda");
+            } else {
+                cJSON_AddNullToObject(o, "torch_reserved");
+                cJSON_AddNullToObject(o, "torch_reserved_from");
+            }
             if (v->torch_blocks_seen)
                 add_u64(o, "torch_allocated", m->torch_allocated);
             else
