@@ -110,13 +110,13 @@ fi
 # inside each recorded one, the modes v1, off and on take turns step by step
 # (torch_llama.py time), so their differences are not those of two processes.
 if want time; then
-    for v in none rec none rec; do
+    for v in ${H200_TIME_ORDER:-none rec none rec}; do
         [ $SECONDS -lt "${H200_DEADLINE:-360}" ] || { say "time $v: skipped (no time left)"; continue; }
         if [ $v = none ]; then
-            cmd=(python3 "$G/torch_llama.py" time "$W/steptime.jsonl" --variant none)
+            cmd=(python3 "$G/torch_llama.py" time "$W/steptime.jsonl" --variant none --rounds "${H200_ROUNDS:-12}")
         else
             cmd=("$M" run -q --no-symbolize -o "$W/time-$v.msnap.zst" --
-                 python3 "$G/torch_llama.py" time "$W/steptime.jsonl" --variant rec)
+                 python3 "$G/torch_llama.py" time "$W/steptime.jsonl" --variant rec --rounds "${H200_ROUNDS:-12}")
         fi
         timeout 90 "${cmd[@]}" > "$W/time-$v.log" 2>&1
         say "time $v: exit $? $(tail -3 "$W/time-$v.log" | tr '\n' ' ')"
