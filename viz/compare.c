@@ -9,9 +9,10 @@
  * (file:line)" (or module+offset), which are the same in another run of
  * the same binary, on another rank, or under another allocator setting
  * (the allocator's own frames are left out; a rebuilt binary whose lines
- * moved shows a site as gone and new).  A site's peak in a
- * snapshot is the sum of the peaks of its stacks there (stacks that differ
- * only inside the allocator share a key).
+ * moved shows a site as gone and new).  A site's peak in a snapshot is
+ * its group's (sm_group: the stacks whose labels read the same, their sum
+ * over time), the figure summary prints; two groups of one key (rare:
+ * labels told apart by a frame the key leaves out) add up.
  */
 #include "compare.h"
 
@@ -51,19 +52,19 @@ static int cmp_peak_desc(const void *a, const void *b)
  * none or out of memory. */
 static keyed *model_keys(const sm_model *m, size_t *n)
 {
-    size_t ns;
-    const sm_site *sites = sm_sites(m, &ns);
+    size_t ng;
+    const sm_group *gr = sm_groups(m, &ng);
     int cls = sm_blocks_seen(m) ? SM_CLS_BLOCK : SM_CLS_MEM;
-    keyed *k = malloc((ns + 1) * sizeof *k);
+    keyed *k = malloc((ng + 1) * sizeof *k);
     *n = 0;
     if (!k)
         return NULL;
     size_t c = 0;
-    for (size_t i = 0; i < ns; i++)
-        if (sites[i].cls == cls && sites[i].peak)
-            k[c++] = (keyed){.key = sm_site_key(m, sites[i].stack),
-                             .peak = sites[i].peak, .rep_peak = sites[i].peak,
-                             .stack = sites[i].stack};
+    for (size_t i = 0; i < ng; i++)
+        if (gr[i].cls == cls && gr[i].peak)
+            k[c++] = (keyed){.key = sm_site_key(m, gr[i].stack),
+                             .peak = gr[i].peak, .rep_peak = gr[i].peak,
+                             .stack = gr[i].stack};
     qsort(k, c, sizeof *k, cmp_key);
     size_t w = 0;
     for (size_t i = 0; i < c; i++) {
@@ -105,12 +106,13 @@ static keyed *global_top(sm_model **models, int n, size_t *count)
     if (!g)
         return NULL;
     for (int i = 0; i < n; i++) {
-        size_t ns;
+        size_t ns, ngr;
         const sm_site *sites = sm_sites(models[i], &ns);
+        const sm_group *gr = sm_groups(models[i], &ngr);
         for (int d = 0; d < SM_NDEV; d++) {
             const sm_dev *v = sm_device(models[i], d);
             for (int r = 0; r < v->ntop; r++) {
-                const sm_site *s = &sites[v->top[r]];
+                const sm_group *s = &gr[sites[v->top[r]].grp];
                 g[c++] = (keyed){.key = sm_site_key(models[i], s->stack),
                                  .peak = s->peak, .stack = s->stack};
             }

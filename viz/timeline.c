@@ -303,8 +303,9 @@ static int legend_items(const sm_model *m, int slot, legend_item *it,
                         int has_nvtx, int has_counters)
 {
     const sm_dev *v = sm_device(m, slot);
-    size_t nsites;
+    size_t nsites, ngroups;
     const sm_site *sites = sm_sites(m, &nsites);
+    const sm_group *groups = sm_groups(m, &ngroups);
     int n = 0;
     char sz[32];
     uint32_t stacks[SM_MAX_TOP];
@@ -321,17 +322,18 @@ static int legend_items(const sm_model *m, int slot, legend_item *it,
         else
             sm_site_label(m, s->stack, lab, sizeof lab);
         viz_fit_label(lab, 84);
+        /* the site's peak as summary prints it: its group's */
         snprintf(it[n].text, sizeof it[n].text, "%.100s  peak %s", lab,
-                 msnap_size_text_short(s->peak, sz, sizeof sz));
+                 msnap_size_text_short(groups[s->grp].peak, sz, sizeof sz));
         it[n].colour = viz_rank_colour(m, slot, r);
         it[n++].style = 0;
     }
     free(labs);
     size_t others = 0;
     int cls = sm_blocks_seen(m) ? SM_CLS_BLOCK : SM_CLS_MEM;
-    for (size_t i = 0; i < nsites; i++)
-        if (sites[i].device == slot && sites[i].cls == cls && sites[i].rank < 0 &&
-            sites[i].peak)
+    for (size_t i = 0; i < ngroups; i++)
+        if (groups[i].device == slot && groups[i].cls == cls && groups[i].rank < 0 &&
+            groups[i].peak)
             others++;
     if (others) {
         snprintf(it[n].text, sizeof it[n].text, "other (%zu site%s)", others,

@@ -105,8 +105,36 @@ legend = [l for l in legend if l]
 check(legend and len(legend) == len(set(legend)), f"the legend: {legend}")
 for l in legend:
     check(not OURS.search(l), f"our own frame in the legend: {l}")
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def size_of(text):
+    num, unit = text.split()
+    return float(num) * UNITS[unit]
+
+
+def near(a, b):
+    return abs(a - b) <= 0.005 * max(a, b) + 1024
+
+
+# the same peak for the same site in summary, the legend and compare
+peak_of = {x["label"]: x["peak"] for x in s["top_sites"]["allocated"]}
+for e in tl.iter():
+    text = e.get("data-label") if e.get("class", "") == "legend-item" else None
+    m = re.match(r"(.*?)  peak (\S+ \S+)$", text or "")
+    if m and m.group(1) in peak_of:
+        check(near(size_of(m.group(2)), peak_of[m.group(1)]),
+              f"legend: {m.group(1)} peak {m.group(2)}, summary {peak_of[m.group(1)]}")
 cmp = run("compare", train, gen, "-o", f"{scratch}/pyterms-cmp.svg")
 check(not re.search(r"\(stack \d+\)", cmp), "a stack number in compare's text")
+compared = 0
+for line in cmp.splitlines():
+    m = re.match(r"\s+[-+]\S+ \S+\s+(\S+ \S+) -> \S+ \S+\s+(.*)$", line)
+    if m and m.group(2) in peak_of:
+        compared += 1
+        check(near(size_of(m.group(1)), peak_of[m.group(2)]),
+              f"compare: {m.group(2)} {m.group(1)}, summary {peak_of[m.group(2)]}")
+check(compared >= 3, f"compare's changes name summary's sites ({compared})")
 
 # the flame graph
 run("flame", train, "-o", f"{scratch}/pyterms-flame.svg")
