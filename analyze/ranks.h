@@ -2,7 +2,8 @@
  * and on which allocation sites.
  *
  * Each file is described by its peak (reserved, all devices) and its top
- * sites by peak live bytes, named by their site labels (viz/label.c), so
+ * sites by peak live bytes, named by their site labels (label.c): the allocated layer's sites, then
+ * the reserved layer's, so
  * the same line of code gets the same name in every rank's file.  The
  * comparison is between the highest file and the next highest: the peak
  * difference (bytes and percent), and the sites whose peak is higher in

@@ -447,23 +447,37 @@ static int summarize(const char *path, int marks, int top, const cat_rules *rule
     return rc;
 }
 
-/* The file's peak (reserved, all devices) and its top reserved sites by
- * label, from its result, for the cross-rank comparison (ranks.h). */
+/* Adds a site by label unless one of that label is there (the blocks a
+ * call made and the segment the allocator reserved for it share one). */
+static void rank_add(rank_file *r, const cJSON *site)
+{
+    const cJSON *lab = jo(site, "label");
+    const char *l = cJSON_IsString(lab) ? lab->valuestring : "?";
+    if (r->nsites == RANK_SITES)
+        return;
+    for (size_t i = 0; i < r->nsites; i++)
+        if (!strncmp(r->sites[i].label, l, sizeof r->sites[i].label - 1))
+            return;
+    snprintf(r->sites[r->nsites].label, sizeof r->sites[r->nsites].label, "%s", l);
+    r->sites[r->nsites].peak = ju(site, "peak");
+    r->nsites++;
+}
+
+/* The file's peak (reserved, all devices) and the sites that hold its
+ * memory, by label, from its result, for the cross-rank comparison
+ * (ranks.h): the allocated layer's sites first when it has one (what
+ * fills an allocator's segments: a PyTorch run's reserved list leaves
+ * PyTorch's segments out), then the reserved layer's. */
 static void rank_of(const cJSON *root, const char *path, rank_file *r)
 {
     memset(r, 0, sizeof *r);
     r->path = path;
     r->peak = ju(jo(jo(root, "process"), "reserved"), "peak");
     const cJSON *site;
-    cJSON_ArrayForEach(site, jo(jo(root, "top_sites"), "reserved")) {
-        if (r->nsites == RANK_SITES)
-            break;
-        const cJSON *lab = jo(site, "label");
-        snprintf(r->sites[r->nsites].label, sizeof r->sites[r->nsites].label, "%s",
-                 cJSON_IsString(lab) ? lab->valuestring : "?");
-        r->sites[r->nsites].peak = ju(site, "peak");
-        r->nsites++;
-    }
+    cJSON_ArrayForEach(site, jo(jo(root, "top_sites"), "allocated"))
+        rank_add(r, site);
+    cJSON_ArrayForEach(site, jo(jo(root, "top_sites"), "reserved"))
+        rank_add(r, site);
 }
 
 /* Prints a result: JSON text or the summary's text. */

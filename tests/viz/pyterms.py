@@ -166,5 +166,14 @@ for lower, upper in zip(rows[::-1], rows[::-1][1:]):
     for x, w, nbytes in by_row[lower]:
         inside = [b for (cx, cw, b) in by_row[upper] if cx >= x - 0.5 and cx + cw <= x + w + 1.5]
         check(sum(inside) <= nbytes, f"children hold {sum(inside)} > {nbytes} at x={x}")
+# several files: the sites that explain the highest peak are PyTorch's
+# blocks (model and optimizer code), not only other libraries' memory
+r = json.loads(run("summary", "--json", train, gen))
+hp = r["highest_peak"]
+check(hp["file"] == train, f"highest peak: {hp['file']}")
+check(any("Adam.step" in x["label"] for x in hp["sites"]),
+      f"the sites above the next file: {[x['label'] for x in hp['sites']]}")
+check(all(x["peak"] == peak_of.get(x["label"], x["peak"]) for x in hp["sites"]),
+      "a site's peak above the next file differs from the file's own summary")
 print(f"{'ok' if not fails else str(fails) + ' failed'}: {len(labels)} sites, {len(frames)} boxes")
 sys.exit(1 if fails else 0)
