@@ -149,6 +149,12 @@ static int on_record(void *ctx, an_file *f, const msnap_record *rec)
     spill_rec sr = {.k1 = idx, .k2 = e->size ? e->size : f->st.freed.size, .e = *e};
     spill *dst = &x->other;
     int torch = is_torch_event(e->action) && e->device >= 0 && e->device < MSNAP_MAX_DEVICES;
+    /* a cuMemFree of managed memory: its allocation is no segment_alloc,
+     * so its free is no segment_free (memory_viz would take the segment
+     * as live before the trace) */
+    if (e->action == MSNAP_A_FREE &&
+        (f->st.freed.kind == MSNAP_A_MANAGED_ALLOC || f->st.freed.kind == MSNAP_A_HOST_ALLOC))
+        torch = 0;
     if (torch) {
         dst = &x->dev[e->device];
         /* the ring counts the entries as they look now (a block event
