@@ -104,9 +104,13 @@ int cmd_import(int argc, char **argv)
         fprintf(stderr, "memsnap import: %s: %s\n", outp, strerror(errno));
         return 2;
     }
-    fprintf(stderr, "memsnap import: %llu trace entries -> %llu events, %llu segments, %llu "
+    char start[64] = "";
+    if (st.start_objects) /* docs/interop.md: the state at the trace's start */
+        snprintf(start, sizeof start, " + %llu live at its start",
+                 (unsigned long long)st.start_objects);
+    fprintf(stderr, "memsnap import: %llu trace entries -> %llu events%s, %llu segments, %llu "
                     "blocks, %llu stacks, %llu device%s -> %s\n",
-            (unsigned long long)st.events_in, (unsigned long long)st.events_out,
+            (unsigned long long)st.events_in, (unsigned long long)st.events_out, start,
             (unsigned long long)st.segments, (unsigned long long)st.blocks,
             (unsigned long long)st.stacks, (unsigned long long)st.devices,
             st.devices == 1 ? "" : "s", outp);

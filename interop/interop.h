@@ -40,6 +40,10 @@ typedef struct msnap_interop_stats {
     uint64_t work_steps;    /* import: steps of work done, against the budget of
                                MSNAP_IMPORT_STEPS_PER_BYTE a byte read (value.h;
                                docs/interop.md, Limits); also on failure */
+    uint64_t start_objects; /* import: what was live when the trace started (the
+                               final state and the frees of what the trace did
+                               not allocate), written as events at its first
+                               time; not in events_out */
 } msnap_interop_stats;
 
 /* The import's work budget: steps a byte of input (interop/value.h). */

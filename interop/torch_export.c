@@ -11,8 +11,9 @@
  *     browser string holds).
  *   - JSON: the same dict as text, plus the "memsnap" extension that carries
  *     what torch's schema cannot (header, exact ns times, threads, APIs, raw
- *     stacks, events with no torch action) so `memsnap import` gives back
- *     the same events.
+ *     stacks, events with no torch action, the exact live set at the
+ *     window's end) so `memsnap import` gives back the same events and
+ *     knows what was live when the window started.
  *
  * One read of the input through the analysis library (analyze/analysis.h),
  * which keeps the tables and the live state (the live set at the end of
@@ -41,6 +42,8 @@
 typedef struct texp {
     an_file f;                    /* the input: header, tables, state */
     an_moment *win_end;           /* the live set at the window's end */
+    msnap_obj *end_objs;          /* its objects (write_segments), for the JSON's "live" */
+    size_t nend_objs;
     const msnap_header *hdr;      /* f's, after the read */
     const char *settings;
     msnap_device_info devs[MSNAP_MAX_DEVICES];
@@ -149,6 +152,12 @@ static int on_record(void *ctx, an_file *f, const msnap_record *rec)
     spill_rec sr = {.k1 = idx, .k2 = e->size ? e->size : f->st.freed.size, .e = *e};
     spill *dst = &x->other;
     int torch = is_torch_event(e->action) && e->device >= 0 && e->device < MSNAP_MAX_DEVICES;
+    /* a cuMemFree of managed memory: its allocation is no segment_alloc,
+     * so its free is no segment_free (memory_viz would take the segment
+     * as live before the trace) */
+    if (e->action == MSNAP_A_FREE &&
+        (f->st.freed.kind == MSNAP_A_MANAGED_ALLOC || f->st.freed.kind == MSNAP_A_HOST_ALLOC))
+        torch = 0;
     if (torch) {
         dst = &x->dev[e->device];
         /* the ring counts the entries as they look now (a block event
@@ -490,7 +499,8 @@ static int write_segments(texp *x, msnap_interop_stats *st)
         default: break;
         }
     }
-    free(objs);
+    x->end_objs = objs;
+    x->nend_objs = n;
     if (maps.n) /* qsort wants a non-NULL base even for 0 elements */
         qsort(maps.v, maps.n, sizeof(trk_obj), cmp_obj);
     /* neighbouring mappings are one expandable segment */
@@ -768,6 +778,25 @@ static int write_ext(texp *x, FILE *f, char *err, size_t errlen)
         putc('}', f);
         first = 0;
     }
+    /* the live set at the window's end, exactly (a state section's live
+     * lines, in the events' short keys): torch's segments hold blocks and
+     * segments without their kinds, handles and stacks, and `memsnap
+     * import` needs them to know what was live at the window's start */
+    fputs("],\n\"live\":[", f);
+    for (size_t i = 0; i < x->nend_objs; i++) {
+        const msnap_obj *o = &x->end_objs[i];
+        fprintf(f, "%s{\"kind\":\"%s\",\"t\":%" PRIu64, i ? ",\n" : "", msnap_action_name(o->kind),
+                o->t_ns);
+        int d = o->device == MSNAP_ST_HOST ? -1 : o->device;
+        if (d)
+            fprintf(f, ",\"d\":%d", d);
+        if (o->addr) fprintf(f, ",\"p\":%" PRIu64, o->addr);
+        if (o->size) fprintf(f, ",\"n\":%" PRIu64, o->size);
+        if (o->stream) fprintf(f, ",\"s\":%" PRIu64, o->stream);
+        if (o->aux) fprintf(f, ",\"x\":%" PRIu64, o->aux);
+        if (o->stack) fprintf(f, ",\"k\":%u", o->stack);
+        putc('}', f);
+    }
     fputs("],\n\"events\":[", f);
     if (spill_rewind(&x->other)) {
         snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
@@ -794,6 +823,7 @@ static int write_ext(texp *x, FILE *f, char *err, size_t errlen)
 
 static void texp_free(texp *x)
 {
+    free(x->end_objs);
     for (size_t i = 0; i < x->nframes_txt; i++)
         free(x->frames_txt[i]);
     free(x->frames_txt);

@@ -12,19 +12,24 @@
  *             a frame of a .py file has MSNAP_PYFRAME_BIT set in its ip, so
  *             readers treat it as a Python frame
  *   segments (the state at the snapshot) -> state + live records
+ *   what was live when the trace started -> allocation events at its
+ *             first time (start_state: memory_viz's "initially allocated")
  *
  * A file that `memsnap export --format torch` wrote carries the "memsnap"
- * extension (exact events, stacks, symbols, strings, header): then the
- * events come back exactly as they were, from it.
+ * extension (exact events, stacks, symbols, strings, header, the exact
+ * live set at the end): then the events and the final state come back
+ * exactly as they were, from it.
  *
  * Reading streams (jsonpull.c / pickle.c); converted events go to a spill
  * file per device (spill.c) and are merged at the end in time order (torch
  * keeps one list per device), or in original order for our own exports.
  * Memory: the final-state segments, the frame and stack tables, and for a
- * pickle one small node per distinct traceback.
+ * pickle one small node per distinct traceback; while writing, the live set
+ * of one replay of the events (start_state).
  */
 #include "interop.h"
 #include "common.h"
+#include "state.h"
 #include "value.h"
 
 #include <errno.h>
@@ -35,7 +40,6 @@
 
 typedef struct frame_ent { char *file, *name; int64_t line; } frame_ent;
 typedef struct stack_ent { uint32_t *fids; int depth; } stack_ent;
-typedef struct live_ent { msnap_live l; } live_ent;
 typedef struct map_ent { uint64_t size, handle; } map_ent;
 
 #define NSRC (MSNAP_MAX_DEVICES + 1) /* one spill per device + extension events */
@@ -45,7 +49,8 @@ typedef struct timp {
     frame_ent *frames; size_t nframes, capframes;
     u64map stack_ix;     /* tag = probe, key = hash of fids -> stack index */
     stack_ent *stacks; size_t nstacks, capstacks;
-    live_ent *live; size_t nlive, caplive;
+    msnap_live *live; size_t nlive, caplive; /* the final state: torch's segments */
+    msnap_live *xlive; size_t nxlive;        /* and our export's exact "live" list */
     spill src[NSRC];
     uint64_t seq;
     u64map maps[MSNAP_MAX_DEVICES > 0 ? 1 : 1]; /* (device, addr) -> index in mapv */
@@ -335,7 +340,12 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
         /* release the handles of the mappings it covers; a mapping it only
          * partly covers is released and its rest created and mapped again */
         uint64_t cur = addr, end = addr + size, ix;
-        while (cur < end && u64map_del(&m->maps[0], (uint32_t)dev, cur, &ix)) {
+        int before = 0; /* [cur, end) was mapped before the trace started */
+        while (cur < end) {
+            if (!u64map_del(&m->maps[0], (uint32_t)dev, cur, &ix)) {
+                before = 1;
+                break;
+            }
             map_ent me = m->mapv[ix];
             msnap_event r = {.t_ns = e.t_ns, .device = e.device, .action = MSNAP_A_VMM_RELEASE,
                              .api = MSNAP_API_cuMemRelease, .aux = me.handle};
@@ -356,6 +366,15 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
             if (!me.size)
                 break;
             cur += me.size;
+        }
+        if (before) {
+            /* its memory goes with a handle of its own, which the state at
+             * the trace's start creates (start_state) */
+            msnap_event r = {.t_ns = e.t_ns, .device = e.device, .action = MSNAP_A_VMM_RELEASE,
+                             .api = MSNAP_API_cuMemRelease, .size = end - cur,
+                             .aux = ++m->next_handle};
+            if (put_ev(m, (int)dev, key, &r, err, errlen))
+                return -1;
         }
         return 0;
     } else if (!strcmp(action, "oom")) {
@@ -382,11 +401,11 @@ oom:
 
 static int add_live(timp *m, const msnap_live *l)
 {
-    live_ent *nl = grow(m->live, &m->caplive, m->nlive, sizeof *nl);
+    msnap_live *nl = grow(m->live, &m->caplive, m->nlive, sizeof *nl);
     if (!nl)
         return -1;
     m->live = nl;
-    m->live[m->nlive++].l = *l;
+    m->live[m->nlive++] = *l;
     return 0;
 }
 
@@ -478,6 +497,283 @@ static int sink_item(void *ctx, int role, unsigned index, ival *v, char *err, si
     return 0;
 }
 
+/* ---- the state at the trace's start ------------------------------------------
+ * A snapshot's "segments" are the state at its end, and its trace may start
+ * long after the program did: torch's trace is a ring that drops its oldest
+ * entries, recording may begin after the model was loaded, and `memsnap
+ * export --from/--max-entries` cuts a window.  What was live when the trace
+ * starts is then only implied.  memory_viz (process_alloc_data.js) takes as
+ * "initially allocated" each free in the trace of something the trace never
+ * allocated (with the free's size) and each active block or segment of the
+ * final state that the trace did not allocate.  One replay of the converted
+ * events through the state model (analyze/state.h) with the final state as
+ * its state section finds exactly these: its pre-window objects.  They are
+ * written as allocation events at the trace's first time, before its first
+ * event, so that every reader's levels count them from the start; without
+ * them an imported window showed its allocated blocks (46.82 GiB) above a
+ * reserved that lacked the segments made before it (33.50 GiB; issue 19).
+ *
+ * Expandable segments.  torch has no handles: the importer makes one per
+ * segment_map.  A segment_unmap of a range no segment_map of the trace made
+ * releases a handle of its own (on_trace), which the start creates; the
+ * part of a final expandable segment that no mapping of the trace covers
+ * gets a handle and a mapping at the start.  Our own JSON export carries
+ * the exact live set at its end (handles included) and exact events: there
+ * the state model's rules alone give the start.
+ */
+
+/* The merge of the spills in the order they are written, (k1, source, k2);
+ * torch events' times rebased (the extension's are exact). */
+typedef struct merge {
+    spill_rec head[NSRC];
+    int have[NSRC];
+    uint64_t rebase;
+} merge;
+
+/* Rewinds every spill.  0, or -1 (errno). */
+static int merge_start(timp *m, merge *g, uint64_t rebase)
+{
+    g->rebase = rebase;
+    for (int s = 0; s < NSRC; s++)
+        if (spill_rewind(&m->src[s]) || (g->have[s] = spill_get(&m->src[s], &g->head[s])) < 0)
+            return -1;
+    return 0;
+}
+
+/* The next event into *e: 1, 0 after the last, -1 cannot read (errno). */
+static int merge_next(timp *m, merge *g, msnap_event *e)
+{
+    int best = -1;
+    for (int s = 0; s < NSRC; s++)
+        if (g->have[s] == 1 &&
+            (best < 0 || g->head[s].k1 < g->head[best].k1 ||
+             (g->head[s].k1 == g->head[best].k1 && g->head[s].k2 < g->head[best].k2)))
+            best = s;
+    if (best < 0)
+        return 0;
+    *e = g->head[best].e;
+    if (best < NSRC - 1)
+        e->t_ns = e->t_ns >= g->rebase ? e->t_ns - g->rebase : 0;
+    g->have[best] = spill_get(&m->src[best], &g->head[best]);
+    return g->have[best] < 0 ? -1 : 1;
+}
+
+/* What was live at the trace's start: objects of the state model (kind,
+ * device slot, addr, size, aux, stack), written as events at time t. */
+typedef struct start_set {
+    msnap_obj *o;
+    size_t n, cap;
+    uint64_t t;         /* the trace's first time (rebased); 0 without events */
+    int block_api;      /* api of the trace's block events (allocator or torch) */
+} start_set;
+
+static int start_add(start_set *s, const msnap_obj *o)
+{
+    msnap_obj *no = grow(s->o, &s->cap, s->n, sizeof *no);
+    if (!no)
+        return -1;
+    s->o = no;
+    s->o[s->n++] = *o;
+    return 0;
+}
+
+static int cmp_map_obj(const void *a, const void *b)
+{
+    const msnap_obj *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Adds a handle and its mapping for [addr, addr+size) of a final
+ * expandable segment that no mapping of the trace covers. */
+static int start_map(start_set *s, const msnap_live *l, uint64_t addr, uint64_t size,
+                     uint64_t handle)
+{
+    int16_t slot = (int16_t)msnap_st_slot(l->device);
+    msnap_obj c = {.size = size, .aux = handle, .device = slot, .kind = MSNAP_A_VMM_CREATE,
+                   .space = MSNAP_SP_PHYS, .api = MSNAP_API_cuMemCreate};
+    msnap_obj p = {.addr = addr, .size = size, .aux = handle, .stack = l->stack, .device = slot,
+                   .kind = MSNAP_A_VMM_MAP, .space = MSNAP_SP_MAP, .api = MSNAP_API_cuMemMap};
+    return start_add(s, &c) || start_add(s, &p) ? -1 : 0;
+}
+
+/* Final expandable segments (torch's, fin[nfin] of kind vmm_map): each part
+ * that no mapping live in st (the trace replayed) covers was mapped before
+ * the trace started; it gets a handle above hmax and a mapping in *out.
+ * 0 ok, -1 out of memory. */
+static int start_gaps(const msnap_state *st, const msnap_live *fin, size_t nfin, int ext,
+                      uint64_t hmax, start_set *out)
+{
+    size_t nmaps = 0;
+    for (size_t i = 0; i < st->map.cap; i++)
+        if (st->map.slots[i].used && st->objs[st->map.slots[i].value].space == MSNAP_SP_MAP)
+            nmaps++;
+    msnap_obj *maps = malloc((nmaps + 1) * sizeof *maps);
+    if (!maps)
+        return -1;
+    nmaps = 0;
+    for (size_t i = 0; i < st->map.cap; i++)
+        if (st->map.slots[i].used && st->objs[st->map.slots[i].value].space == MSNAP_SP_MAP)
+            maps[nmaps++] = st->objs[st->map.slots[i].value];
+    qsort(maps, nmaps, sizeof *maps, cmp_map_obj);
+    for (size_t i = 0; i < nfin; i++) {
+        msnap_live l = fin[i];
+        if (l.kind != MSNAP_A_VMM_MAP)
+            continue;
+        if (ext)
+            l.stack = 0;
+        int16_t slot = (int16_t)msnap_st_slot(l.device);
+        uint64_t cur = l.addr, end = l.addr + l.size;
+        /* the first mapping of the device that ends after cur */
+        size_t lo = 0, hi = nmaps;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (maps[mid].device < slot || (maps[mid].device == slot && maps[mid].addr < cur))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo > 0 && maps[lo - 1].device == slot && maps[lo - 1].addr + maps[lo - 1].size > cur)
+            lo--;
+        for (size_t j = lo; cur < end; j++) {
+            int in = j < nmaps && maps[j].device == slot && maps[j].addr < end;
+            uint64_t next = in ? maps[j].addr : end;
+            if (next > cur && start_map(out, &l, cur, next - cur, ++hmax))
+                goto fail;
+            if (!in)
+                break;
+            if (maps[j].addr + maps[j].size > cur)
+                cur = maps[j].addr + maps[j].size;
+        }
+    }
+    free(maps);
+    return 0;
+fail:
+    free(maps);
+    return -1;
+}
+
+/* The state at the trace's start into *out (see above).  fin[nfin]: the
+ * final state; exact: it is our own JSON export's "live" list (every kind,
+ * handles and stacks as recorded), else torch's segments (m->live).  ext:
+ * the input is our own JSON export (exact events; the stack ids of its
+ * segments are not the file's).  0 ok, -1 with err. */
+static int start_state(timp *m, uint64_t rebase, const msnap_live *fin, size_t nfin, int exact,
+                       int ext, start_set *out, char *err, size_t errlen)
+{
+    msnap_state st;
+    msnap_state_init(&st);
+    merge g;
+    msnap_event e;
+    uint64_t hmax = m->next_handle;
+    int rc, first = 1;
+    out->block_api = MSNAP_API_ALLOCATOR;
+    if (merge_start(m, &g, rebase))
+        goto ioerr;
+    while ((rc = merge_next(m, &g, &e)) == 1) {
+        if (first) {
+            out->t = e.t_ns;
+            first = 0;
+        }
+        if ((e.action == MSNAP_A_BLOCK_ALLOC || e.action == MSNAP_A_BLOCK_FREE) &&
+            !st.allocated_seen && e.api)
+            out->block_api = e.api;
+        if ((e.action == MSNAP_A_VMM_CREATE || e.action == MSNAP_A_VMM_RELEASE ||
+             e.action == MSNAP_A_VMM_MAP) && e.aux > hmax)
+            hmax = e.aux;
+        if (msnap_state_event(&st, &e))
+            goto oom;
+    }
+    if (rc < 0)
+        goto ioerr;
+    /* an export of ours without its "live" list (before format 1.2's
+     * "live"): its segments' blocks are stand-ins when it had no blocks */
+    int skip_blocks = !exact && ext && !st.allocated_seen;
+    /* the final state as a state section: what the trace did not allocate
+     * becomes a pre-window object at msnap_state_finish */
+    msnap_record r = {.type = MSNAP_REC_STATE_BEGIN};
+    r.u.state_begin.nlive = nfin;
+    if (msnap_state_record(&st, &r))
+        goto oom;
+    for (size_t i = 0; i < nfin; i++) {
+        const msnap_live *l = &fin[i];
+        if ((!exact && l->kind == MSNAP_A_VMM_MAP) ||
+            (skip_blocks && l->kind == MSNAP_A_BLOCK_ALLOC))
+            continue;
+        r.type = MSNAP_REC_LIVE;
+        r.u.live = *l;
+        if (ext && !exact)
+            r.u.live.stack = 0;
+        if (msnap_state_record(&st, &r))
+            goto oom;
+    }
+    if (msnap_state_finish(&st))
+        goto oom;
+    for (size_t i = 0; i < st.npre; i++)
+        if (start_add(out, &st.pre[i].o))
+            goto oom;
+    if (!exact && start_gaps(&st, fin, nfin, ext, hmax, out))
+        goto oom;
+    msnap_state_free(&st);
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    goto fail;
+ioerr:
+    snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
+fail:
+    msnap_state_free(&st);
+    return -1;
+}
+
+/* The order of the start's events: address space, memory (segments,
+ * handles), mappings, blocks; then device and address. */
+static int start_rank(int kind)
+{
+    switch (kind) {
+    case MSNAP_A_VMM_RESERVE: return 0;
+    case MSNAP_A_VMM_MAP: return 2;
+    case MSNAP_A_BLOCK_ALLOC: return 3;
+    default: return 1;
+    }
+}
+
+static int cmp_start(const void *a, const void *b)
+{
+    const msnap_obj *x = a, *y = b;
+    int rx = start_rank(x->kind), ry = start_rank(y->kind);
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    if (x->addr != y->addr)
+        return x->addr < y->addr ? -1 : 1;
+    return x->aux < y->aux ? -1 : x->aux > y->aux;
+}
+
+/* The event that makes a start object, at time t. */
+static msnap_event start_event(const start_set *s, const msnap_obj *o)
+{
+    msnap_event e = {.t_ns = s->t, .action = o->kind, .addr = o->addr, .size = o->size,
+                     .stream = o->stream, .aux = o->aux, .stack = o->stack,
+                     .device = (int16_t)(o->device == MSNAP_ST_HOST ? -1 : o->device)};
+    switch (o->kind) {
+    case MSNAP_A_ALLOC: e.api = MSNAP_API_cuMemAlloc_v2; break;
+    case MSNAP_A_ASYNC_ALLOC: e.api = MSNAP_API_cuMemAllocAsync; break;
+    case MSNAP_A_MANAGED_ALLOC: e.api = MSNAP_API_cuMemAllocManaged; break;
+    case MSNAP_A_HOST_ALLOC: e.api = MSNAP_API_cuMemHostAlloc; break;
+    case MSNAP_A_VMM_RESERVE: e.api = MSNAP_API_cuMemAddressReserve; break;
+    case MSNAP_A_VMM_CREATE: e.api = MSNAP_API_cuMemCreate; e.addr = 0; break;
+    case MSNAP_A_VMM_MAP: e.api = MSNAP_API_cuMemMap; break;
+    case MSNAP_A_BLOCK_ALLOC:
+        e.api = o->api == MSNAP_API_TORCH || o->api == MSNAP_API_ALLOCATOR
+                    ? o->api : (uint16_t)s->block_api;
+        break;
+    }
+    return e;
+}
+
 /* ---- output ---------------------------------------------------------------- */
 
 typedef struct wr { msnap_out *o; char buf[1 << 16]; int fail; } wr;
@@ -551,6 +847,50 @@ static int write_ext_tables(timp *m, wr *w, ival *ext)
         ext_line(m, w, msnap_fmt_symbol(w->buf, sizeof w->buf, &y));
     }
     return iv_over_budget(m->in) ? -1 : 0;
+}
+
+/* Our export's "live" list (the exact live set at the window's end, in
+ * the events' short keys) into m->xlive; *exact = 1 when there is one.
+ * Objects of kinds this reader does not know are skipped.  0 ok, -1 with
+ * err (a bad object, out of memory, past the work budget). */
+static int ext_live(timp *m, ival *l, int *exact, char *err, size_t errlen)
+{
+    *exact = 0;
+    if (!l || l->type != IV_LIST)
+        return 0;
+    *exact = 1;
+    if (!(m->xlive = malloc((l->u.a.n + 1) * sizeof *m->xlive))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < l->u.a.n; i++) {
+        if (++m->in->steps, iv_over_budget(m->in))
+            return iv_budget_fail(m->in, err, errlen);
+        ival *v = l->u.a.v[i];
+        const char *kind = v->type == IV_DICT ? iv_str(GET(v, "kind")) : NULL;
+        int ok = kind != NULL;
+        int a = kind ? msnap_action_from_name(kind) : 0;
+        msnap_live x = {.kind = a};
+        x.t_ns = iv_u64(GET(v, "t"), &ok);
+        x.device = (int)iv_int(GET(v, "d"), &ok);
+        x.addr = iv_u64(GET(v, "p"), &ok);
+        x.size = iv_u64(GET(v, "n"), &ok);
+        x.stream = iv_u64(GET(v, "s"), &ok);
+        x.aux = iv_u64(GET(v, "x"), &ok);
+        x.stack = (uint32_t)iv_u64(GET(v, "k"), &ok);
+        if (!ok || x.device < -1 || x.device >= MSNAP_MAX_DEVICES) {
+            snprintf(err, errlen, "memsnap.live: a bad live object");
+            return -1;
+        }
+        switch (a) { /* the kinds of live lines (docs/format.md, "live") */
+        case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_HOST_ALLOC:
+        case MSNAP_A_MANAGED_ALLOC: case MSNAP_A_BLOCK_ALLOC: case MSNAP_A_VMM_RESERVE:
+        case MSNAP_A_VMM_CREATE: case MSNAP_A_VMM_MAP:
+            m->xlive[m->nxlive++] = x;
+            break;
+        }
+    }
+    return 0;
 }
 
 static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const char *source,
@@ -673,54 +1013,69 @@ static int write_output(timp *m, ival *top, int out_fd, int zstd_level, const ch
         }
         m->st->stacks = m->nstacks;
     }
+    /* the final state: our own export's exact "live" list, else the
+     * segments */
+    int exact = 0;
+    if (ext_live(m, GET(ext, "live"), &exact, err, errlen)) {
+        msnap_out_close(w->o);
+        free(w);
+        return -1;
+    }
+    const msnap_live *fin = exact ? m->xlive : m->live;
+    size_t nfin = exact ? m->nxlive : m->nlive;
+    /* what was live at the trace's start, as events at its first time */
+    start_set start = {0};
+    if (start_state(m, rebase, fin, nfin, exact, ext != NULL, &start, err, errlen)) {
+        free(start.o);
+        msnap_out_close(w->o);
+        free(w);
+        return -1;
+    }
+    uint64_t last_t = start.t, nev = 0, total_ev;
+    if (start.n)
+        qsort(start.o, start.n, sizeof *start.o, cmp_start);
+    for (size_t i = 0; i < start.n; i++) {
+        msnap_event e = start_event(&start, &start.o[i]);
+        wline(w, msnap_fmt_event(w->buf, sizeof w->buf, &e));
+        nev++;
+    }
+    m->st->start_objects = start.n;
+    free(start.o);
     /* events: merge the spills by (k1, source, k2); as long as the reading
      * for a big trace, so it has its own progress item */
-    spill_rec head[NSRC];
-    int have[NSRC];
-    uint64_t last_t = 0, nev = 0, total_ev = 0;
+    merge g;
+    msnap_event ev;
+    int rc;
+    total_ev = nev;
     for (int s = 0; s < NSRC; s++)
         total_ev += m->src[s].n;
     msnap_progress("writing events", 0, total_ev, 0);
-    for (int s = 0; s < NSRC; s++) {
-        if (spill_rewind(&m->src[s]))
-            goto ioerr;
-        have[s] = spill_get(&m->src[s], &head[s]);
-        if (have[s] < 0)
-            goto ioerr;
-    }
-    for (;;) {
-        int best = -1;
-        for (int s = 0; s < NSRC; s++)
-            if (have[s] == 1 && (best < 0 || head[s].k1 < head[best].k1 ||
-                                 (head[s].k1 == head[best].k1 && head[s].k2 < head[best].k2)))
-                best = s;
-        if (best < 0)
-            break;
-        msnap_event *e = &head[best].e;
-        if (best < NSRC - 1) /* extension events (last source) have exact times */
-            e->t_ns = e->t_ns >= rebase ? e->t_ns - rebase : 0;
-        if (e->t_ns > last_t)
-            last_t = e->t_ns;
-        wline(w, msnap_fmt_event(w->buf, sizeof w->buf, e));
+    if (merge_start(m, &g, rebase))
+        goto ioerr;
+    while ((rc = merge_next(m, &g, &ev)) == 1) {
+        if (ev.t_ns > last_t)
+            last_t = ev.t_ns;
+        wline(w, msnap_fmt_event(w->buf, sizeof w->buf, &ev));
         if (!(++nev & 0xffff))
             msnap_progress("writing events", nev, total_ev, 0);
-        have[best] = spill_get(&m->src[best], &head[best]);
-        if (have[best] < 0)
-            goto ioerr;
     }
+    if (rc < 0)
+        goto ioerr;
     msnap_progress("writing events", MSNAP_PROGRESS_END, total_ev, 0);
     /* the state the snapshot was taken in */
-    wline(w, msnap_fmt_state_begin(w->buf, sizeof w->buf, last_t, m->nlive));
-    for (size_t i = 0; i < m->nlive; i++) {
-        msnap_live l = m->live[i].l;
-        l.t_ns = last_t;
-        if (ext)
-            l.stack = 0; /* synthesized ids do not match the extension's stacks */
+    wline(w, msnap_fmt_state_begin(w->buf, sizeof w->buf, last_t, nfin));
+    for (size_t i = 0; i < nfin; i++) {
+        msnap_live l = fin[i];
+        if (!exact) {
+            l.t_ns = last_t;
+            if (ext)
+                l.stack = 0; /* synthesized ids do not match the extension's stacks */
+        }
         wline(w, msnap_fmt_live(w->buf, sizeof w->buf, &l));
     }
     msnap_trailer tr = {last_t, nev, 0, 0, "import"};
     wline(w, msnap_fmt_trailer(w->buf, sizeof w->buf, &tr));
-    int rc = msnap_out_close(w->o);
+    rc = msnap_out_close(w->o);
     w->o = NULL;
     if (rc || w->fail) {
         snprintf(err, errlen, "cannot write the output: %s", strerror(errno ? errno : EIO));
@@ -804,6 +1159,7 @@ done:
             free(m->stacks[i].fids);
         free(m->stacks);
         free(m->live);
+        free(m->xlive);
         free(m->mapv);
         u64map_free(&m->frame_ix);
         u64map_free(&m->stack_ix);
