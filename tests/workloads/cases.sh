@@ -29,7 +29,7 @@ usage)
     "$DECODE" --help > "$T/help" || fail "--help exit $?"
     for f in scenario alloc kv device-mem mem-util preset layers hidden heads kv-heads head-dim ffn \
              vocab hours steps compress rate rate-end prompt-len output-len max-batch kv-chunk \
-             kv-growth block-tokens leak-bytes seed sim-bw kernels kernel-every peak-bw bytes quiet help; do
+             kv-growth block-tokens leak-bytes seed sim-bw kernels kernel-every gemv peak-bw bytes quiet help; do
         grep -q -- "--$f" "$T/help" || fail "--help does not mention --$f"
     done
     for bad in "--bogus" "--alloc foo" "--kv x" "--scenario y" "--device-mem 12Q" "--hours -1" \
