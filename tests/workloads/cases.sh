@@ -29,7 +29,7 @@ usage)
     "$DECODE" --help > "$T/help" || fail "--help exit $?"
     for f in scenario alloc kv device-mem mem-util preset layers hidden heads kv-heads head-dim ffn \
              vocab hours steps compress rate rate-end prompt-len output-len max-batch kv-chunk \
-             kv-growth block-tokens leak-bytes seed sim-bw kernels kernel-every peak-bw bytes quiet help; do
+             kv-growth block-tokens leak-bytes seed sim-bw kernels kernel-every gemv peak-bw bytes quiet help; do
         grep -q -- "--$f" "$T/help" || fail "--help does not mention --$f"
     done
     for bad in "--bogus" "--alloc foo" "--kv x" "--scenario y" "--device-mem 12Q" "--hours -1" \
@@ -65,6 +65,26 @@ paged-small)
     decode 0 --preset small --scenario healthy --kv paged --hours 0.05 --device-mem 1G
     decode 0 --preset small --scenario healthy --kv paged --alloc expandable --hours 0.05 --device-mem 1G
     [ "$(val floor_first)" = "$(val floor_last)" ] || fail "paged floor moved"
+    ;;
+alloc-sequence)   # the allocation sequence of each run, kernels on, as alloc_sequence.txt has it
+    # (recorded; "kind bytes" per event, hashed): kernel changes leave it as it was
+    sig() { zstdcat -f "$1" | grep -E '^\{"a":"(alloc|free|block_alloc|block_free|oom)"' |
+            sed -E 's/^\{"a":"([a-z_]+)".*"n":([0-9]+).*/\1 \2/' | tee "$1.seq" | sha256sum | cut -c1-64; }
+    seqrun() {
+        local name=$1; shift
+        "$MEMSNAP" run --sim-device 80G -q -o "$T/$name.msnap" -- "$DECODE" -q --kernels on "$@" \
+            > "$T/$name.out" || [ $? = 3 ] || fail "$name: exit $?"
+        echo "$name $(sig "$T/$name.msnap") $(grep -c . "$T/$name.msnap.seq")"
+    }
+    {
+        seqrun small-healthy --preset small --hours 0.05
+        seqrun small-paged --preset small --kv paged --device-mem 1G --hours 0.05
+        seqrun small-leak --preset small --scenario leak --hours 0.05
+        seqrun frag-fixed --scenario fragmentation --compress --device-mem 80G --alloc fixed --kernel-every 50
+        seqrun healthy-8b --max-batch 32 --hours 0.05 --rate 5
+    } > "$T/got"
+    cat "$T/got"
+    grep -v '^#' "$(dirname "$0")/alloc_sequence.txt" | diff - "$T/got" || fail "the allocation sequence changed"
     ;;
 kernels-sim)   # the launch path runs (launches are no-ops on the simulated device)
     decode 0 --preset small --kernels on --hours 0.01

@@ -79,6 +79,34 @@ static CUdeviceptr upload(const void *h, size_t n)
     return d;
 }
 
+/* The GEMV configurations every shape is checked with: the CUDA-core kernel,
+ * the tensor-core kernel in each (MT, U) variant with a few warp counts (the
+ * split of k across warps), and the defaults as the workload runs them. */
+typedef struct gemv_config {
+    const char *name;
+    int simt_max, variant, warps; /* variant -1: the defaults */
+} gemv_config;
+static const gemv_config gemv_configs[] = {
+    {"default", -1, -1, 0},   {"simt", 64, 0, 0},       {"mma m1u4 auto", 0, 0, 0},
+    {"mma m2u2 w1", 0, 1, 1}, {"mma m2u2 w8", 0, 1, 8}, {"mma m2u4 w2", 0, 2, 2},
+    {"mma m2u4 auto", 0, 2, 0}, {"mma m1u4 w3", 0, 0, 3},   {"mma m2u2 w5", 0, 1, 5},
+};
+
+static void set_config(gpu_t *g, const gemv_tune_t *defaults, const gemv_config *c)
+{
+    g->tune = *defaults;
+    if (c->simt_max < 0)
+        return;
+    g->tune.simt_max = c->simt_max;
+    for (int i = 0; i < 4; i++)
+        g->tune.variant[i] = c->variant;
+    g->tune.warps = c->warps;
+}
+
+/* y = W x against a double-precision reference, for every configuration.
+ * The output is poisoned (all bits set: NaN in bf16 and fp32) before each
+ * run, so an element left unwritten fails, and a guard of 64 elements past
+ * the end must stay poisoned. */
 static void test_gemv(gpu_t *g, int in, int out, int B, int mode)
 {
     size_t nw = (size_t)in * out, nx = (size_t)in * B;
@@ -88,17 +116,11 @@ static void test_gemv(gpu_t *g, int in, int out, int B, int mode)
     for (size_t i = 0; i < nx; i++)
         x[i] = f2bf(nz());
     int yrow = mode == GEMV_SWIGLU ? out / 2 : out;
-    size_t ysz = mode == GEMV_F32 ? 4 : 2;
-    CUdeviceptr dw = upload(w, nw * 2), dx = upload(x, nx * 2), dy;
-    CK(cuMemAlloc(&dy, (size_t)B * yrow * ysz));
-    CK(gpu_gemv(g, dw, dx, dy, in, out, B, mode));
-    CK(cuStreamSynchronize(g->stream));
-    void *y = malloc((size_t)B * yrow * ysz);
-    CK(cuMemcpyDtoH(y, dy, (size_t)B * yrow * ysz));
-    char what[96];
+    size_t ysz = mode == GEMV_F32 ? 4 : 2, ny = (size_t)B * yrow, guard = 64;
+    double *ref = malloc(ny * sizeof *ref), *tol = malloc(ny * sizeof *tol);
     for (int b = 0; b < B; b++) {
         for (int r = 0; r < yrow; r++) {
-            double ref, tol, got;
+            double *rf = &ref[(size_t)b * yrow + r], *tl = &tol[(size_t)b * yrow + r];
             if (mode == GEMV_SWIGLU) {
                 double gs = 0, us = 0, ga = 0, ua = 0;
                 for (int i = 0; i < in; i++) {
@@ -109,44 +131,75 @@ static void test_gemv(gpu_t *g, int in, int out, int B, int mode)
                     ua += fabs(bf2f(w[(size_t)(2 * r + 1) * in + i]) * xv);
                 }
                 double sg = gs / (1 + exp(-gs));
-                ref = sg * us;
-                tol = ldexp(fabs(ref), -7) + 4e-6 * in * (ga * fabs(us) + ua * (fabs(sg) + 1));
-                got = bf2f(((uint16_t *)y)[(size_t)b * yrow + r]);
+                *rf = sg * us;
+                *tl = ldexp(fabs(*rf), -7) + 4e-6 * in * (ga * fabs(us) + ua * (fabs(sg) + 1));
             } else {
-                double s = 0, a = 0;
+                double sum = 0, a = 0;
                 for (int i = 0; i < in; i++) {
                     double t = (double)bf2f(w[(size_t)r * in + i]) * bf2f(x[(size_t)b * in + i]);
-                    s += t;
+                    sum += t;
                     a += fabs(t);
                 }
-                ref = s;
-                tol = 4e-7 * in * a;
-                if (mode == GEMV_F32) {
-                    got = ((float *)y)[(size_t)b * yrow + r];
-                } else {
-                    got = bf2f(((uint16_t *)y)[(size_t)b * yrow + r]);
-                    tol += ldexp(fabs(ref), -8);
-                }
+                *rf = sum;
+                *tl = 4e-7 * in * a + (mode == GEMV_F32 ? 0 : ldexp(fabs(sum), -8));
             }
-            snprintf(what, sizeof what, "gemv in=%d out=%d B=%d mode=%d [%d][%d]", in, out, B,
-                     mode, b, r);
-            expect(fabs(got - ref) <= tol, what, got, ref, tol);
         }
     }
+    CUdeviceptr dw = upload(w, nw * 2), dx = upload(x, nx * 2), dy;
+    CK(cuMemAlloc(&dy, (ny + guard) * ysz));
+    void *y = malloc((ny + guard) * ysz);
+    gemv_tune_t defaults = g->tune;
+    char what[128];
+    for (size_t c = 0; c < sizeof gemv_configs / sizeof *gemv_configs; c++) {
+        set_config(g, &defaults, &gemv_configs[c]);
+        CK(cuMemsetD8(dy, 0xff, (ny + guard) * ysz));
+        CK(gpu_gemv(g, dw, dx, dy, in, out, B, mode));
+        CK(cuStreamSynchronize(g->stream));
+        CK(cuMemcpyDtoH(y, dy, (ny + guard) * ysz));
+        int bad = 0;
+        for (size_t e = 0; e < ny; e++) {
+            double got = mode == GEMV_F32 ? ((float *)y)[e] : bf2f(((uint16_t *)y)[e]);
+            checks++;
+            if (!(fabs(got - ref[e]) <= tol[e])) {
+                if (failures < 20)
+                    printf("FAIL gemv %s in=%d out=%d B=%d mode=%d [%zu][%zu]: got %.6g want "
+                           "%.6g (tolerance %.3g)\n",
+                           gemv_configs[c].name, in, out, B, mode, e / yrow, e % yrow, got,
+                           ref[e], tol[e]);
+                failures++;
+                bad++;
+            }
+        }
+        int poisoned = 1;
+        for (size_t e = ny * ysz; e < (ny + guard) * ysz; e++)
+            poisoned &= ((unsigned char *)y)[e] == 0xff;
+        snprintf(what, sizeof what, "gemv %s in=%d out=%d B=%d mode=%d: nothing written past the end",
+                 gemv_configs[c].name, in, out, B, mode);
+        expect(poisoned, what, 0, 0, 0);
+        (void)bad;
+    }
+    g->tune = defaults;
     cuMemFree(dw);
     cuMemFree(dx);
     cuMemFree(dy);
     free(w);
     free(x);
     free(y);
+    free(ref);
+    free(tol);
 }
 
-/* kv_append + attention over paged (page_tokens 16) or contiguous caches. */
-static void test_attention(gpu_t *g, int paged)
+/* Attention (with this step's K/V append) over paged (page_tokens 16) or
+ * contiguous caches: `heads` query heads over 2 K/V heads of head_dim hdim,
+ * requests of 1, 257 and 700 tokens, the scratch and the split sized for
+ * max_len >= 700 as the server sizes them for the longest request after the
+ * step (chunks empty for all but the longest when max_len is larger).  The
+ * output and the scratch are poisoned first (NaN). */
+static void test_attention(gpu_t *g, int paged, int heads, int hdim, int max_len)
 {
-    shape_t s = {2, 64, 8, 2, 64, 64, 16}; /* layers, hidden, heads, kv_heads, head_dim */
+    shape_t s = {2, 64, heads, 2, hdim, 64, 16}; /* layers, hidden, heads, kv_heads, head_dim */
     const int B = 3, layer = 1;
-    int lens[3] = {1, 257, 700}; /* one, two and three 256-token chunks */
+    int lens[3] = {1, 257, 700};
     int hd = s.head_dim, qkv_row = (s.heads + 2 * s.kv_heads) * hd;
     size_t tok_elems = (size_t)s.layers * 2 * s.kv_heads * hd;
     int page_tokens = paged ? 16 : 1 << 30;
@@ -184,24 +237,29 @@ static void test_attention(gpu_t *g, int paged)
                qkv + (size_t)b * qkv_row + s.heads * hd, (size_t)2 * s.kv_heads * hd * 2);
     }
     CUdeviceptr dpages = upload(pages, (size_t)B * max_pages * 8), dqkv = upload(qkv, (size_t)B * qkv_row * 2);
-    CUdeviceptr dpos = upload(pos, sizeof pos), dlen = upload(len1, sizeof len1), dscores, dout;
-    CK(cuMemAlloc(&dscores, (size_t)B * s.heads * gpu_attention_scratch_floats(700) * 4));
+    CUdeviceptr dlen = upload(len1, sizeof len1), dscores, dout;
+    size_t nscores = (size_t)B * s.heads * gpu_attention_scratch_floats(max_len) * 4;
+    CK(cuMemAlloc(&dscores, nscores));
     CK(cuMemAlloc(&dout, (size_t)B * s.heads * hd * 2));
-    CK(gpu_kv_append(g, &s, dqkv, dpages, max_pages, page_tokens, dpos, layer, B));
-    CK(gpu_attention(g, &s, dqkv, dpages, max_pages, page_tokens, dlen, layer, B, dscores, 700, dout));
+    CK(cuMemsetD8(dscores, 0xff, nscores));
+    CK(cuMemsetD8(dout, 0xff, (size_t)B * s.heads * hd * 2));
+    CK(gpu_attention(g, &s, dqkv, dpages, max_pages, page_tokens, dlen, layer, B, dscores,
+                     max_len, dout));
     CK(cuStreamSynchronize(g->stream));
     uint16_t *out = malloc((size_t)B * s.heads * hd * 2);
     CK(cuMemcpyDtoH(out, dout, (size_t)B * s.heads * hd * 2));
-    char what[96];
+    char what[128];
     for (int b = 0; b < B; b++) {
         /* the appended K/V landed where the cache layout says */
-        uint16_t back[2 * 2 * 64];
+        uint16_t back[2 * 2 * 128];
+        size_t nback = (size_t)2 * s.kv_heads * hd * 2;
         size_t tok = (size_t)pos[b];
         CUdeviceptr base = paged ? dcache[b][tok / 16] + (tok % 16) * tok_elems * 2
                                  : dcache[b][0] + tok * tok_elems * 2;
-        CK(cuMemcpyDtoH(back, base + (size_t)layer * 2 * s.kv_heads * hd * 2, sizeof back));
-        snprintf(what, sizeof what, "kv_append %s request %d", paged ? "paged" : "contiguous", b);
-        expect(!memcmp(back, qkv + (size_t)b * qkv_row + s.heads * hd, sizeof back), what, 0, 0, 0);
+        CK(cuMemcpyDtoH(back, base + (size_t)layer * 2 * s.kv_heads * hd * 2, nback));
+        snprintf(what, sizeof what, "K/V append %s heads=%d hd=%d request %d",
+                 paged ? "paged" : "contiguous", heads, hd, b);
+        expect(!memcmp(back, qkv + (size_t)b * qkv_row + s.heads * hd, nback), what, 0, 0, 0);
         for (int h = 0; h < s.heads; h++) {
             int kvh = h / (s.heads / s.kv_heads);
             double sc[700], m = -1e300, sum = 0;
@@ -229,8 +287,8 @@ static void test_attention(gpu_t *g, int paged)
                 }
                 double got = bf2f(out[((size_t)b * s.heads + h) * hd + i]);
                 double tol = ldexp(fabs(o), -7) + 2e-3 * vmax;
-                snprintf(what, sizeof what, "attention %s b=%d h=%d d=%d",
-                         paged ? "paged" : "contiguous", b, h, i);
+                snprintf(what, sizeof what, "attention %s heads=%d hd=%d max_len=%d b=%d h=%d d=%d",
+                         paged ? "paged" : "contiguous", heads, hd, max_len, b, h, i);
                 expect(fabs(got - o) <= tol, what, got, o, tol);
             }
         }
@@ -243,7 +301,6 @@ static void test_attention(gpu_t *g, int paged)
     }
     cuMemFree(dpages);
     cuMemFree(dqkv);
-    cuMemFree(dpos);
     cuMemFree(dlen);
     cuMemFree(dscores);
     cuMemFree(dout);
@@ -268,7 +325,7 @@ static void test_copy_fill_argmax_embed(gpu_t *g)
     expect(!memcmp(a, b, n), "copy of 1 MiB + 7 bytes", 0, 0, 0);
 
     /* fill: same seed, same values; in +-scale; never zero */
-    size_t m = 1 << 20;
+    size_t m = n / 2; /* bf16 elements that fit the buffers of n bytes */
     uint16_t *f1 = malloc(m * 2), *f2 = malloc(m * 2);
     CK(gpu_fill(g, da, m, 1234, 0.5f));
     CK(gpu_fill(g, db, m, 1234, 0.5f));
@@ -356,18 +413,27 @@ int main(void)
         printf("FAIL: %s\n", err);
         return 1;
     }
-    int batches[] = {1, 2, 3, 5, 8, 13, 16, 32, 33, 40};
+    int batches[] = {1, 2, 3, 5, 8, 9, 13, 16, 17, 24, 25, 32, 33, 40};
     for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) {
-        test_gemv(&g, 1000, 70, batches[i], GEMV_BF16);
-        test_gemv(&g, 1000, 70, batches[i], GEMV_F32);
+        test_gemv(&g, 1000, 70, batches[i], GEMV_BF16); /* a partial last k step, */
+        test_gemv(&g, 1000, 70, batches[i], GEMV_F32);  /* a partial last row tile */
         test_gemv(&g, 1000, 70, batches[i], GEMV_SWIGLU);
     }
     test_gemv(&g, 4096, 258, 1, GEMV_BF16);   /* full unrolled rounds, an odd row pair count */
+    test_gemv(&g, 4096, 96, 32, GEMV_BF16);   /* the 8B hidden size, whole tiles */
+    test_gemv(&g, 4096, 64, 8, GEMV_SWIGLU);
     test_gemv(&g, 8, 6, 3, GEMV_BF16);        /* one 16-byte chunk per row */
+    test_gemv(&g, 40, 16, 12, GEMV_BF16);     /* two k steps, the second partial */
     test_gemv(&g, 14336, 16, 4, GEMV_SWIGLU); /* the 8B down/gate row length */
+    test_gemv(&g, 14336, 34, 20, GEMV_BF16);
     test_gemv(&g, 4096, 71, 2, GEMV_F32);     /* an odd number of rows */
-    test_attention(&g, 0);
-    test_attention(&g, 1);
+    for (int paged = 0; paged <= 1; paged++) {
+        test_attention(&g, paged, 8, 64, 700);   /* 4 query heads per K/V head */
+        test_attention(&g, paged, 8, 128, 760);  /* the 8B head; empty chunks */
+        test_attention(&g, paged, 2, 128, 700);  /* one query head per K/V head */
+        test_attention(&g, paged, 16, 32, 700);  /* 8 per K/V head; half the lanes idle */
+        test_attention(&g, paged, 6, 72, 1000);  /* 3 per K/V head (in a 4 kernel) */
+    }
     test_copy_fill_argmax_embed(&g);
     gpu_destroy(&g);
     printf("%d checks, %d failed\n", checks, failures);

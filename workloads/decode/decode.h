@@ -9,7 +9,8 @@
  *              accounting) or libmemsnap_alloc (fixed / expandable segments),
  *              plus the block pool for paged KV
  *   gpu.c      the kernels (embedded fatbin, cuModuleLoadData + cuLaunchKernel),
- *              CUDA-event timing and the copy-bandwidth measurement
+ *              which GEMV kernel serves which batch, CUDA-event timing and the
+ *              copy-bandwidth measurement
  *   kernels.cu the kernels themselves (compiled by nvcc to a fatbin at build time)
  *
  * Only the CUDA driver API is used, so the same binary runs on a GPU and on
@@ -125,12 +126,35 @@ void mem_destroy(mem_t *m);
 
 /* ------------------------------------------------------------------- GPU */
 
+/* How gpu_gemv runs a batch chunk (docs/workload.md, "Compute").  Chunks of
+ * at most simt_max requests take the CUDA-core GEMV (ms_gemv_nbN), larger
+ * ones the tensor-core kernel ms_mma_n<NT>_m<MT>_u<U> (NT = ceil(chunk / 8))
+ * with `variant` picking (MT, U) from gpu_mma_variants and `warps`
+ * warps per block (0: chosen from the grid, see gpu_gemv).  gpu_init sets
+ * the defaults measured on the H200 (docs/benchmarks.md), or what
+ * MEMSNAP_DECODE_GEMM="VARIANT,WARPS" says (a benchmarking knob);
+ * bench_gemm sweeps the rest. */
+typedef struct gemv_tune {
+    int simt_max;          /* 0: the tensor cores for every chunk */
+    int variant[4];        /* per NT - 1: an index into gpu_mma_variants */
+    int warps;             /* 1..8, or 0 = auto */
+} gemv_tune_t;
+
+#define GPU_MMA_VARIANTS 3
+typedef struct gpu_mma_variant {
+    int mt, u;             /* 16-row tiles per block, 32-k steps per round of a warp */
+} gpu_mma_variant_t;
+extern const gpu_mma_variant_t gpu_mma_variants[GPU_MMA_VARIANTS];
+
 typedef struct gpu {
     int have_kernels;   /* module loaded: launches happen (no-ops on the sim) */
     int real;           /* a real GPU (not the simulated device) */
     CUmodule mod;
-    CUfunction fill, copy, embed, kv_append, attention, attention_combine, argmax;
-    CUfunction gemv[6]; /* batch chunk 1, 2, 4, 8, 16, 32 */
+    CUfunction fill, copy, embed, attention_combine, argmax;
+    CUfunction gemv[6]; /* CUDA cores: batch chunk 1, 2, 4, 8, 16, 32 */
+    CUfunction mma[4][GPU_MMA_VARIANTS]; /* tensor cores: [NT - 1][variant] */
+    CUfunction attention[4]; /* query heads per K/V head <= 1, 2, 4, 8 */
+    gemv_tune_t tune;
     CUstream stream;
     CUevent ev0, ev1;
 } gpu_t;
@@ -152,17 +176,20 @@ CUresult gpu_fill(gpu_t *g, CUdeviceptr p, uint64_t n_bf16, uint32_t seed, float
 CUresult gpu_copy(gpu_t *g, CUdeviceptr dst, CUdeviceptr src, uint64_t bytes);
 CUresult gpu_embed(gpu_t *g, CUdeviceptr x, CUdeviceptr emb, CUdeviceptr tok, int batch,
                    int hidden, int vocab);
-/* W [out][in] bf16, x [batch][in] bf16, y [batch][out or out/2] */
+/* W [out][in] bf16, x [batch][in] bf16, y [batch][out or out/2] (out even
+ * for SwiGLU); in a multiple of 8.  Batches over 32 run in chunks of 32 (the
+ * weights are read once per chunk). */
 CUresult gpu_gemv(gpu_t *g, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int in, int out,
                   int batch, int mode);
-/* Writes K and V of `layer` from qkv [batch][(qh+2kvh)*hd] at position pos[b]
- * of each request's cache.  pages: [batch][max_pages] base pointers of
- * page_tokens-token pages, token-major records of kv_token_bytes. */
-CUresult gpu_kv_append(gpu_t *g, const shape_t *s, CUdeviceptr qkv, CUdeviceptr pages,
-                       int max_pages, int page_tokens, CUdeviceptr pos, int layer, int batch);
-/* out [batch][qh*hd] = softmax(q k^T / sqrt(hd)) v over len[b] <= max_len
- * tokens, split into chunks of ATT_CHUNK tokens; scores: fp32 scratch of
- * gpu_attention_scratch_floats(max_len) per (request, head).  hd <= 128. */
+/* Decode attention of `layer` for the batch, with this step's K and V
+ * appended: request b has len[b] tokens, the last one new, its K and V taken
+ * from qkv [batch][(qh+2kvh)*hd] and written into the cache at len[b] - 1.
+ * pages: [batch][max_pages] base pointers of page_tokens-token pages,
+ * token-major records of kv_token_bytes.  out [batch][qh*hd] =
+ * softmax(q k^T / sqrt(hd)) v over len[b] <= max_len tokens, split into
+ * chunks of at most 256 tokens; scores: fp32 scratch of
+ * gpu_attention_scratch_floats(max_len) per (request, head).  hd <= 128 and
+ * a multiple of 8; heads / kv_heads <= 8. */
 #define ATT_CHUNK 256
 static inline uint64_t gpu_attention_scratch_floats(int max_len)
 {

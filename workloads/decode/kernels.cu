@@ -8,16 +8,19 @@
 //                   are made on the device, never copied from the host
 //   ms_copy         byte copy with 16-byte loads (KV regrowth, bandwidth probe)
 //   ms_embed        x[b] = embedding[tok[b]]
-//   ms_gemv_nbN     y = W x for a batch chunk of up to N (1..32): the memory-
-//                   bound heart of decode.  Each warp owns two consecutive
-//                   output rows and streams them with 16-byte loads, 4 in
-//                   flight per row per lane, fp32 accumulation, then a warp
-//                   shuffle reduction.  Modes: bf16 out, SwiGLU (rows 2i, 2i+1
-//                   are gate_i, up_i: out silu(g)*u), fp32 out (logits).
-//   ms_kv_append    writes the new token's K and V of one layer into the cache
-//   ms_attention    split-K decode attention: one block per (query head,
-//                   request, 256-token chunk) writes a partial softmax-weighted
-//                   sum of V; ms_attention_combine merges the chunks
+//   ms_gemv_nbN     y = W x for a batch chunk of up to N (1..32) on CUDA cores:
+//                   the batch-1 path.  Each warp owns two consecutive output
+//                   rows and streams them with 16-byte loads, 4 in flight per
+//                   row per lane, fp32 accumulation, then a warp shuffle
+//                   reduction.  Modes: bf16 out, SwiGLU (rows 2i, 2i+1 are
+//                   gate_i, up_i: out silu(g)*u), fp32 out (logits).
+//   ms_mma_nN_mM_uU the same on the tensor cores for chunks of 2..32 (mma.sync
+//                   m16n8k16 bf16, fp32 sums): each weight read once for the
+//                   whole chunk; the same three modes
+//   ms_attention_gG split-K decode attention with the new token's K/V append
+//                   fused in: one block per (K/V head, request, chunk) serves
+//                   the G query heads of that K/V head; ms_attention_combine
+//                   merges the chunks
 //   ms_argmax       next token = argmax of the fp32 logits
 //
 // KV cache layout (both policies): token-major records of kv_token_bytes =
@@ -192,11 +195,199 @@ MS_GEMV(8)
 MS_GEMV(16)
 MS_GEMV(32)
 
-// ------------------------------------------------------------- attention
+// ------------------------------------------------- GEMM on the tensor cores
+//
+// For a batch chunk of 2..32 the CUDA-core GEMV above converts and multiplies
+// every weight once per request: at batch 8 and more it is bound by its FMAs,
+// not by memory.  Here the multiply goes to the tensor cores (mma.sync
+// m16n8k16, bf16 operands, fp32 accumulation) and each weight is read once
+// for the whole chunk:
+//
+//   A (16 x 16) = a tile of W (16 output rows, 16 k), streamed from global
+//                 memory straight into registers with 16-byte loads;
+//   B (16 x 8)  = 8 requests' x (16 k each), 16-byte loads through L1/L2
+//                 (x is small and read by every block);
+//   C (16 x 8)  = fp32 sums, NT tiles of 8 requests (chunk <= 8 NT).
+//
+// The k order inside a dot product does not matter, so each lane's 16-byte
+// load feeds the fragments directly: lane (g = lane/4, t = lane%4) loads
+// W[row g][k0 + 8t .. k0 + 8t + 7] and W[row g + 8][same], and x[request g]
+// [same]; elements 0-3 serve the first mma (as logical k 2t, 2t+1, 2t+8,
+// 2t+9) and 4-7 the second, so one step of 32 k is two mmas and A and B
+// agree on which k each slot holds.
+//
+// A block owns 16 MT rows and its warps split the k steps (U consecutive
+// steps of 32 per warp in turn: U * MT * 2 weight loads in flight per lane);
+// the warps' sums meet in shared memory, and the epilogue writes bf16, the
+// SwiGLU pairs (rows 2i, 2i+1 -> silu(gate) * up) or fp32.  Rows past `out`
+// and requests past B read a valid row (clamped) and are not written; k past
+// `in` (in % 8 == 0) reads as zero.
 
-struct kv_geom {
-    int heads, kv_heads, head_dim, layers;
-};
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The loads of one round of a warp: U steps of 32 k from chunk c0 (= 4 *
+// step) on, all issued before the first mma of the round (ptxas may still
+// interleave them with the mmas).  CHECK: chunks at or past n16 read as zero,
+// without a memory access (the last, partial round).
+template <int NT, int MT, int U, bool CHECK>
+__device__ __forceinline__ void mma_load(uint4 (&a)[U][MT][2], uint4 (&b)[U][NT],
+                                         const uint4 *const (&wr)[MT][2],
+                                         const uint4 *const (&xr)[NT], int c0, int t, int n16)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int c = c0 + 4 * u;
+        const bool ok = !CHECK || c + t < n16;
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                a[u][i][h] = ok ? __ldcs(wr[i][h] + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+            b[u][j] = ok ? __ldg(xr[j] + c) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+// The mmas of one round: elements 0-3 of each 16-byte piece are the first
+// mma's k slots, 4-7 the second's.
+template <int NT, int MT, int U>
+__device__ __forceinline__ void mma_compute(float (&acc)[MT][NT][4], const uint4 (&a)[U][MT][2],
+                                            const uint4 (&b)[U][NT])
+{
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                mma_bf16(acc[i][j], a[u][i][0].x, a[u][i][1].x, a[u][i][0].y, a[u][i][1].y,
+                         b[u][j].x, b[u][j].y);
+                mma_bf16(acc[i][j], a[u][i][0].z, a[u][i][1].z, a[u][i][0].w, a[u][i][1].w,
+                         b[u][j].z, b[u][j].w);
+            }
+}
+
+#define MMA_MAX_WARPS 8
+
+template <int NT, int MT, int U>
+__device__ __forceinline__ void mma_gemm_body(const bf16 *__restrict__ W,
+                                              const bf16 *__restrict__ x, void *__restrict__ y,
+                                              int in, int out, int B, int mode)
+{
+    constexpr int BM = 16 * MT, BN = 8 * NT, E = MT * NT * 4; // E: accumulators per lane
+    __shared__ float red[MMA_MAX_WARPS][E][32];
+    __shared__ float tile[BM][BN + 1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int r0 = blockIdx.x * BM;
+    const int n16 = in >> 3;            // 16-byte chunks per row
+    const int nsteps = (in + 31) >> 5;  // steps of 32 k (4 chunks)
+    const uint4 *wr[MT][2];
+    const uint4 *xr[NT];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int r = min(r0 + 16 * i + 8 * h + g, out - 1);
+            wr[i][h] = (const uint4 *)(W + (size_t)r * in) + t;
+        }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int n = min(8 * j + g, B - 1);
+        xr[j] = (const uint4 *)(x + (size_t)n * in) + t;
+    }
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[i][j][c] = 0.f;
+
+    // full rounds without bounds checks, then at most one partial round
+    const int stride = nwarps * U;
+    int s0 = warp * U;
+    for (; (s0 + U) * 4 <= n16; s0 += stride) {
+        uint4 a[U][MT][2], b[U][NT];
+        mma_load<NT, MT, U, false>(a, b, wr, xr, 4 * s0, t, n16);
+        mma_compute<NT, MT, U>(acc, a, b);
+    }
+    if (s0 < nsteps) {
+        uint4 a[U][MT][2], b[U][NT];
+        mma_load<NT, MT, U, true>(a, b, wr, xr, 4 * s0, t, n16);
+        mma_compute<NT, MT, U>(acc, a, b);
+    }
+
+    // the warps' partial sums -> one tile [row][request]
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                red[warp][(i * NT + j) * 4 + c][lane] = acc[i][j][c];
+    __syncthreads();
+    for (int q = threadIdx.x; q < E * 32; q += blockDim.x) {
+        const int e = q >> 5, l = q & 31;
+        float s = 0.f;
+        for (int w = 0; w < nwarps; w++)
+            s += red[w][e][l];
+        // C fragment: c0, c1 at (row g, cols 2t, 2t+1); c2, c3 at row g + 8
+        const int c = e & 3, j = (e >> 2) % NT, i = (e >> 2) / NT;
+        tile[16 * i + (l >> 2) + 8 * (c >> 1)][8 * j + 2 * (l & 3) + (c & 1)] = s;
+    }
+    __syncthreads();
+
+    const int nb = min(B, BN);
+    if (mode == GEMV_SWIGLU) {
+        const int half = out >> 1;
+        for (int q = threadIdx.x; q < (BM / 2) * nb; q += blockDim.x) {
+            const int n = q / (BM / 2), p = q % (BM / 2), o = (r0 >> 1) + p;
+            if (o < half) {
+                float gt = tile[2 * p][n], up = tile[2 * p + 1][n];
+                ((bf16 *)y)[(size_t)n * half + o] =
+                    __float2bfloat16_rn(gt / (1.f + __expf(-gt)) * up);
+            }
+        }
+    } else {
+        for (int q = threadIdx.x; q < BM * nb; q += blockDim.x) {
+            const int n = q / BM, r = q % BM;
+            if (r0 + r >= out)
+                continue;
+            if (mode == GEMV_F32)
+                ((float *)y)[(size_t)n * out + r0 + r] = tile[r][n];
+            else
+                ((bf16 *)y)[(size_t)n * out + r0 + r] = __float2bfloat16_rn(tile[r][n]);
+        }
+    }
+}
+
+// ms_mma_n<NT>_m<MT>_u<U>: chunks of up to 8 NT requests; 16 MT rows per
+// block; U steps of 32 k per round of a warp; up to MMA_MAX_WARPS warps.
+// gpu.c's gpu_mma_variants lists the (MT, U) built here.
+#define MS_MMA(NT, MT, U)                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * MMA_MAX_WARPS)                        \
+        ms_mma_n##NT##_m##MT##_u##U(const bf16 *W, const bf16 *x, void *y, int in, int out, \
+                                    int B, int mode)                                        \
+    {                                                                                       \
+        mma_gemm_body<NT, MT, U>(W, x, y, in, out, B, mode);                                \
+    }
+#define MS_MMA_NT(NT) MS_MMA(NT, 1, 4) MS_MMA(NT, 2, 2) MS_MMA(NT, 2, 4)
+MS_MMA_NT(1)
+MS_MMA_NT(2)
+MS_MMA_NT(3)
+MS_MMA_NT(4)
+
+// ------------------------------------------------------------- attention
 
 __device__ __forceinline__ const bf16 *kv_at(const unsigned long long *pages, int max_pages,
                                              int page_tokens, int b, int t, size_t tok_bytes,
@@ -206,129 +397,216 @@ __device__ __forceinline__ const bf16 *kv_at(const unsigned long long *pages, in
     return (const bf16 *)(page + (size_t)(t % page_tokens) * tok_bytes + off_bytes);
 }
 
-extern "C" __global__ void ms_kv_append(const bf16 *qkv, const unsigned long long *pages,
-                                        int max_pages, int page_tokens, const int *pos,
-                                        int layer, int heads, int kv_heads, int head_dim,
-                                        int layers)
-{
-    int b = blockIdx.x;
-    int qkv_row = (heads + 2 * kv_heads) * head_dim;
-    int n = 2 * kv_heads * head_dim;
-    size_t tok_bytes = (size_t)layers * n * 2;
-    size_t off = (size_t)layer * n * 2;
-    bf16 *dst = (bf16 *)kv_at(pages, max_pages, page_tokens, b, pos[b], tok_bytes, off);
-    const bf16 *src = qkv + (size_t)b * qkv_row + heads * head_dim;
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-        dst[i] = src[i];
-}
+// Split-K decode attention ("flash decoding") with the new token's append
+// fused in.  Grid (kv_heads, B, nsplit), 256 threads: a block owns one K/V
+// head, the G = heads / kv_heads query heads that share it (G <= GM), and
+// tokens [z chunk, z chunk + chunk) of request b (chunk <= ATT_MAXCHUNK).
+// Token L - 1 (L = lens[b]) is this step's: its K and V are read from qkv,
+// and the block whose chunk holds it writes them into the cache (once per
+// head and request; no other block reads that slot in this launch).
+//
+// A half-warp reads one token's K (or V) row of head_dim <= 128 bf16 with one
+// 16-byte load per lane (8 dims per lane), 16 token slots per block, ATT_UT
+// tokens per slot in flight.  Scores for the G heads go to shared memory;
+// warp h < G turns head h's into exp(score - max) and their sum; the V pass
+// accumulates p v per head in registers, then across slots.  The partial
+// (max m, sum s, acc[d] = sum exp(score - m) v[d]) of each query head goes to
+// scratch [B][heads][scratch_len] at z * (head_dim + 2), as
+// ms_attention_combine reads it; nsplit * (head_dim + 2) <= scratch_len.
+#define ATT_MAXCHUNK 256
+#define ATT_UT 4
 
-// Split-K decode attention ("flash decoding"): grid (heads, B, nsplit), 256
-// threads; split z covers tokens [256 z, 256 z + 256).  It writes a partial
-// (max m, sum s of exp(score - m), acc[d] = sum exp(score - m) v[d]) into
-// scratch [B][heads][nsplit * 256] fp32 at z * (head_dim + 2); head_dim <= 128.
-#define ATT_CHUNK 256
-extern "C" __global__ void __launch_bounds__(256)
-    ms_attention(const bf16 *qkv, const unsigned long long *pages, int max_pages, int page_tokens,
-                 const int *lens, int layer, int heads, int kv_heads, int head_dim, int layers,
-                 float *scratch, int scratch_len, bf16 *out)
+template <int GM>
+__device__ __forceinline__ void attention_body(const bf16 *qkv, const unsigned long long *pages,
+                                               int max_pages, int page_tokens, const int *lens,
+                                               int layer, int heads, int kv_heads, int head_dim,
+                                               int layers, float *scratch, int scratch_len,
+                                               int chunk)
 {
-    __shared__ float sc[ATT_CHUNK];
-    __shared__ float red[8];
-    __shared__ float part[8][128];
-    int h = blockIdx.x, b = blockIdx.y, z = blockIdx.z;
-    int kvh = h / (heads / kv_heads);
-    int L = lens[b];
-    int t0 = z * ATT_CHUNK, t1 = min(L, t0 + ATT_CHUNK);
-    int qkv_row = (heads + 2 * kv_heads) * head_dim;
-    size_t tok_bytes = (size_t)layers * 2 * kv_heads * head_dim * 2;
-    size_t koff = ((size_t)layer * 2 * kv_heads * head_dim + (size_t)kvh * head_dim) * 2;
-    size_t voff = koff + (size_t)kv_heads * head_dim * 2;
-    const bf16 *q = qkv + (size_t)b * qkv_row + (size_t)h * head_dim;
-    float *dst = scratch + ((size_t)b * heads + h) * scratch_len + (size_t)z * (head_dim + 2);
-    float scale = rsqrtf((float)head_dim);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    (void)out;
-    if (t0 >= t1) { // nothing here: an empty partial
-        for (int d = threadIdx.x; d < head_dim + 2; d += blockDim.x)
-            dst[d] = d == 0 ? -INFINITY : 0.f;
+    __shared__ float sc[GM][ATT_MAXCHUNK];
+    __shared__ float part[8][GM][128];
+    __shared__ float mh[GM], sh[GM];
+    const int kvh = blockIdx.x, b = blockIdx.y, z = blockIdx.z;
+    const int G = heads / kv_heads;
+    const int L = lens[b];
+    const int t0 = z * chunk, t1 = min(L, t0 + chunk), n = t1 - t0;
+    const int qkv_row = (heads + 2 * kv_heads) * head_dim;
+    const size_t tok_bytes = (size_t)layers * 2 * kv_heads * head_dim * 2;
+    const size_t koff = ((size_t)layer * 2 * kv_heads * head_dim + (size_t)kvh * head_dim) * 2;
+    const size_t voff = koff + (size_t)kv_heads * head_dim * 2;
+    const bf16 *row = qkv + (size_t)b * qkv_row;
+    const bf16 *knew = row + (size_t)(heads + kvh) * head_dim;
+    const bf16 *vnew = row + (size_t)(heads + kv_heads + kvh) * head_dim;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hl = lane & 15, slot = 2 * warp + (lane >> 4);
+    const bool dim_ok = 8 * hl < head_dim;
+    float *dst0 = scratch + ((size_t)b * heads + (size_t)kvh * G) * scratch_len +
+                  (size_t)z * (head_dim + 2);
+
+    if (n <= 0) { // nothing here: empty partials
+        for (int q = threadIdx.x; q < G * (head_dim + 2); q += blockDim.x) {
+            int hh = q / (head_dim + 2), d = q % (head_dim + 2);
+            dst0[(size_t)hh * scratch_len + d] = d == 0 ? -INFINITY : 0.f;
+        }
         return;
     }
-    float qv[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        int d = lane + 32 * j;
-        qv[j] = d < head_dim ? __bfloat162float(q[d]) : 0.f;
-    }
-    // scores: a warp per token
-    for (int t = t0 + warp; t < t1; t += nwarps) {
-        const bf16 *k = kv_at(pages, max_pages, page_tokens, b, t, tok_bytes, koff);
-        float s = 0.f;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int d = lane + 32 * j;
-            if (d < head_dim)
-                s = fmaf(qv[j], __bfloat162float(k[d]), s);
+    if (L - 1 < t1) { // the block that holds the new token appends it
+        bf16 *kd = (bf16 *)kv_at(pages, max_pages, page_tokens, b, L - 1, tok_bytes, koff);
+        bf16 *vd = (bf16 *)kv_at(pages, max_pages, page_tokens, b, L - 1, tok_bytes, voff);
+        for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+            kd[d] = knew[d];
+            vd[d] = vnew[d];
         }
+    }
+
+    // q of the G heads, 8 dims per lane, scaled by 1/sqrt(head_dim)
+    const float scale = rsqrtf((float)head_dim);
+    float q[GM][8];
+#pragma unroll
+    for (int hh = 0; hh < GM; hh++) {
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (hh < G && dim_ok)
+            v = *(const uint4 *)(row + (size_t)(kvh * G + hh) * head_dim + 8 * hl);
+        bf16x8_to_f32(v, q[hh]);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            q[hh][e] *= scale;
+    }
+
+    // scores: rounds of 16 slots x ATT_UT tokens (the trip count is the
+    // block's, so every lane takes part in the shuffles)
+    for (int base = 0; base < n; base += 16 * ATT_UT) {
+        uint4 kv[ATT_UT];
+#pragma unroll
+        for (int u = 0; u < ATT_UT; u++) {
+            const int i = base + slot + 16 * u, tk = t0 + i;
+            kv[u] = make_uint4(0, 0, 0, 0);
+            if (i < n && dim_ok) {
+                const bf16 *k = tk == L - 1 ? knew
+                                            : kv_at(pages, max_pages, page_tokens, b, tk, tok_bytes, koff);
+                kv[u] = *(const uint4 *)(k + 8 * hl);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_UT; u++) {
+            const int i = base + slot + 16 * u;
+            float kf[8];
+            bf16x8_to_f32(kv[u], kf);
+#pragma unroll
+            for (int hh = 0; hh < GM; hh++) {
+                float s = 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    s = fmaf(q[hh][e], kf[e], s);
+#pragma unroll
+                for (int o = 8; o > 0; o >>= 1)
+                    s += __shfl_xor_sync(0xffffffffu, s, o);
+                if (hl == 0 && i < n && hh < G)
+                    sc[hh][i] = s;
+            }
+        }
+    }
+    __syncthreads();
+
+    // softmax pieces: warp h for head h
+    if (warp < G) {
+        float m = -INFINITY;
+        for (int i = lane; i < n; i += 32)
+            m = fmaxf(m, sc[warp][i]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        float s = 0.f;
+        for (int i = lane; i < n; i += 32) {
+            float e = __expf(sc[warp][i] - m);
+            sc[warp][i] = e;
+            s += e;
+        }
+#pragma unroll
         for (int o = 16; o > 0; o >>= 1)
             s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0)
-            sc[t - t0] = s * scale;
-    }
-    __syncthreads();
-    float m = -INFINITY;
-    for (int t = threadIdx.x; t < t1 - t0; t += blockDim.x)
-        m = fmaxf(m, sc[t]);
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0)
-        red[warp] = m;
-    __syncthreads();
-    m = red[0];
-    for (int i = 1; i < nwarps; i++)
-        m = fmaxf(m, red[i]);
-    __syncthreads();
-    float sum = 0.f;
-    for (int t = threadIdx.x; t < t1 - t0; t += blockDim.x) {
-        float e = __expf(sc[t] - m);
-        sc[t] = e;
-        sum += e;
-    }
-    for (int o = 16; o > 0; o >>= 1)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0)
-        red[warp] = sum;
-    __syncthreads();
-    sum = 0.f;
-    for (int i = 0; i < nwarps; i++)
-        sum += red[i];
-    // acc[d] = sum_t p_t v_t[d]: warps split the tokens, lanes the dims
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-    for (int t = t0 + warp; t < t1; t += nwarps) {
-        const bf16 *v = kv_at(pages, max_pages, page_tokens, b, t, tok_bytes, voff);
-        float p = sc[t - t0];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            int d = lane + 32 * j;
-            if (d < head_dim)
-                acc[j] = fmaf(p, __bfloat162float(v[d]), acc[j]);
+        if (lane == 0) {
+            mh[warp] = m;
+            sh[warp] = s;
         }
     }
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        part[warp][lane + 32 * j] = acc[j];
     __syncthreads();
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+
+    // acc[h][d] = sum_t p_h(t) v_t[d]
+    float acc[GM][8];
+#pragma unroll
+    for (int hh = 0; hh < GM; hh++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            acc[hh][e] = 0.f;
+    for (int base = 0; base < n; base += 16 * ATT_UT) {
+        uint4 vv[ATT_UT];
+#pragma unroll
+        for (int u = 0; u < ATT_UT; u++) {
+            const int i = base + slot + 16 * u, tk = t0 + i;
+            vv[u] = make_uint4(0, 0, 0, 0);
+            if (i < n && dim_ok) {
+                const bf16 *v = tk == L - 1 ? vnew
+                                            : kv_at(pages, max_pages, page_tokens, b, tk, tok_bytes, voff);
+                vv[u] = *(const uint4 *)(v + 8 * hl);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_UT; u++) {
+            const int i = base + slot + 16 * u;
+            if (i >= n)
+                break;
+            float vf[8];
+            bf16x8_to_f32(vv[u], vf);
+#pragma unroll
+            for (int hh = 0; hh < GM; hh++) {
+                const float p = hh < G ? sc[hh][i] : 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    acc[hh][e] = fmaf(p, vf[e], acc[hh][e]);
+            }
+        }
+    }
+    // the two half-warps, then the warps
+#pragma unroll
+    for (int hh = 0; hh < GM; hh++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            acc[hh][e] += __shfl_xor_sync(0xffffffffu, acc[hh][e], 16);
+    if (lane < 16 && dim_ok)
+#pragma unroll
+        for (int hh = 0; hh < GM; hh++)
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                part[warp][hh][8 * hl + e] = acc[hh][e];
+    __syncthreads();
+    const int nwarps = blockDim.x >> 5;
+    for (int qd = threadIdx.x; qd < G * head_dim; qd += blockDim.x) {
+        const int hh = qd / head_dim, d = qd % head_dim;
         float a = 0.f;
         for (int w = 0; w < nwarps; w++)
-            a += part[w][d];
-        dst[2 + d] = a;
+            a += part[w][hh][d];
+        dst0[(size_t)hh * scratch_len + 2 + d] = a;
     }
-    if (threadIdx.x == 0) {
-        dst[0] = m;
-        dst[1] = sum;
+    if (threadIdx.x < G) {
+        dst0[(size_t)threadIdx.x * scratch_len] = mh[threadIdx.x];
+        dst0[(size_t)threadIdx.x * scratch_len + 1] = sh[threadIdx.x];
     }
 }
+
+#define MS_ATTENTION(GM)                                                                    \
+    extern "C" __global__ void __launch_bounds__(256) ms_attention_g##GM(                  \
+        const bf16 *qkv, const unsigned long long *pages, int max_pages, int page_tokens,   \
+        const int *lens, int layer, int heads, int kv_heads, int head_dim, int layers,      \
+        float *scratch, int scratch_len, int chunk)                                         \
+    {                                                                                       \
+        attention_body<GM>(qkv, pages, max_pages, page_tokens, lens, layer, heads, kv_heads, \
+                           head_dim, layers, scratch, scratch_len, chunk);                  \
+    }
+MS_ATTENTION(1)
+MS_ATTENTION(2)
+MS_ATTENTION(4)
+MS_ATTENTION(8)
 
 // grid (heads, B), 128 threads: out = sum_z acc_z e^(m_z - M) / sum_z s_z e^(m_z - M)
 extern "C" __global__ void ms_attention_combine(const float *scratch, int scratch_len, int nsplit,

@@ -53,6 +53,9 @@ static const char usage_text[] =
     "compute\n"
     "  --kernels M         auto | on | off (default auto: on with a real GPU)\n"
     "  --kernel-every N    run the decode kernels every N-th step (default 1)\n"
+    "  --gemv G            auto | simt | mma: the GEMV on CUDA cores (simt) or tensor\n"
+    "                      cores (mma) for every batch; auto (default): CUDA cores at\n"
+    "                      batch 1, tensor cores above\n"
     "  --peak-bw GB/s      peak bandwidth for MBU (default: measured with a copy kernel)\n"
     "output\n"
     "  --bytes             sizes in the summary line in bytes\n"
@@ -192,7 +195,7 @@ enum {
     O_SCENARIO = 256, O_ALLOC, O_KV, O_DEVMEM, O_MEMUTIL, O_PRESET, O_LAYERS, O_HIDDEN,
     O_HEADS, O_KVHEADS, O_HEADDIM, O_FFN, O_VOCAB, O_HOURS, O_STEPS, O_COMPRESS, O_RATE,
     O_RATE_END, O_PROMPT, O_OUTPUT, O_MAXBATCH, O_CHUNK, O_GROWTH, O_BLOCK, O_LEAK, O_SEED,
-    O_SIMBW, O_KERNELS, O_KEVERY, O_PEAKBW, O_BYTES
+    O_SIMBW, O_KERNELS, O_KEVERY, O_PEAKBW, O_BYTES, O_GEMV
 };
 
 static const struct option longopts[] = {
@@ -208,12 +211,14 @@ static const struct option longopts[] = {
     {"block-tokens", 1, 0, O_BLOCK}, {"leak-bytes", 1, 0, O_LEAK}, {"seed", 1, 0, O_SEED},
     {"sim-bw", 1, 0, O_SIMBW}, {"kernels", 1, 0, O_KERNELS},
     {"kernel-every", 1, 0, O_KEVERY}, {"peak-bw", 1, 0, O_PEAKBW}, {"bytes", 0, 0, O_BYTES},
+    {"gemv", 1, 0, O_GEMV},
     {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 
 static const char *const scen_names[] = {"healthy", "leak", "fragmentation"};
 static const char *const alloc_names[] = {"cudamalloc", "fixed", "expandable"};
 static const char *const kv_names[] = {"grow", "paged"};
 static const char *const kern_names[] = {"auto", "on", "off"};
+static const char *const gemv_names[] = {"auto", "simt", "mma"};
 
 /* The defaults of each scenario (docs/workload.md explains the choices). */
 static void scenario_defaults(options_t *o, int small)
@@ -285,7 +290,7 @@ int main(int argc, char **argv)
         return DECODE_EXIT_USAGE;
     }
     scenario_defaults(&o, small);
-    int compress_set = 0;
+    int compress_set = 0, gemv = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
         switch (c) {
@@ -320,6 +325,7 @@ int main(int argc, char **argv)
         case O_KERNELS: o.kernels = parse_choice("--kernels", optarg, kern_names, 3); break;
         case O_KEVERY: o.kernel_every = parse_int("--kernel-every", optarg, 1, 1 << 30); break;
         case O_PEAKBW: o.peak_bw = parse_num("--peak-bw", optarg, 1, 1e6); break;
+        case O_GEMV: gemv = parse_choice("--gemv", optarg, gemv_names, 3); break;
         case O_BYTES: bytes_mode = 1; break;
         case 'q': o.quiet = 1; break;
         default: break; /* preset, scenario: pass 1 */
@@ -329,8 +335,11 @@ int main(int argc, char **argv)
     if (o.shape.heads % o.shape.kv_heads)
         usage_error("--heads (%d) must be a multiple of --kv-heads (%d)", o.shape.heads,
                     o.shape.kv_heads);
+    if (o.shape.heads / o.shape.kv_heads > 8)
+        usage_error("--heads / --kv-heads is %d: at most 8 query heads per K/V head (the "
+                    "attention kernel serves them together)", o.shape.heads / o.shape.kv_heads);
     if (o.shape.head_dim > 128)
-        usage_error("--head-dim %d: at most 128 (the attention kernel keeps 4 dims per lane)",
+        usage_error("--head-dim %d: at most 128 (the attention kernel keeps 8 dims per lane)",
                     o.shape.head_dim);
     if (o.shape.head_dim % 8 || o.shape.hidden % 8 || o.shape.ffn % 8)
         usage_error("--hidden, --ffn and --head-dim must be multiples of 8 (16-byte loads)");
@@ -386,6 +395,10 @@ int main(int argc, char **argv)
         return DECODE_EXIT_ERROR;
     }
     g.real = real;
+    if (gemv == 1)
+        g.tune.simt_max = 32; /* --gemv simt: CUDA cores for every chunk */
+    else if (gemv == 2)
+        g.tune.simt_max = 0; /* --gemv mma: tensor cores for every chunk */
     results_t r;
     memset(&r, 0, sizeof r);
     if (g.have_kernels && real) {

@@ -120,10 +120,10 @@ typedef struct server {
     uint64_t *w_bytes;
     int nw;
     /* persistent small buffers for the kernels */
-    CUdeviceptr io;       /* tokens | pos | len | page table */
+    CUdeviceptr io;       /* tokens | (positions, unused) | len | page table */
     uint64_t io_bytes;
     int max_pages;
-    int32_t *h_tok, *h_pos, *h_len;
+    int32_t *h_tok, *h_len;
     CUdeviceptr *h_pages;
     /* the fatal out-of-memory, if any */
     int oom;
@@ -503,7 +503,6 @@ static int decode_kernels(server_t *sv, CUdeviceptr x, CUdeviceptr qkv, CUdevice
     for (int b = 0; b < B; b++) {
         request_t *q = sv->active[b];
         sv->h_tok[b] = (int32_t)((q->id * 2654435761u + q->len) % (uint32_t)s->vocab);
-        sv->h_pos[b] = q->len;
         sv->h_len[b] = q->len + 1;
         if (paged)
             for (int i = 0; i < q->nblocks && i < mp; i++)
@@ -513,8 +512,10 @@ static int decode_kernels(server_t *sv, CUdeviceptr x, CUdeviceptr qkv, CUdevice
     }
     /* The page table holds 8-byte pointers: it starts on a 16-byte boundary
      * after the three int arrays (at 12 * max_batch it was misaligned for odd
-     * max_batch: a misaligned 8-byte read in ms_kv_append, found on the H200
-     * with compute-sanitizer at --max-batch 1). */
+     * max_batch: a misaligned 8-byte read in the old ms_kv_append, found on
+     * the H200 with compute-sanitizer at --max-batch 1).  The positions array
+     * is no longer read (attention appends at len - 1) but keeps its place, so
+     * the buffer and the allocation sequence stay as they were. */
     CUdeviceptr d_tok = sv->io, d_pos = d_tok + 4 * (uint64_t)sv->o->max_batch,
                 d_len = d_pos + 4 * (uint64_t)sv->o->max_batch,
                 d_pages = (d_len + 4 * (uint64_t)sv->o->max_batch + 15) & ~(CUdeviceptr)15;
@@ -525,7 +526,6 @@ static int decode_kernels(server_t *sv, CUdeviceptr x, CUdeviceptr qkv, CUdevice
             return launch_ok(e, what);                                                     \
     } while (0)
     K(cuMemcpyHtoDAsync(d_tok, sv->h_tok, 4 * (size_t)B, g->stream), "copy tokens");
-    K(cuMemcpyHtoDAsync(d_pos, sv->h_pos, 4 * (size_t)B, g->stream), "copy positions");
     K(cuMemcpyHtoDAsync(d_len, sv->h_len, 4 * (size_t)B, g->stream), "copy lengths");
     K(cuMemcpyHtoDAsync(d_pages, sv->h_pages, 8 * (size_t)B * mp, g->stream), "copy pages");
     if (timed)
@@ -535,7 +535,7 @@ static int decode_kernels(server_t *sv, CUdeviceptr x, CUdeviceptr qkv, CUdevice
     for (int l = 0; l < s->layers; l++) {
         CUdeviceptr *w = &sv->w[l * W_PER_LAYER];
         K(gpu_gemv(g, w[W_QKV], x, qkv, s->hidden, qkv_out, B, GEMV_BF16), "qkv");
-        K(gpu_kv_append(g, s, qkv, d_pages, mp, page_tokens, d_pos, l, B), "kv_append");
+        /* appends this step's K and V (at len - 1) too */
         K(gpu_attention(g, s, qkv, d_pages, mp, page_tokens, d_len, l, B, scores, max_len, attn),
           "attention");
         K(gpu_gemv(g, w[W_O], attn, x, qd, s->hidden, B, GEMV_BF16), "o_proj");
@@ -687,10 +687,9 @@ int server_run(const options_t *o, mem_t *m, gpu_t *g, results_t *r)
     int max_total = o->prompt.max + o->output.max + o->compress;
     sv.max_pages = o->kv == KV_PAGED ? (max_total + o->block_tokens - 1) / o->block_tokens : 1;
     sv.h_tok = calloc(o->max_batch, 4);
-    sv.h_pos = calloc(o->max_batch, 4);
     sv.h_len = calloc(o->max_batch, 4);
     sv.h_pages = calloc((size_t)o->max_batch * sv.max_pages, 8);
-    if (!sv.active || !sv.h_tok || !sv.h_pos || !sv.h_len || !sv.h_pages) {
+    if (!sv.active || !sv.h_tok || !sv.h_len || !sv.h_pages) {
         fprintf(stderr, "memsnap-decode: out of host memory\n");
         return -1;
     }
@@ -798,7 +797,6 @@ done:
     free(sv.w);
     free(sv.w_bytes);
     free(sv.h_tok);
-    free(sv.h_pos);
     free(sv.h_len);
     free(sv.h_pages);
     free(sv.active);
