@@ -741,8 +741,9 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             time_label(xv, xstep, xhi, buf, sizeof buf);
         int tw = canvas_text_w(buf, ts);
         int tx = xx - tw / 2;
-        if (tx < g.x0 - 10)
-            tx = g.x0 - 10;
+        /* clear of the y axis's "0 B", which ends 8 pixels left of the plot */
+        if (tx < g.x0 - 4)
+            tx = g.x0 - 4;
         canvas_text(c, tx, g.y1 + 8, buf, TEXT, ts);
         if (xhi - xv < xstep)
             break;
