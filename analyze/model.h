@@ -25,11 +25,13 @@
  *
  * So a pipe gives what a file gives, and the input is read once.  Memory:
  * the live set, per-site aggregates, W columns x (N+1) values per device,
- * and the log (analysis.h) when there are columns.
+ * and the log (analysis.h) when there are columns; by category (see
+ * "Bands") the breakdown's tables and one byte per change of the log.
  *
- * The stacked layer: allocator blocks (block_alloc/block_free) when the file
- * has any; otherwise the driver-level allocations (alloc, async_alloc,
- * managed_alloc, vmm_create), "reserved only".  The "reserved" line is the
+ * The stacked layer (by site; by category see "Bands"): allocator blocks
+ * (block_alloc/block_free) when the file has any; otherwise the
+ * driver-level allocations (alloc, async_alloc, managed_alloc,
+ * vmm_create), "reserved only".  The "reserved" line is the
  * driver memory of a device: cuMemAlloc/Pitch + cuMemCreate (device-located)
  * + stream-ordered + managed bytes live.
  *
