@@ -61,6 +61,12 @@ struct breakdown {
     bd_device dev[BD_NDEV];
     u64map stack_class;        /* stack id -> lib | cat << 8 */
     site_info *sites;          /* per state site, during the replay */
+    /* bd_keep_change_categories: one byte per change of the second replay,
+     * in replay order (bd_change_categories) */
+    int keep_changes;
+    uint8_t *chg;
+    size_t nchg, cap_chg;
+    size_t changes;            /* changes the first replay met */
     uint64_t last_t;           /* largest event time replayed */
     uint64_t nevents;          /* events replayed */
     int err;
@@ -84,6 +90,7 @@ void bd_free(breakdown *b)
     free(b->holds_blocks);
     free(b->fate);
     free(b->sites);
+    free(b->chg);
     free(b);
 }
 
@@ -237,13 +244,23 @@ static int block_category(const breakdown *b, const site_info *si, int fate)
     }
 }
 
+/* Keeps the byte of the change the second replay is at (the array was
+ * sized by the first replay, which met the same changes). */
+static void keep_change(breakdown *b, uint8_t c)
+{
+    if (b->chg && b->nchg < b->cap_chg)
+        b->chg[b->nchg++] = c;
+}
+
 static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
                         uint64_t key)
 {
     breakdown *b = ctx;
     const site_info *si = &b->sites[site];
-    if (!si->use)
+    if (!si->use) {
+        keep_change(b, BD_NOT_COUNTED);
         return;
+    }
     int cat = si->cat;
     if (si->use == 2 && si->kind && !si->fixed) {
         /* a block followed: its category from its fate (first replay) */
@@ -277,6 +294,10 @@ static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
 #undef ADJ
     if (si->bview)
         cats_change(&v->blocks_view, cat, n, sign, t);
+    /* the view summary shows for the device (bd_cats_shown): blocks_seen
+     * is final here, the first replay set it */
+    keep_change(b, (v->blocks_seen ? si->bview : si->use == 1) ? (uint8_t)cat
+                                                              : BD_NOT_COUNTED);
 }
 
 /* A counters record: the moment of the highest device_used so far.  Only
@@ -333,6 +354,9 @@ static void life_change(void *ctx, uint32_t site, int sign, uint64_t n, int torc
     (void)n;
     breakdown *b = ctx;
     const site_info *si = &b->sites[site];
+    b->changes++;
+    if (si->use == 2)   /* which view each device shows, before the second replay */
+        b->dev[b->f->st.sites[site].device].blocks_seen = 1;
     if (si->use != 2 || !si->kind || si->fixed)
         return;
     uint64_t v;
@@ -371,6 +395,11 @@ static int on_end(void *ctx, an_file *f)
         return -1;
     u64map_free(&b->objs);
     b->ord = 0;
+    if (b->keep_changes) {
+        b->cap_chg = b->changes;
+        if (!(b->chg = malloc(b->changes + 1)))
+            return -1;
+    }
     an_visitor v = {.ctx = b, .event = rp_event, .change = rp_change,
                     .counters = rp_counters, .segment = rp_segment, .oom = rp_oom};
     int rc = an_replay(f, &v) || b->err ? -1 : 0;
@@ -439,6 +468,17 @@ static int on_change(void *ctx, an_file *f, const msnap_obj *o, int sign)
     b->ranges[i] = (range){o->addr, o->size, site};
     b->nranges++;
     return 0;
+}
+
+void bd_keep_change_categories(breakdown *b)
+{
+    b->keep_changes = 1;
+}
+
+const uint8_t *bd_change_categories(const breakdown *b, size_t *n)
+{
+    *n = b->nchg;
+    return b->chg;
 }
 
 int bd_attach(breakdown *b, an_file *f)
@@ -518,6 +558,17 @@ static const bd_cats *cats_of(const bd_device *v, const char **layer)
     }
     *layer = "driver allocations, no allocator blocks seen";
     return &v->driver_view;
+}
+
+const bd_cats *bd_cats_shown(const breakdown *b, int dev, const char **layer)
+{
+    const char *name;
+    if (dev < 0 || dev >= BD_NDEV)
+        return NULL;
+    const bd_cats *k = cats_of(&b->dev[dev], &name);
+    if (layer)
+        *layer = name;
+    return k;
 }
 
 void bd_print_text(const breakdown *b)

@@ -88,6 +88,29 @@ void bd_free(breakdown *b);
  * out of memory or too many observers. */
 int bd_attach(breakdown *b, an_file *f);
 
+/* Keeps, for a picture by category (render --by category), the category
+ * of every change of the file's log as the second replay meets it: one
+ * byte a change.  Call before the read. */
+void bd_keep_change_categories(breakdown *b);
+
+/* After the read, with bd_keep_change_categories: byte i is for the i-th
+ * change an_replay gives (the objects live before the first event first,
+ * then in file order; every change, counted or not): its category
+ * (cat_name) when it counts in the view bd_cats_shown gives for its device
+ * (the change's site's device), else BD_NOT_COUNTED.  *n bytes; NULL with
+ * *n = 0 when not kept.  Another replay of the same log meets the same
+ * changes in the same order, so an observer that replays after this one's
+ * end can follow the bytes change by change. */
+#define BD_NOT_COUNTED 0xff
+const uint8_t *bd_change_categories(const breakdown *b, size_t *n);
+
+/* The categories a device is shown by (summary's table): the blocks view
+ * when the device has allocator blocks, else the driver view; *layer (may
+ * be NULL) names it ("allocator blocks + other libraries' driver memory",
+ * "driver allocations, no allocator blocks seen").  NULL when dev is out
+ * of range. */
+const bd_cats *bd_cats_shown(const breakdown *b, int dev, const char **layer);
+
 /* Per-device results (NULL when dev is out of range). */
 const bd_device *bd_device_of(const breakdown *b, int dev);
 /* Name of a library slot ("" when unused). */

@@ -22,6 +22,8 @@
 #include <strings.h>
 
 #include "analysis.h"
+#include "breakdown.h"
+#include "category.h"
 #include "findings.h"
 #include "state.h"
 
@@ -54,6 +56,15 @@ struct sm_model {
     an_file own;
     int owns;
     int err;                     /* an observer ran out of memory */
+
+    /* by category (model.h "Bands"): the breakdown observing the same read
+     * (after the model), its rules, and pass 2's place in its bytes */
+    breakdown *bd;
+    cat_rules *own_rules;        /* when opts.rules is NULL */
+    const uint8_t *chg_cat;
+    size_t nchg_cat, chg;
+    int8_t cat_band[SM_NDEV][CAT_MAX];   /* category -> band, -1 = the rest */
+    size_t oom_cur;              /* pass 2: the next OOM whose level is taken */
 
     /* the state's sites with the model's figures; nsites <= st.nsites */
     sm_site *sites;
@@ -166,6 +177,8 @@ void sm_free(sm_model *m)
         return;
     if (m->owns)
         an_free(&m->own);
+    bd_free(m->bd);
+    cat_rules_free(m->own_rules);
     free(m->sites);
     free(m->groups);
     sm_lf_free(&m->lf);
@@ -454,6 +467,11 @@ static void touch_after(sm_model *m, int d)
             v->peak_allocated = v->allocated;
         return;
     }
+    if (m->o.by == SM_BY_CATEGORY && v->stacked > v->peak_stacked) {
+        v->peak_stacked = v->stacked;
+        v->peak_stacked_t = m->cur_x;
+        memcpy(v->band_at_peak, v->cur, sizeof v->cur);
+    }
     if (!v->cols || v->last_col < 0)
         return;
     sm_col *k = &v->cols[v->last_col];
@@ -528,6 +546,13 @@ static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
     (void)torch;
     (void)key;
     sm_model *m = ctx;
+    /* by category: this change's byte (the breakdown met the same
+     * changes in the same order) */
+    int cat = BD_NOT_COUNTED;
+    if (m->o.by == SM_BY_CATEGORY) {
+        size_t i = m->chg++;
+        cat = i < m->nchg_cat ? m->chg_cat[i] : BD_NOT_COUNTED;
+    }
     sm_site *s = site_at(m, site);
     if (!s || !s->cls) {
         m->err |= !s;
@@ -536,6 +561,13 @@ static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
     int d = s->device;
     touch_before(m, d);
     sm_dev *v = &m->dev[d];
+    int band = -1;
+    if (m->o.by == SM_BY_CATEGORY) {
+        if (cat != BD_NOT_COUNTED && cat < CAT_MAX)
+            band = m->cat_band[d][cat] >= 0 ? m->cat_band[d][cat] : v->nbands;
+    } else if (s->cls == stacked_cls(m)) {
+        band = s->rank >= 0 ? s->rank : v->ntop;
+    }
 #define MOVE(x) ((x) = sign > 0 ? (x) + n : ((x) > n ? (x) - n : 0))
     if (s->cls == SM_CLS_MEM) {
         MOVE(v->reserved);
@@ -543,9 +575,11 @@ static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
     } else {
         MOVE(v->allocated);
     }
-    if (s->cls == stacked_cls(m)) {
-        MOVE(v->cur[s->rank >= 0 ? s->rank : v->ntop]);
+    if (band >= 0) {
+        MOVE(v->cur[band]);
         MOVE(v->stacked);
+        if (v->cur[band] > v->band_peak[band])
+            v->band_peak[band] = v->cur[band];
     }
 #undef MOVE
     touch_after(m, d);
@@ -1251,6 +1285,8 @@ static int on_end(void *ctx, an_file *f)
     }
     for (size_t i = 0; i < m->nsites; i++)
         m->sites[i].rank = m->groups[m->sites[i].grp].rank;
+    for (int d = 0; d < SM_NDEV; d++)
+        m->dev[d].nbands = m->dev[d].ntop;   /* by site; by category: sm_finish */
     free(idx);
     if (sm_lf_finish(&m->lf, m->sites, m->nsites, cls) || marks_finish(m))
         return -1;
@@ -1292,7 +1328,78 @@ int sm_attach(sm_model *m, an_file *f)
      * replay the log */
     if (an_want_log(f))
         return -1;
+    /* by category: the breakdown observes after the model, so its end (the
+     * categories, the bytes of the changes) comes after pass 1's end and
+     * before sm_finish */
+    if (m->o.by == SM_BY_CATEGORY) {
+        const cat_rules *r = m->o.rules;
+        if (!r && !(r = m->own_rules = cat_rules_new()))
+            return -1;
+        if (!(m->bd = bd_new(r)))
+            return -1;
+        bd_keep_change_categories(m->bd);
+        if (bd_attach(m->bd, f))
+            return -1;
+    }
     return 0;
+}
+
+/* By category, before pass 2: the bands of each device, the categories
+ * with bytes in the view summary shows for it, from the longest-lived to
+ * the shortest (band_order, then the user's own in the rules' order), so
+ * the floor of the area is what stays and the spikes are on top; "other"
+ * (and any beyond SM_MAX_TOP) the rest. */
+static const char *const band_order[] = {
+    "parameters", "optimizer_state", "gradients", "workspaces", "communication",
+    "kv_cache", "inputs", "activations", "temporaries"};
+
+static void category_bands(sm_model *m)
+{
+    size_t n;
+    m->chg_cat = bd_change_categories(m->bd, &n);
+    m->nchg_cat = n;
+    m->chg = 0;
+    const cat_rules *r = m->o.rules ? m->o.rules : m->own_rules;
+    int ncat = cat_count(r) < CAT_MAX ? cat_count(r) : CAT_MAX;
+    int order[CAT_MAX], norder = 0;
+    uint8_t placed[CAT_MAX] = {0};
+    for (size_t i = 0; i < sizeof band_order / sizeof band_order[0]; i++) {
+        int c = cat_index_of(r, band_order[i]);
+        if (c != CAT_OTHER && !placed[c]) {
+            placed[c] = 1;
+            order[norder++] = c;
+        }
+    }
+    for (int c = 1; c < ncat; c++)
+        if (!placed[c])
+            order[norder++] = c;
+    for (int d = 0; d < SM_NDEV; d++) {
+        sm_dev *v = &m->dev[d];
+        const bd_cats *k = bd_cats_shown(m->bd, d, NULL);
+        v->nbands = 0;
+        memset(m->cat_band[d], -1, sizeof m->cat_band[d]);
+        for (int i = 0; i < norder; i++) {
+            int c = order[i];
+            if (k && k->peak[c] && v->nbands < SM_MAX_TOP) {
+                m->cat_band[d][c] = (int8_t)v->nbands;
+                v->band_cat[v->nbands++] = (uint8_t)c;
+            }
+        }
+        v->band_cat[v->nbands] = CAT_OTHER;
+        memset(v->band_peak, 0, sizeof v->band_peak);
+        memset(v->band_at_peak, 0, sizeof v->band_at_peak);
+        v->peak_stacked = v->peak_stacked_t = 0;   /* pass 2 finds this total's */
+    }
+}
+
+/* By category, pass 2 at event idx: the stacked level at every OOM before
+ * it (the bar of the request starts on the area's top). */
+static void oom_levels(sm_model *m, uint64_t idx)
+{
+    while (m->oom_cur < m->nooms && m->ooms[m->oom_cur].event_index < idx) {
+        sm_oom *o = &m->ooms[m->oom_cur++];
+        o->allocated = m->dev[dev_slot(o->device)].stacked;
+    }
 }
 
 /* ---- pass 2: the log replayed -------------------------------------------- */
@@ -1300,6 +1407,8 @@ int sm_attach(sm_model *m, an_file *f)
 static void rp_event(void *ctx, uint64_t idx, uint64_t t)
 {
     sm_model *m = ctx;
+    if (m->o.by == SM_BY_CATEGORY)
+        oom_levels(m, idx);
     m->ev_idx = idx;
     if (m->o.x_mode == SM_X_MARKS)
         m->cur_x = marks_x_at(m, idx, &m->anc_cur);
@@ -1325,6 +1434,12 @@ int sm_finish(sm_model *m)
     /* Clean replay state; tables, sites' totals and peaks stay. */
     m->pass = 2;
     m->ev_idx = 0;
+    if (m->o.by == SM_BY_CATEGORY) {
+        if (!m->bd)
+            return -1;
+        category_bands(m);
+        m->oom_cur = 0;
+    }
     int K = SM_MAX_TOP + 1;
     for (int d = 0; d < SM_NDEV; d++) {
         sm_dev *v = &m->dev[d];
@@ -1349,6 +1464,8 @@ int sm_finish(sm_model *m)
                     .counters = rp_counters, .nvtx = rp_nvtx};
     if (an_replay(m->f, &v) || m->err)
         return -1;
+    if (m->o.by == SM_BY_CATEGORY)
+        oom_levels(m, UINT64_MAX);
     /* the columns up to the end */
     uint64_t lo, hi;
     sm_x_range(m, &lo, &hi);
@@ -1459,13 +1576,28 @@ const sm_range *sm_ranges(const sm_model *m, size_t *n, uint64_t *total)
     return m->ranges;
 }
 
-uint64_t sm_col_value(const sm_model *m, int slot, int col, int rank)
+uint64_t sm_col_value(const sm_model *m, int slot, int col, int band)
 {
     const sm_dev *v = &m->dev[slot];
-    if (!v->colvals || col < 0 || col >= m->o.columns || rank < 0 ||
-        rank > SM_MAX_TOP)
+    if (!v->colvals || col < 0 || col >= m->o.columns || band < 0 ||
+        band > SM_MAX_TOP)
         return 0;
-    return v->colvals[(size_t)col * (SM_MAX_TOP + 1) + rank];
+    return v->colvals[(size_t)col * (SM_MAX_TOP + 1) + band];
+}
+
+const char *sm_band_category(const sm_model *m, int slot, int band)
+{
+    if (m->o.by != SM_BY_CATEGORY || !m->bd || slot < 0 || slot >= SM_NDEV)
+        return NULL;
+    const sm_dev *v = &m->dev[slot];
+    if (band < 0 || band > v->nbands)
+        return NULL;
+    return cat_name(m->o.rules ? m->o.rules : m->own_rules, v->band_cat[band]);
+}
+
+const struct breakdown *sm_breakdown(const sm_model *m)
+{
+    return m->bd;
 }
 
 const sm_symtab *sm_symtab_of(const sm_model *m) { return &m->f->tab; }

@@ -25,11 +25,13 @@
  *
  * So a pipe gives what a file gives, and the input is read once.  Memory:
  * the live set, per-site aggregates, W columns x (N+1) values per device,
- * and the log (analysis.h) when there are columns.
+ * and the log (analysis.h) when there are columns; by category (see
+ * "Bands") the breakdown's tables and one byte per change of the log.
  *
- * The stacked layer: allocator blocks (block_alloc/block_free) when the file
- * has any; otherwise the driver-level allocations (alloc, async_alloc,
- * managed_alloc, vmm_create), "reserved only".  The "reserved" line is the
+ * The stacked layer (by site; by category see "Bands"): allocator blocks
+ * (block_alloc/block_free) when the file has any; otherwise the
+ * driver-level allocations (alloc, async_alloc, managed_alloc,
+ * vmm_create), "reserved only".  The "reserved" line is the
  * driver memory of a device: cuMemAlloc/Pitch + cuMemCreate (device-located)
  * + stream-ordered + managed bytes live.
  *
@@ -61,6 +63,11 @@ enum sm_x { SM_X_TIME = 0, SM_X_EVENTS, SM_X_MARKS };
 /* x units per unit of a mark's value on the SM_X_MARKS axis */
 #define SM_MARK_SCALE 1000000.0
 enum sm_from { SM_FROM_FIRST = 0, SM_FROM_ZERO };
+/* What the bands of the stacked area are (sm_opts.by). */
+enum sm_by { SM_BY_SITE = 0, SM_BY_CATEGORY };
+
+struct cat_rules;
+struct breakdown;
 
 /* What the caller wants. */
 typedef struct sm_opts {
@@ -79,6 +86,9 @@ typedef struct sm_opts {
                           * taller picture (--all-segments) */
     int peak_allocated;  /* SM_AT_PEAK is the allocated layer's peak (when the
                           * file has blocks), not reserved's */
+    int by;              /* enum sm_by: the timeline's bands (see "Bands") */
+    const struct cat_rules *rules; /* SM_BY_CATEGORY: the category rules
+                          * (borrowed; NULL: the defaults) */
 } sm_opts;
 
 /* One allocation site: a stack id in one class on one device. */
@@ -178,6 +188,33 @@ typedef struct sm_range {
     uint8_t lane;                    /* 0..SM_RANGE_DEPTHS-1 */
 } sm_range;
 
+/* Bands.  The timeline's stacked area is drawn in bands, cur[] and
+ * colvals per band, band nbands on top being "the rest":
+ *
+ *   by site      (SM_BY_SITE, the default) the stacked layer (allocator
+ *                blocks when the file has any, else driver allocations);
+ *                band r is the site of rank r (top[r]), nbands = ntop, the
+ *                rest is the sites out of the top ("other").
+ *   by category  (SM_BY_CATEGORY) what `memsnap summary`'s category table
+ *                counts for the device, each change in the category
+ *                breakdown.c gave it (bd_change_categories: the model's
+ *                pass 2 replays the same changes in the same order after
+ *                the breakdown's end): allocator blocks plus other
+ *                libraries' driver memory (cuBLAS workspaces, NCCL
+ *                buffers; not an allocator's own segments) when the device
+ *                has blocks, else every driver allocation.  Band b is
+ *                category band_cat[b]: the categories with bytes on the
+ *                device from the longest-lived to the shortest
+ *                (parameters, optimizer_state, gradients, workspaces,
+ *                communication, kv_cache, inputs, activations,
+ *                temporaries, then the user's own in the rules' order),
+ *                "other" the rest band (with any beyond SM_MAX_TOP).  peak_stacked becomes this total's peak;
+ *                band_peak and band_at_peak are summary's "peak" and "at
+ *                total peak" of each category, and so are the colvals of
+ *                the first column whose total_max is peak_stacked.
+ *                The sites keep their ranks (the segment map, the leak
+ *                finder), the bands are not sites.
+ */
 typedef struct sm_dev {
     int seen;                        /* any stacked / reserved activity */
     uint64_t reserved, stacked, allocated, mem;   /* current levels */
@@ -188,9 +225,15 @@ typedef struct sm_dev {
     char name[128];
     int ntop;                        /* top sites on this device */
     uint32_t top[SM_MAX_TOP];        /* site indexes by rank */
-    uint64_t cur[SM_MAX_TOP + 1];    /* pass 2: live per rank, [ntop] = other */
+    /* the bands of the stacked area (see "Bands" above sm_dev) */
+    int nbands;                      /* bands with a name; [nbands] = the rest */
+    uint8_t band_cat[SM_MAX_TOP + 1];/* by category: the category of each band */
+    uint64_t band_peak[SM_MAX_TOP + 1];    /* by category, pass 2: each band's peak */
+    uint64_t band_at_peak[SM_MAX_TOP + 1]; /* by category, pass 2: each band at
+                                      * the peak of the stacked total */
+    uint64_t cur[SM_MAX_TOP + 1];    /* pass 2: live per band */
     sm_col *cols;                    /* pass 2: opts.columns buckets */
-    uint64_t *colvals;               /* columns x (SM_MAX_TOP+1): breakdown at total_max */
+    uint64_t *colvals;               /* columns x (SM_MAX_TOP+1): the bands at total_max */
     int last_col;
     uint32_t colour[SM_MAX_TOP];     /* colour of each rank when colour_set (compare, several files) */
     uint8_t colour_set[SM_MAX_TOP];
@@ -319,9 +362,17 @@ void sm_short_name(const char *fn, char *buf, size_t cap);
  * CLI does; default off, as for the symbolizer). */
 void sm_demangle_allow_loading(int allow);
 
-/* Live bytes of a top site (rank, or ntop for "other") of device slot at
- * column col, for tests and the painter. */
-uint64_t sm_col_value(const sm_model *m, int slot, int col, int rank);
+/* Live bytes of a band (a top site's rank, or a category's band; nbands
+ * for the rest) of device slot at column col, for tests and the painter. */
+uint64_t sm_col_value(const sm_model *m, int slot, int col, int band);
+
+/* The category name of band b of a slot (by category; b = nbands: "other"),
+ * NULL by site or out of range. */
+const char *sm_band_category(const sm_model *m, int slot, int band);
+
+/* The category breakdown behind the bands (by category, after the read;
+ * NULL by site): breakdown.h, the same object `memsnap summary` prints. */
+const struct breakdown *sm_breakdown(const sm_model *m);
 
 /* Parses "oom", "peak", "end", or a time ("12.5", "12.5s", "800ms",
  * "3min", "1.5h", "250us", "1000ns") into *at and *t.  0 ok, -1 bad. */

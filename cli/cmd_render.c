@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "category.h"
 #include "cli.h"
 #include "compare.h"
 #include "model.h"
@@ -31,11 +32,12 @@ static const char usage_text[] =
     "                      [--from first|0]\n"
     "                      [--width W] [--height H] [--cap SIZE]\n"
     "                      [--all-segments] [--format png|svg]\n"
+    "                      [--by site|category] [--category-rules FILE]\n"
     "\n"
     "Draws two PNGs (or SVGs) from a snapshot (plain or zstd; \"-\" = stdin):\n"
-    "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site,\n"
-    "                       reserved, capacity, cap, OOMs, NVTX ranges; a panel\n"
-    "                       per device\n"
+    "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site\n"
+    "                       (or by category: --by), reserved, capacity, cap,\n"
+    "                       OOMs, NVTX ranges; a panel per device\n"
     "  PREFIX-segments.png  every segment as a row by address at one moment:\n"
     "                       blocks by site, free and unmapped space, the largest\n"
     "                       free block and the fragmentation numbers\n"
@@ -51,6 +53,20 @@ static const char usage_text[] =
     "                       OOM if any, else the peak, else the end\n"
     "  --top N              sites with their own colour per device (default 8,\n"
     "                       at most 24; the rest is \"other\")\n"
+    "  --by site|category   what the timeline's bands are: the top sites\n"
+    "                       (default), or the memory categories (parameters,\n"
+    "                       gradients, optimizer_state, activations,\n"
+    "                       temporaries, inputs, kv_cache, workspaces,\n"
+    "                       communication, the rules' own, other), each in a\n"
+    "                       fixed colour, with the figures and the layer of\n"
+    "                       memsnap summary's category table: allocator blocks\n"
+    "                       plus other libraries' driver memory (cuBLAS\n"
+    "                       workspaces, NCCL buffers), or driver allocations\n"
+    "                       where no blocks are seen.  The segment map stays\n"
+    "                       by site\n"
+    "  --category-rules FILE  with --by category: category rules tried before\n"
+    "                       the defaults (default: $MEMSNAP_CATEGORY_RULES;\n"
+    "                       format in docs/cli.md)\n"
     "  --x time|events|marks[:WORD]\n"
     "                       x axis: real time (default), event index, or the\n"
     "                       numbers in the marks the program wrote (NVTX marks,\n"
@@ -208,6 +224,55 @@ static int render_several(char **paths, int n, const viz_args *a,
     return rc;
 }
 
+/* One file: PREFIX-timeline and PREFIX-segments.  Returns the exit
+ * status. */
+static int render_one(const char *path, const viz_args *a, const char *prefix)
+{
+    int rc;
+    char *paths[1] = {(char *)path};
+    char pfx[4096], tl[4200], sg[4200], err[1024];
+    if (prefix)
+        snprintf(pfx, sizeof pfx, "%s", prefix);
+    else
+        default_prefix(path, pfx, sizeof pfx);
+    const char *ext = canvas_format_ext(a->format);
+    snprintf(tl, sizeof tl, "%s-timeline.%s", pfx, ext);
+    snprintf(sg, sizeof sg, "%s-segments.%s", pfx, ext);
+
+    sm_model *m = NULL;
+    if (viz_args_read(a, paths, 1, &m)) {
+        sm_free(m);
+        return 2;
+    }
+    canvas cv;
+    if (viz_timeline(m, &cv, a->width, a->height,
+                     a->o.by == SM_BY_CATEGORY ? "GPU memory by category over time"
+                                              : "GPU memory over time",
+                     NULL, 0, NULL)) {
+        fprintf(stderr, "memsnap render: out of memory\n");
+        sm_free(m);
+        return 2;
+    }
+    rc = canvas_write(&cv, tl, a->format, err, sizeof err);
+    canvas_free(&cv);
+    if (rc == 0) {
+        if (viz_segmap(m, &cv, a->width, 0, "Memory segments", NULL)) {
+            fprintf(stderr, "memsnap render: out of memory\n");
+            sm_free(m);
+            return 2;
+        }
+        rc = canvas_write(&cv, sg, a->format, err, sizeof err);
+        canvas_free(&cv);
+    }
+    sm_free(m);
+    if (rc) {
+        fprintf(stderr, "memsnap render: %s\n", err);
+        return 2;
+    }
+    printf("%s\n%s\n", tl, sg);
+    return fflush(stdout) == 0 ? 0 : 2;
+}
+
 int cmd_render(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -221,6 +286,8 @@ int cmd_render(int argc, char **argv)
         {"cap", required_argument, NULL, 'c'},
         {"all-segments", no_argument, NULL, 'A'},
         {"format", required_argument, NULL, 'F'},
+        {"by", required_argument, NULL, 'b'},
+        {"category-rules", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     viz_args a;
@@ -228,6 +295,7 @@ int cmd_render(int argc, char **argv)
     a.max_files = MAX_FILES;
     sm_opts *o = &a.o;
     const char *prefix = NULL;
+    const char *rules_path = getenv("MEMSNAP_CATEGORY_RULES");
     int c, rc;
     optind = 1;
     opterr = 0;
@@ -241,6 +309,12 @@ int cmd_render(int argc, char **argv)
                 return viz_args_bad(&a, "--at wants oom, peak, end or a time like 12.5s, got", optarg);
             break;
         case 'A': o->all_segments = 1; break;
+        case 'b':
+            if (!strcmp(optarg, "site")) o->by = SM_BY_SITE;
+            else if (!strcmp(optarg, "category")) o->by = SM_BY_CATEGORY;
+            else return viz_args_bad(&a, "--by wants site or category, got", optarg);
+            break;
+        case 'r': rules_path = optarg; break;
         case 'c':
             if (parse_size(optarg, &o->cap))
                 return viz_args_bad(&a, "--cap wants a size like 40G or 512M, got", optarg);
@@ -251,49 +325,26 @@ int cmd_render(int argc, char **argv)
         }
     }
     char **paths;
-    int nfiles, width = a.width, height = a.height;
+    int nfiles;
     if ((rc = viz_args_files(&a, argc, argv, &paths, &nfiles)) != 0)
         return rc;
-    if (nfiles > 1)
-        return render_several(paths, nfiles, &a, prefix, width, height);
-
-    const char *path = paths[0];
-    char pfx[4096], tl[4200], sg[4200], err[1024];
-    if (prefix)
-        snprintf(pfx, sizeof pfx, "%s", prefix);
-    else
-        default_prefix(path, pfx, sizeof pfx);
-    const char *ext = canvas_format_ext(a.format);
-    snprintf(tl, sizeof tl, "%s-timeline.%s", pfx, ext);
-    snprintf(sg, sizeof sg, "%s-segments.%s", pfx, ext);
-
-    sm_model *m = NULL;
-    if (viz_args_read(&a, paths, 1, &m)) {
-        sm_free(m);
-        return 2;
-    }
-    canvas cv;
-    if (viz_timeline(m, &cv, width, height, "GPU memory over time", NULL, 0, NULL)) {
-        fprintf(stderr, "memsnap render: out of memory\n");
-        sm_free(m);
-        return 2;
-    }
-    rc = canvas_write(&cv, tl, a.format, err, sizeof err);
-    canvas_free(&cv);
-    if (rc == 0) {
-        if (viz_segmap(m, &cv, width, 0, "Memory segments", NULL)) {
+    cat_rules *rules = NULL;
+    if (o->by == SM_BY_CATEGORY) {
+        char err[1024];
+        if (!(rules = cat_rules_new())) {
             fprintf(stderr, "memsnap render: out of memory\n");
-            sm_free(m);
             return 2;
         }
-        rc = canvas_write(&cv, sg, a.format, err, sizeof err);
-        canvas_free(&cv);
+        if (rules_path && *rules_path &&
+            cat_rules_load(rules, rules_path, err, sizeof err) != 0) {
+            fprintf(stderr, "memsnap render: %s\n", err);
+            cat_rules_free(rules);
+            return 2;
+        }
+        o->rules = rules;
     }
-    sm_free(m);
-    if (rc) {
-        fprintf(stderr, "memsnap render: %s\n", err);
-        return 2;
-    }
-    printf("%s\n%s\n", tl, sg);
-    return fflush(stdout) == 0 ? 0 : 2;
+    rc = nfiles > 1 ? render_several(paths, nfiles, &a, prefix, a.width, a.height)
+                    : render_one(paths[0], &a, prefix);
+    cat_rules_free(rules);
+    return rc;
 }

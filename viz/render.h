@@ -2,7 +2,8 @@
  *
  *   timeline  one panel per device: allocated bytes over time as a stacked
  *             area by allocation site (top N by peak, each its own colour,
- *             the rest "other"), the reserved line above it, the device
+ *             the rest "other") or by category (sm_opts.by, model.h
+ *             "Bands"; each category its fixed colour), the reserved line above it, the device
  *             capacity and a configured cap as dashed lines, OOMs in red
  *             with the requested size, NVTX ranges as labelled lanes and
  *             shading, the counters series where the events do not reach.
@@ -40,6 +41,13 @@ uint32_t viz_site_colour(int rank);
  * (compare and several files give a site the same colour in every panel),
  * else the palette's. */
 uint32_t viz_rank_colour(const sm_model *m, int slot, int rank);
+/* The fixed colour of a category by name (parameters, gradients, ...;
+ * "other" is VIZ_OTHER; a user's category one picked by its name), the
+ * same in every picture. */
+uint32_t viz_category_colour(const char *name);
+/* Colour of band b of a slot: its category's (by category), else its
+ * site rank's (viz_rank_colour), the rest VIZ_OTHER. */
+uint32_t viz_band_colour(const sm_model *m, int slot, int band);
 /* Fits a site label into n characters: drops leading namespaces of the
  * naming function first, then cuts the end with "..". */
 void viz_fit_label(char *s, int n);
@@ -63,14 +71,16 @@ typedef struct viz_geom {
  * with as many decimals as a tick step of step x units needs. */
 void viz_mark_label(const sm_model *m, uint64_t x, uint64_t step, char *buf,
                     size_t cap);
-/* The ranks of a device slot's top sites bottom to top as the stacked
- * area draws them: by first allocation (the site allocated first at the
- * bottom, so long-lived memory such as weights is the floor), then "other"
- * (rank ntop) on top.  ranks has room for SM_MAX_TOP + 1; returns the
- * count. */
+/* The bands of a device slot bottom to top as the stacked area draws
+ * them.  By site: the top sites by first allocation (the site allocated
+ * first at the bottom, so long-lived memory such as weights is the floor),
+ * then "other" (rank ntop) on top.  By category: the band order
+ * (model.h "Bands": the longest-lived at the bottom), "other" on top.  ranks has room for
+ * SM_MAX_TOP + 1; returns the count. */
 int viz_stack_order(const sm_model *m, int slot, int *ranks);
 /* The rank of the largest leak suspect among the top sites of a slot
- * (its band gets the hatch and the label); -1 when none has a rank. */
+ * (its band gets the hatch and the label); -1 when none has a rank, and
+ * by category (the bands are not sites). */
 int viz_leak_rank(const sm_model *m, int slot);
 /* The legend label of rank r of a slot (told apart from the other top
  * sites as the legend does); "" for a rank out of range. */

@@ -2,7 +2,8 @@
  *
  *   title            "GPU memory over time - device N (name, capacity)"
  *   subtitle         what the stacked area is (allocator blocks, or
- *                    "reserved only: ..."), what the lines are
+ *                    "reserved only: ..."; by category summary's layer
+ *                    and total peak), what the lines are
  *   NVTX lanes       one lane per nesting depth of the first thread that
  *                    pushed a range; a box per range, labelled when it fits
  *   plot             grid, shading of depth-0 NVTX ranges, the stacked area
@@ -12,7 +13,8 @@
  *                    column), capacity / cap lines, counters series before
  *                    the first event, OOM markers
  *   x axis           time (ns / us / ms / s / min / h ticks) or event index
- *   legend           the sites by colour with their peaks, then the lines
+ *   legend           the bands by colour with their peaks (by category
+ *                    also at the total's peak), then the lines
  */
 #include "render.h"
 
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "breakdown.h"
 
 #define GRID 0xe6e6e6u
 #define AXIS 0x444444u
@@ -45,6 +48,40 @@ uint32_t viz_site_colour(int rank)
         return VIZ_OTHER;
     uint32_t c = palette[rank % NPAL];
     return rank >= NPAL ? rgb_lighten(c, 110) : c;
+}
+
+/* Fixed colours of the built-in categories, so that every picture by
+ * category reads the same; the user's categories take one of user_palette
+ * by a hash of the name (the same in every picture too). */
+static const struct { const char *name; uint32_t rgb; } cat_colours[] = {
+    {"parameters", 0x3b75afu},      {"gradients", 0xef8a17u},
+    {"optimizer_state", 0x8e6bb8u}, {"activations", 0x4f9d4au},
+    {"temporaries", 0xe9c46au},     {"inputs", 0x2aa5a0u},
+    {"kv_cache", 0xd46fa8u},        {"workspaces", 0x9c6b4eu},
+    {"communication", 0x6b7a8fu}};
+static const uint32_t user_palette[] = {
+    0x7fb8e6u, 0x9fd36bu, 0xa3a13au, 0xc44e52u, 0xf2a6a0u, 0x5fc4b8u,
+    0xb39ddbu, 0xd8a05au};
+
+uint32_t viz_category_colour(const char *name)
+{
+    if (!name || !strcmp(name, "other"))
+        return VIZ_OTHER;
+    for (size_t i = 0; i < sizeof cat_colours / sizeof cat_colours[0]; i++)
+        if (!strcmp(name, cat_colours[i].name))
+            return cat_colours[i].rgb;
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return user_palette[h % (sizeof user_palette / sizeof user_palette[0])];
+}
+
+uint32_t viz_band_colour(const sm_model *m, int slot, int band)
+{
+    const char *cat = sm_band_category(m, slot, band);
+    if (cat)
+        return viz_category_colour(cat);
+    return band < sm_device(m, slot)->ntop ? viz_rank_colour(m, slot, band) : VIZ_OTHER;
 }
 
 uint32_t viz_rank_colour(const sm_model *m, int slot, int rank)
@@ -297,10 +334,8 @@ static int legend_flow(canvas *c, const legend_item *it, int n, int x0,
     return rows * lh;
 }
 
-/* The legend items of a panel. */
-static int legend_items(const sm_model *m, int slot, legend_item *it,
-                        int has_cap, int has_capacity, int has_oom,
-                        int has_nvtx, int has_counters)
+/* The legend items of the bands by site: the top sites, "other". */
+static int site_items(const sm_model *m, int slot, legend_item *it)
 {
     const sm_dev *v = sm_device(m, slot);
     size_t nsites, ngroups;
@@ -341,6 +376,37 @@ static int legend_items(const sm_model *m, int slot, legend_item *it,
         it[n].colour = VIZ_OTHER;
         it[n++].style = 0;
     }
+    return n;
+}
+
+/* The legend items of the bands by category, with the figures of
+ * summary's table: each category's peak and its bytes at the total's
+ * peak; "other" when it has bytes. */
+static int category_items(const sm_model *m, int slot, legend_item *it)
+{
+    const sm_dev *v = sm_device(m, slot);
+    int n = 0;
+    char a[32], b[32];
+    for (int r = 0; r <= v->nbands; r++) {
+        if (r == v->nbands && !v->band_peak[r])
+            break;
+        snprintf(it[n].text, sizeof it[n].text, "%s  peak %s, %s at total peak",
+                 sm_band_category(m, slot, r),
+                 msnap_size_text_short(v->band_peak[r], a, sizeof a),
+                 msnap_size_text_short(v->band_at_peak[r], b, sizeof b));
+        it[n].colour = viz_band_colour(m, slot, r);
+        it[n++].style = 0;
+    }
+    return n;
+}
+
+/* The legend items of a panel: the bands, then the lines and marks. */
+static int legend_items(const sm_model *m, int slot, legend_item *it,
+                        int has_cap, int has_capacity, int has_oom,
+                        int has_nvtx, int has_counters)
+{
+    int n = sm_options(m)->by == SM_BY_CATEGORY ? category_items(m, slot, it)
+                                                : site_items(m, slot, it);
     snprintf(it[n].text, sizeof it[n].text,
              "reserved (driver memory)");
     it[n].colour = VIZ_RESERVED;
@@ -463,8 +529,30 @@ static void panel_subtitle(const panel_info *p, char *s1, char *s2, size_t cap)
 {
     const sm_model *m = p->m;
     const sm_dev *v = sm_device(m, p->slot);
-    char a[32], b[32];
-    if (sm_blocks_seen(m))
+    char a[32], b[32], t[48] = "";
+    const char *layer = NULL;
+    const struct breakdown *bd = sm_breakdown(m);
+    if (bd)
+        bd_cats_shown(bd, p->slot, &layer);
+    if (bd && sm_options(m)->x_mode == SM_X_TIME) {
+        memcpy(t, " at ", 5);
+        msnap_time_text(v->peak_stacked_t, t + 4, sizeof t - 4);
+    }
+    if (bd && layer && !strncmp(layer, "allocator blocks", 16))
+        snprintf(s1, cap,
+                 "Coloured area by category, as memsnap summary counts them: "
+                 "allocated bytes (allocator blocks) plus other libraries' driver "
+                 "memory (cuBLAS workspaces, NCCL buffers; not the allocator's "
+                 "cache); line: reserved. Total peak %s%s, reserved %s.",
+                 msnap_size_text(v->peak_stacked, a, sizeof a), t,
+                 msnap_size_text(v->peak_reserved, b, sizeof b));
+    else if (bd)
+        snprintf(s1, cap,
+                 "Reserved only: the process's allocator does not report blocks. "
+                 "Coloured area: driver allocations by category, as memsnap "
+                 "summary counts them. Total peak %s%s.",
+                 msnap_size_text(v->peak_stacked, a, sizeof a), t);
+    else if (sm_blocks_seen(m))
         snprintf(s1, cap,
                  "Coloured area: allocated bytes (allocator blocks) stacked by "
                  "allocation site, first allocated at the bottom; line: reserved. "
@@ -655,8 +743,9 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             time_label(xv, xstep, xhi, buf, sizeof buf);
         int tw = canvas_text_w(buf, ts);
         int tx = xx - tw / 2;
-        if (tx < g.x0 - 10)
-            tx = g.x0 - 10;
+        /* clear of the y axis's "0 B", which ends 8 pixels left of the plot */
+        if (tx < g.x0 - 4)
+            tx = g.x0 - 4;
         canvas_text(c, tx, g.y1 + 8, buf, TEXT, ts);
         if (xhi - xv < xstep)
             break;
@@ -681,10 +770,11 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
                 g.y1 + 8 + (CANVAS_LINE_H + 6) * ts, xt, MUTED, ts);
     canvas_group_end(c);
 
-    /* stacked area: the sites bottom to top in the order they first
-     * allocated (viz_stack_order), "other" on top; the leak suspect's band
-     * hatched with its top edge outlined */
-    int K = v->ntop;
+    /* stacked area: the bands bottom to top (viz_stack_order: sites in
+     * the order they first allocated, categories the longest-lived first),
+     * "other" on top; the leak suspect's band hatched with its top edge
+     * outlined */
+    int K = v->nbands;
     int order[SM_MAX_TOP + 1];
     int norder = viz_stack_order(m, slot, order);
     int leak_rank = viz_leak_rank(m, slot);
@@ -696,12 +786,15 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     for (int j = 0; j < norder && v->cols; j++) {
         int r = order[j];
         char lab[SM_LABEL_MAX];
-        if (r < K)
+        const char *cat = sm_band_category(m, slot, r);
+        if (cat)
+            snprintf(lab, sizeof lab, "%s", cat);
+        else if (r < K)
             viz_site_label_in(m, slot, r, lab, sizeof lab);
         else
             snprintf(lab, sizeof lab, "other");
         canvas_group(c, r == leak_rank ? "band leak" : "band", lab);
-        uint32_t colour = r < K ? viz_rank_colour(m, slot, r) : VIZ_OTHER;
+        uint32_t colour = viz_band_colour(m, slot, r);
         for (int col = 0; col < o->columns; col++) {
             if (!v->cols[col].has)
                 continue;
@@ -923,6 +1016,12 @@ int viz_stack_order(const sm_model *m, int slot, int *ranks)
 {
     const sm_dev *v = sm_device(m, slot);
     int n = 0;
+    if (sm_options(m)->by == SM_BY_CATEGORY) {
+        /* the bands' order: the longest-lived at the bottom, "other" on top */
+        for (int b = 0; b <= v->nbands; b++)
+            ranks[n++] = b;
+        return n;
+    }
     /* The state numbers sites as they first allocate (and those live before
      * the first event first of all), so the site index is the order of
      * first allocation: insertion sort of the ranks by it. */
@@ -940,6 +1039,8 @@ int viz_stack_order(const sm_model *m, int slot, int *ranks)
 
 int viz_leak_rank(const sm_model *m, int slot)
 {
+    if (sm_options(m)->by == SM_BY_CATEGORY)
+        return -1;   /* a leak suspect is a site; the bands are categories */
     size_t nl, nsites;
     const sm_leak *lk = sm_leaks(m, &nl, NULL);
     const sm_site *sites = sm_sites(m, &nsites);

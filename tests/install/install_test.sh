@@ -108,7 +108,13 @@ completion)
     [ "$(complete_words memsnap run --sim-d)" = "--sim-device --sim-devices" ] ||
         fail "options: $(complete_words memsnap run --sim-d)"
     [ "$(complete_words memsnap render --wi)" = "--width" ] || fail "render: $(complete_words memsnap render --wi)"
-    echo "4 passed, 0 failed"
+    # an option's values where its --help line lists them as words
+    [ "$(complete_words memsnap render --by "")" = "site category" ] ||
+        fail "render --by: $(complete_words memsnap render --by "")"
+    [ "$(complete_words memsnap render --by c)" = "category" ] || fail "render --by c: $(complete_words memsnap render --by c)"
+    [ "$(complete_words memsnap render --format s)" = "svg" ] || fail "render --format: $(complete_words memsnap render --format s)"
+    complete_words memsnap render --by category "" | grep -q . || fail "no file after --by category"
+    echo "8 passed, 0 failed"
     ;;
 deb)
     cd "$BUILD_DIR" || fail "cd"

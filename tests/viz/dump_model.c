@@ -1,15 +1,27 @@
-/* dump_model SNAP [oom|peak|end|TIME] [marks:WORD]: prints what the
- * renderer's model (viz/model.h) holds after both passes, as text for golden
- * files: the process's peaks as render and compare read them, each device's
- * peaks, and the segment layout at the chosen moment span by span (what the
- * segment map paints).  With marks:WORD (render's --x marks:WORD) it first
- * prints the marks axis: how many marks were read, the x range and each
- * OOM's place on it, in mark units.  Exit 0, or 2 with a one-line message. */
+/* dump_model SNAP [oom|peak|end|TIME] [marks:WORD] [by:category]: prints
+ * what the renderer's model (viz/model.h) holds after both passes, as text
+ * for golden files: the process's peaks as render and compare read them,
+ * each device's peaks, and the segment layout at the chosen moment span by
+ * span (what the segment map paints).  With marks:WORD (render's --x
+ * marks:WORD) it first prints the marks axis: how many marks were read, the
+ * x range and each OOM's place on it, in mark units.  With by:category
+ * (render --by category, the default rules plus $MEMSNAP_CATEGORY_RULES) it
+ * first prints the timeline's bands per device, one line each:
+ *
+ *   band DEVICE CATEGORY peak P at_total_peak A column V
+ *
+ * P and A the band's own figures (model.h "Bands"), V its value in the
+ * first timeline column (1600 pixels wide) whose top is the total's peak,
+ * after a line "bands DEVICE total_peak T column C".  Exit 0, or 2 with a
+ * one-line message. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "category.h"
 #include "model.h"
+#include "render.h"
 
 static const char *span_name(int what)
 {
@@ -21,13 +33,53 @@ static const char *span_name(int what)
     }
 }
 
+/* The bands by category (see the top), per device with a stacked area. */
+static void print_bands(const sm_model *m)
+{
+    int ncol = sm_options(m)->columns;
+    for (int d = 0; d < SM_NDEV; d++) {
+        const sm_dev *v = sm_device(m, d);
+        if (!v->seen || !v->peak_stacked || !v->cols)
+            continue;
+        int col = 0;
+        while (col < ncol && v->cols[col].total_max != v->peak_stacked)
+            col++;
+        printf("bands %d total_peak %" PRIu64 " column %d\n",
+               d == SM_DEV_UNKNOWN ? -1 : d, v->peak_stacked, col < ncol ? col : -1);
+        for (int b = 0; b <= v->nbands; b++) {
+            if (b == v->nbands && !v->band_peak[b])
+                break;
+            printf("band %d %s peak %" PRIu64 " at_total_peak %" PRIu64
+                   " column %" PRIu64 "\n", d == SM_DEV_UNKNOWN ? -1 : d,
+                   sm_band_category(m, d, b), v->band_peak[b], v->band_at_peak[b],
+                   sm_col_value(m, d, col, b));
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 4) {
-        fprintf(stderr, "usage: dump_model SNAP [oom|peak|end|TIME] [marks:WORD]\n");
+    if (argc < 2 || argc > 5) {
+        fprintf(stderr, "usage: dump_model SNAP [oom|peak|end|TIME] [marks:WORD] "
+                "[by:category]\n");
         return 2;
     }
     sm_opts o = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
+    cat_rules *rules = NULL;
+    char err[512];
+    if (argc >= 3 && !strcmp(argv[argc - 1], "by:category")) {
+        const char *path = getenv("MEMSNAP_CATEGORY_RULES");
+        argc--;
+        o.by = SM_BY_CATEGORY;
+        o.columns = viz_timeline_columns(1600);
+        if (!(rules = cat_rules_new()) ||
+            (path && *path && cat_rules_load(rules, path, err, sizeof err))) {
+            fprintf(stderr, "dump_model: %s\n", rules ? err : "out of memory");
+            cat_rules_free(rules);
+            return 2;
+        }
+        o.rules = rules;
+    }
     if (argc >= 3 && sm_parse_at(argv[2], &o.at, &o.at_t_ns)) {
         fprintf(stderr, "dump_model: bad moment \"%s\"\n", argv[2]);
         return 2;
@@ -42,12 +94,14 @@ int main(int argc, char **argv)
         snprintf(o.x_word, sizeof o.x_word, "%s", argv[3] + 6);
     }
     sm_model *m = sm_new(&o);
-    char err[512];
     if (!m || sm_read_file(m, argv[1], 1, err, sizeof err)) {
         fprintf(stderr, "%s\n", m ? err : "out of memory");
         sm_free(m);
+        cat_rules_free(rules);
         return 2;
     }
+    if (o.by == SM_BY_CATEGORY)
+        print_bands(m);
     if (o.x_mode == SM_X_MARKS) {
         const char *word;
         size_t nmarks = sm_marks(m, &word), nooms;
@@ -105,5 +159,6 @@ int main(int argc, char **argv)
         }
     }
     sm_free(m);
+    cat_rules_free(rules);
     return 0;
 }

@@ -16,6 +16,8 @@
  *   - segment map folding of equal full segments, none with all_segments;
  *   - stacking order: the first-allocated site at the bottom; the leak
  *     suspect's band hatched and labelled;
+ *   - by category: the categories as bands in their fixed colours, with
+ *     the breakdown's figures;
  *   - fragmentation numbers exact; the OOM story; free_error undo;
  *   - the time axis starts at the first event (first coloured column at the
  *     plot's left edge), or at 0 with SM_FROM_ZERO;
@@ -31,6 +33,8 @@
 #include <unistd.h>
 
 #include "../check.h"
+#include "breakdown.h"
+#include "category.h"
 #include "compare.h"
 #include "findings.h"
 #include "model.h"
@@ -772,6 +776,97 @@ static void test_stack_order_and_leak_band(void)
     sm_free(m);
 }
 
+/* By category (render --by category): the bands are the categories the
+ * rules give (a user's rules file here: weights -> parameters, activations
+ * -> activations, cache -> a category of the user's own), bottom to top
+ * from the longest-lived, each in its fixed colour in the PNG; the bands
+ * add up to the total in every column; each band's peak and its value at
+ * the total's peak are the breakdown's (summary's) figures; no leak band. */
+static void test_by_category(void)
+{
+    sb b = {0};
+    sbf(&b, "%s", header);
+    /* t in ms: 100 weights 256 MiB; 200..500 activations 4 x 32 MiB; 600
+     * cache 64 MiB; 700 activations freed; cache 16 MiB more at 800 */
+    sbf(&b, "{\"a\":\"alloc\",\"t\":100000000,\"p\":1000000000,\"n\":%llu,\"k\":1}\n", 256 * MiB);
+    for (int i = 0; i < 4; i++)
+        sbf(&b, "{\"a\":\"alloc\",\"t\":%d00000000,\"p\":%llu,\"n\":%llu,\"k\":2}\n",
+            i + 2, 4000000000ull + (unsigned long long)i * 100000000ull, 32 * MiB);
+    sbf(&b, "{\"a\":\"alloc\",\"t\":600000000,\"p\":8000000000,\"n\":%llu,\"k\":3}\n", 64 * MiB);
+    for (int i = 0; i < 4; i++)
+        sbf(&b, "{\"a\":\"free\",\"t\":700000000,\"p\":%llu}\n",
+            4000000000ull + (unsigned long long)i * 100000000ull);
+    sbf(&b, "{\"a\":\"alloc\",\"t\":800000000,\"p\":9000000000,\"n\":%llu,\"k\":3}\n", 16 * MiB);
+    sbf(&b, "{\"type\":\"trailer\",\"t\":1000000000,\"events\":11,\"dropped\":0,\"stacks_dropped\":0,\"reason\":\"exit\"}\n");
+    const char *path = write_snap("bycat.msnap", b.s);
+    free(b.s);
+    const char *rpath = write_snap("bycat.rules",
+                                   "parameters native weights\n"
+                                   "activations native activations\n"
+                                   "my_cache native cache\n");
+    cat_rules *rules = cat_rules_new();
+    char err[512];
+    CHECK(rules && cat_rules_load(rules, rpath, err, sizeof err) == 0);
+    int W = 1200;
+    sm_opts o = {.top = 8, .columns = viz_timeline_columns(W), .at = SM_AT_DEFAULT,
+                 .by = SM_BY_CATEGORY, .rules = rules};
+    sm_model *m = sm_new(&o);
+    CHECK(m && sm_read_file(m, path, 1, err, sizeof err) == 0);
+    const sm_dev *v = sm_device(m, 0);
+    CHECK(v->nbands == 3);
+    CHECK(!strcmp(sm_band_category(m, 0, 0), "parameters"));
+    CHECK(!strcmp(sm_band_category(m, 0, 1), "activations"));
+    CHECK(!strcmp(sm_band_category(m, 0, 2), "my_cache"));
+    CHECK(!strcmp(sm_band_category(m, 0, 3), "other"));
+    CHECK(viz_leak_rank(m, 0) == -1);
+    int order[SM_MAX_TOP + 1];
+    CHECK(viz_stack_order(m, 0, order) == 4 && order[0] == 0 && order[1] == 1 &&
+          order[2] == 2 && order[3] == 3);
+    /* the total peaks at 600 ms: 256 + 128 + 64 MiB */
+    CHECK_EQ_U64(v->peak_stacked, 448 * MiB);
+    CHECK_EQ_U64(v->band_at_peak[0], 256 * MiB);
+    CHECK_EQ_U64(v->band_at_peak[1], 128 * MiB);
+    CHECK_EQ_U64(v->band_at_peak[2], 64 * MiB);
+    CHECK_EQ_U64(v->band_peak[2], 80 * MiB);
+    /* ... as the breakdown counts them (summary's table) */
+    const bd_cats *k = bd_cats_shown(sm_breakdown(m), 0, NULL);
+    CHECK(k != NULL);
+    for (int band = 0; k && band < v->nbands; band++) {
+        int c = cat_index_of(rules, sm_band_category(m, 0, band));
+        CHECK_EQ_U64(v->band_peak[band], k->peak[c]);
+        CHECK_EQ_U64(v->band_at_peak[band], k->at_peak[c]);
+    }
+    CHECK(k && k->total_peak == v->peak_stacked);
+    /* every column's bands add up to its top */
+    for (int col = 0; col < o.columns; col++) {
+        uint64_t sum = 0;
+        for (int band = 0; band <= SM_MAX_TOP; band++)
+            sum += sm_col_value(m, 0, col, band);
+        if (v->cols[col].has && sum != v->cols[col].total_max) {
+            CHECK_EQ_U64(sum, v->cols[col].total_max);
+            break;
+        }
+    }
+    /* the colours: fixed per category, a user's by its name */
+    CHECK(viz_band_colour(m, 0, 0) == viz_category_colour("parameters"));
+    CHECK(viz_category_colour("parameters") == 0x3b75afu);
+    CHECK(viz_band_colour(m, 0, 3) == VIZ_OTHER);
+    CHECK(viz_category_colour("my_cache") == viz_band_colour(m, 0, 2));
+    viz_geom g;
+    int w, h;
+    uint8_t *px = timeline_png(m, W, "bycat.png", &g, &w, &h);
+    CHECK(px != NULL);
+    if (px) {
+        int x = g.x0 + sm_col_of(m, 650000000);
+        CHECK(px_at(px, w, x, g.y1 - 2) == viz_category_colour("parameters"));
+        CHECK(px_at(px, w, x, viz_y_of(&g, 320 * MiB)) == viz_category_colour("activations"));
+        CHECK(px_at(px, w, x, viz_y_of(&g, 416 * MiB)) == viz_category_colour("my_cache"));
+        free(px);
+    }
+    sm_free(m);
+    cat_rules_free(rules);
+}
+
 /* Snapshot text: n alloc/free pairs (2n events) with a mark "... hour H"
  * after every k-th pair (H = pair / k), and one mark without "hour". */
 static char *marks_snap(int n, int k)
@@ -1018,6 +1113,7 @@ int main(int argc, char **argv)
     test_labels();
     test_compare();
     test_stack_order_and_leak_band();
+    test_by_category();
     test_marks_and_shared_axis();
     test_title_wraps();
     test_canvas_text_and_svg();
