@@ -7,12 +7,16 @@
  * allocator), then passes through libraries (cuBLAS, libtorch, the C++
  * runtime, the Python interpreter, installed Python packages) before it
  * reaches the user's code.  siterules.h sorts each frame into user code,
- * installed Python package, other library, or memory runtime (a default
- * table plus the user's MEMSNAP_SITE_RULES file).  A site is named by its
- * innermost user frame; without one, by its innermost Python frame of an
- * installed package (forward (modeling_llama.py:175)); without one, by its
- * first frame outside the memory runtime; when every frame is inside it,
- * by the innermost frame.
+ * installed Python package, PyTorch's Python, a Python frame the user's
+ * rules skip, other library, or memory runtime (a default table plus the
+ * user's MEMSNAP_SITE_RULES file).  A Python stack (one with model code,
+ * the user's or a package's, or an autograd node) is named in PyTorch's
+ * terms by python_base: "MODEL (file.py:N) via API <- user.py:N", its
+ * innermost model-code frame (a skipped Python frame is not model code:
+ * the next one outwards names the site).  Any other stack is named by its
+ * innermost user frame; without one, by its innermost skipped Python frame
+ * (a fallback); without one, by its first frame outside the memory
+ * runtime; when every frame is inside it, by the innermost frame.
  *
  * The name.  Native: "function (file:line)", the function shortened
  * (sm_short_name: demangled when it arrives mangled and __cxa_demangle is
@@ -600,7 +604,7 @@ static int label_group(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
             for (int i = 0; i < st->depth; i++)
                 fr[i] = ip_info(c, t, st->ips[i]);   /* all cached above */
             for (int i = ls->lf + 1; i <= ls->end && !suffix[0]; i++) {
-                if (!fr[i]->python || fr[i]->cls == SR_TORCH || fr[i]->cls == SR_LIB)
+                if (!model_code(fr[i], fr[i]->cls))
                     continue;
                 uint64_t *v = u64map_get(counts, tag + 1, fr[i]->h1);
                 if (v && (*v & 0xffffffffu) == 1)
@@ -680,7 +684,7 @@ static lab_cache *cache_build(const sm_symtab *t)
         for (int i = 0; i < st->depth; i++)
             fr[i] = ip_info(c, t, st->ips[i]);
         stack_classes(fr, st->depth, cls);
-        int kf = -1, user = -1, pylib = -1;
+        int kf = -1, user = -1, pylib = -1, pyskip = -1;
         for (int i = 0; i < st->depth; i++) {
             if (cls[i] != SR_RUNTIME && kf < 0)
                 kf = i;
@@ -688,9 +692,11 @@ static lab_cache *cache_build(const sm_symtab *t)
                 user = i;
             if (cls[i] == SR_PYLIB && pylib < 0)
                 pylib = i;
+            if (cls[i] == SR_PYSKIP && pyskip < 0)
+                pyskip = i;
         }
         ls->kf = kf < 0 ? 0 : kf;
-        ls->lf = user >= 0 ? user : pylib >= 0 ? pylib : ls->kf;
+        ls->lf = user >= 0 ? user : pylib >= 0 ? pylib : pyskip >= 0 ? pyskip : ls->kf;
         char pbase[SM_LABEL_MAX];
         int plf, pend;
         int python = python_base(fr, cls, st->depth, ls->kf, pbase, sizeof pbase, &plf, &pend);

@@ -9,6 +9,8 @@ with the training run's own numbers from PyTorch in train-llama.oracle.json).
   - labels are model code (modeling_llama.py, loss_utils.py), backward
     allocations carry their autograd node and the forward they came from;
   - no label twice in summary's lists, in render's legend or in compare;
+  - a rules file that skips modeling_llama.py: none of its frames names a
+    site (the next model code outwards does);
   - categories: parameters and optimizer state within 5% of PyTorch's
     profiler at its peak, "other" under 5% of the total, no KV cache in the
     training loop's categories but one in generate's;
@@ -16,6 +18,7 @@ with the training run's own numbers from PyTorch in train-llama.oracle.json).
     together, model code and backward nodes named.
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -35,8 +38,9 @@ def check(ok, what):
         print("FAIL:", what)
 
 
-def run(*args):
-    r = subprocess.run([memsnap, *args], capture_output=True, text=True)
+def run(*args, env=None):
+    r = subprocess.run([memsnap, *args], capture_output=True, text=True,
+                       env=None if env is None else {**os.environ, **env})
     if r.returncode not in (0, 1):
         print("FAIL: memsnap", *args, "->", r.returncode, r.stderr)
         sys.exit(1)
@@ -96,6 +100,20 @@ check("kv_cache" in gcats, "no KV cache in generate()")
 glabels = [x["label"] for x in g["top_sites"]["allocated"]]
 check(any("cache_utils.py" in l for l in glabels), f"the cache's code not named: {glabels}")
 check(len(glabels) == len(set(glabels)), "a label twice in generate's summary")
+
+# a rules file: a skipped Python frame is not model code, so the next model
+# code outwards names the site; it stays a name only where nothing else is
+rules = f"{scratch}/pyterms-rules.txt"
+with open(rules, "w") as fh:
+    fh.write("skip file */transformers/models/llama/modeling_llama.py\n")
+sk = json.loads(run("summary", "--json", "--top", "200", train, env={"MEMSNAP_SITE_RULES": rules}))
+sk_labels = [x["label"] for x in sk["top_sites"]["allocated"]]
+check(len(sk_labels) == len(set(sk_labels)), "a label twice under the rules file")
+for l in sk_labels:
+    m = re.match(r"(?:\w+ of )?.*? \(([^():]+):\d+\)", l)
+    check(not m or m.group(1) != "modeling_llama.py", f"a skipped frame names a site: {l}")
+check(sum("modeling_llama.py" in l for l in labels) > 10, "modeling_llama.py names no site "
+      "without the rules file")
 
 # render's legend and compare: each label once
 run("render", "--format", "svg", train, "-o", f"{scratch}/pyterms")
