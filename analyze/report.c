@@ -47,7 +47,7 @@ static int device_shown(const summary *s, int d)
 }
 
 /* Frame i of a stack as the summary prints it, from the file's tables that
- * the findings model keeps (viz/symtab.h; a size-0 last module record
+ * the findings model keeps (analyze/symtab.h; a size-0 last module record
  * reaches upwards).  Returns the stack's depth, 0 when unknown. */
 static int frame(const sm_model *m, uint32_t stack, int i, char *buf,
                  size_t cap)

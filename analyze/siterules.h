@@ -43,8 +43,8 @@
  * State: one process-wide rule list (the CLI's), empty at start; every load
  * bumps a generation number so that cached labels are recomputed.
  */
-#ifndef MEMSNAP_VIZ_SITERULES_H
-#define MEMSNAP_VIZ_SITERULES_H
+#ifndef MEMSNAP_ANALYZE_SITERULES_H
+#define MEMSNAP_ANALYZE_SITERULES_H
 
 #include <stddef.h>
 

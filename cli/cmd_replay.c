@@ -4,7 +4,7 @@
  * there are cores; prints a table per snapshot and, when the snapshot has
  * failed requests, what each config did at the first one.  --suggest tries
  * a built-in grid of configs instead and prints them best first.  The work
- * is in interop/replay.c (semantics and determinism are documented there
+ * is in whatif/replay.c (semantics and determinism are documented there
  * and in docs/interop.md).
  * Exit status: 0 ok (OOMs in a replay are results), 2 bad usage or input.
  */
