@@ -682,6 +682,14 @@ void bd_add_json(const breakdown *b, cJSON *root)
             else
                 cJSON_AddNullToObject(o, "device_used");
             add_u64(o, "recorded", m->recorded);
+            /* the text's "(recorded memory peaked between samples: X at T)" */
+            if (m->used_recorded && v->at_peak.valid && v->at_peak.recorded > m->recorded) {
+                cJSON *pk = cJSON_AddObjectToObject(o, "recorded_peak");
+                add_u64(pk, "bytes", v->at_peak.recorded);
+                add_u64(pk, "t_ns", v->at_peak.t);
+            } else {
+                cJSON_AddNullToObject(o, "recorded_peak");
+            }
             cJSON *la = cJSON_AddArrayToObject(o, "libraries");
             int order[BD_MAX_LIBS];
             int n = libs_sorted(b, m, order);

@@ -2,7 +2,7 @@
  * says is used (nvidia-smi's figure), by library; and by category
  * (parameters, gradients, activations, ...).  `memsnap summary` prints
  * both (text and JSON); the renderer can use the category rules directly
- * (viz/category.h).
+ * (analyze/category.h).
  *
  * Reconciliation, per device, at one moment: the "counters" record with
  * the highest device_used whose time is not behind the last event read
@@ -34,8 +34,8 @@
  * when the tables are complete (the sym lines that name Python and native
  * frames may come last), over the file's change log.
  */
-#ifndef MEMSNAP_CLI_BREAKDOWN_H
-#define MEMSNAP_CLI_BREAKDOWN_H
+#ifndef MEMSNAP_ANALYZE_BREAKDOWN_H
+#define MEMSNAP_ANALYZE_BREAKDOWN_H
 
 #include <cjson/cJSON.h>
 #include <stddef.h>

@@ -38,8 +38,8 @@
  * Rules are matched on a plain frame view (cat_frame) so tests can hand-make
  * stacks; cat_classify_stack reads one from a snapshot's tables.
  */
-#ifndef MEMSNAP_VIZ_CATEGORY_H
-#define MEMSNAP_VIZ_CATEGORY_H
+#ifndef MEMSNAP_ANALYZE_CATEGORY_H
+#define MEMSNAP_ANALYZE_CATEGORY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -24,8 +24,8 @@
  * least twice, fell at most a third as often as they rose, ended above
  * where they started, and the site still holds memory at the end.
  */
-#ifndef MEMSNAP_VIZ_FINDINGS_H
-#define MEMSNAP_VIZ_FINDINGS_H
+#ifndef MEMSNAP_ANALYZE_FINDINGS_H
+#define MEMSNAP_ANALYZE_FINDINGS_H
 
 #include <stddef.h>
 #include <stdint.h>

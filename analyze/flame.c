@@ -128,3 +128,22 @@ void fl_finish(fl_tree *t)
     for (size_t i = 0; i < t->nn; i++)
         sort_children(t, (uint32_t)i);
 }
+
+uint64_t fl_vs_undrawn(const fl_tree *t, size_t *frames)
+{
+    uint64_t b = 0;
+    size_t k = 0;
+    if (t->nn && !t->n[0].bytes) {
+        b = t->n[0].vs;
+        k = b ? 1 : 0;
+    } else {
+        for (size_t i = 1; i < t->nn; i++)
+            if (!t->n[i].bytes && t->n[i].vs && t->n[t->n[i].parent].bytes) {
+                b += t->n[i].vs;
+                k++;
+            }
+    }
+    if (frames)
+        *frames = k;
+    return b;
+}

@@ -52,4 +52,11 @@ int fl_add_model(fl_tree *t, const sm_model *m, int layer, int dev, int vs, uint
 /* Orders every node's children by name.  Call once, after the adds. */
 void fl_finish(fl_tree *t);
 
+/* The bytes of the other moment (vs) in frames that hold nothing at the
+ * moment drawn, so have no box (the widths are that moment's), each
+ * counted once at the outermost such frame; *frames (may be NULL)
+ * receives how many such outermost frames there are.  With nothing at
+ * all at the moment drawn, every byte of the other moment. */
+uint64_t fl_vs_undrawn(const fl_tree *t, size_t *frames);
+
 #endif

@@ -7,12 +7,16 @@
  * allocator), then passes through libraries (cuBLAS, libtorch, the C++
  * runtime, the Python interpreter, installed Python packages) before it
  * reaches the user's code.  siterules.h sorts each frame into user code,
- * installed Python package, other library, or memory runtime (a default
- * table plus the user's MEMSNAP_SITE_RULES file).  A site is named by its
- * innermost user frame; without one, by its innermost Python frame of an
- * installed package (forward (modeling_llama.py:175)); without one, by its
- * first frame outside the memory runtime; when every frame is inside it,
- * by the innermost frame.
+ * installed Python package, PyTorch's Python, a Python frame the user's
+ * rules skip, other library, or memory runtime (a default table plus the
+ * user's MEMSNAP_SITE_RULES file).  A Python stack (one with model code,
+ * the user's or a package's, or an autograd node) is named in PyTorch's
+ * terms by python_base: "MODEL (file.py:N) via API <- user.py:N", its
+ * innermost model-code frame (a skipped Python frame is not model code:
+ * the next one outwards names the site).  Any other stack is named by its
+ * innermost user frame; without one, by its innermost skipped Python frame
+ * (a fallback); without one, by its first frame outside the memory
+ * runtime; when every frame is inside it, by the innermost frame.
  *
  * The name.  Native: "function (file:line)", the function shortened
  * (sm_short_name: demangled when it arrives mangled and __cxa_demangle is
@@ -22,19 +26,29 @@
  * "0xip".  Python: "qualname (file.py:line)", the file as a base name.
  *
  * One label per site, whatever lists it.  A site is the set of stacks whose
- * frames from the first frame outside the memory runtime outwards read the
- * same (sm_site_key hashes exactly that text): stacks that differ only
- * inside the allocator (a segment and the blocks carved from it, another
- * allocator setting) are one site with one label.  Sites whose labelling
- * frames read the same are told apart among ALL the sites of the file, not
- * among those a command happens to list, so summary, render and compare
- * print the same label: by the first caller, outwards from the labelling
- * frame and not among the last four frames (process entry), whose name no
- * other site of the group has (" from at::native::randn"), then the first
- * with its "name (file:line)" (" from server_run (server.c:574)"); then,
- * inwards, the first library frame between the runtime and the labelling
- * frame that only it has (" via forward (modeling_llama.py:175)"); else
- * " (stack N)", N its smallest stack id.
+ * frames from the first frame outside the memory runtime outwards (for a
+ * Python stack: up to the user's line) read the same: stacks that differ
+ * only inside the allocator (a segment and the blocks carved from it,
+ * another allocator setting) are one site with one label.  Sites whose
+ * names read the same (a group) are told apart among ALL the sites of the
+ * file, not among those a command happens to list, so summary, render and
+ * compare print the same label (label_group).  A Python site gets the
+ * first model-code caller outwards, up to the user's line, that no other
+ * site of the group has (" from LlamaDecoderLayer.forward
+ * (modeling_llama.py:306)"), else the first frame inwards with a line that
+ * only it has (" at adam.py:178"); it goes after MODEL and its API, before
+ * " <- user.py:N".  Any other site gets the first caller outwards, not
+ * among the last four frames (process entry), whose name no other site of
+ * the group has (" from at::native::randn"), then the first with its
+ * "name (file:line)" (" from server_run (server.c:574)"); then, inwards,
+ * the first library frame between the runtime and the naming frame that
+ * only it has (" via forward (modeling_llama.py:175)").  A site with no
+ * such frame (each of its frames is another site's too) is then told
+ * apart, by the same rules, by a frame that none of the sites told apart
+ * above has, so the plain name is left only to a site with nothing of its
+ * own.  Sites whose labels read
+ * the same are one site (sm_site_group, sm_site_key: the label's hash);
+ * no label carries a stack number.
  *
  * Every stack of the file is labelled once, on the first label asked for,
  * into a cache the symbol table holds (symtab.h labels): O(frames) with
@@ -322,7 +336,8 @@ typedef struct lab_site {
     uint64_t key;
     size_t rep;         /* its first stack (index) */
     uint32_t min_id;    /* its smallest stack id */
-    const char *base;   /* the label before what tells it apart */
+    const char *base;   /* the label without what tells it apart */
+    size_t cut;         /* where in base that goes (before " <- user.py:N") */
     char *own_base;     /* base when made here (a Python stack's), else NULL */
     int python;         /* named by the Python rule (see the top of the file) */
     char *label;
@@ -517,7 +532,7 @@ static int model_code(const lab_ip *f, uint8_t cls)
  * outermost frame (" <- train.py:20").  0 when the stack has neither a
  * model-code frame nor a node: the native rule names it. */
 static int python_base(const lab_ip *const *f, const uint8_t *cls, int depth, int kf,
-                       char *buf, size_t cap, int *lf, int *end)
+                       char *buf, size_t cap, int *lf, int *end, size_t *cut)
 {
     int i0 = kf, node = -1, m = -1, u = -1, t = -1;
     if (kf < depth && f[kf]->autograd) {
@@ -553,6 +568,7 @@ static int python_base(const lab_ip *const *f, const uint8_t *cls, int depth, in
         n += (size_t)snprintf(buf + n, cap - n, "%s", f[m]->text);
     if (t >= 0 && n < cap)
         n += (size_t)snprintf(buf + n, cap - n, " via %s", f[t]->name);
+    *cut = n < cap ? n : cap - 1;
     if (u > m && m >= 0 && f[u]->where[0] && n < cap)
         snprintf(buf + n, cap - n, " <- %s", f[u]->where);
     *lf = m >= 0 ? m : node;
@@ -562,19 +578,29 @@ static int python_base(const lab_ip *const *f, const uint8_t *cls, int depth, in
     return 1;
 }
 
-/* Gives every site of one group (sites whose labelling frames read the
- * same, g[0..n)) its label: the base, and when n > 1 what tells it apart
- * (see the top of this file).  counts: an empty map, used with tags tag
- * and tag + 1.  0 ok, -1 out of memory. */
-static int label_group(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
-                       u64map *counts, uint32_t tag, const lab_ip **fr)
+/* The frames of site s that can tell it apart: from its first frame
+ * outside the memory runtime to the last its identity reads. */
+static void site_frames(const lab_cache *c, const sm_symtab *t, const lab_site *s, int *from,
+                        int *to)
 {
-    /* counts[(tag+level, hash)] = (last group member that had it + 1) << 32
-     * | members that have it. */
-    for (size_t k = 0; n > 1 && k < n; k++) {
+    *from = c->st[s->rep].kf;
+    *to = s->python ? c->st[s->rep].end + 1 : t->stacks[s->rep].depth;
+}
+
+/* Counts the frames (both levels: h0 name, h1 text) of the members k of
+ * g[0..n) with pick[k] == want (every member when pick is NULL) into
+ * counts, tags tag and tag + 1: (last member that had it + 1) << 32 |
+ * members that have it.  0 ok, -1 out of memory. */
+static int count_frames(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
+                        const uint8_t *pick, int want, u64map *counts, uint32_t tag)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (pick && pick[k] != want)
+            continue;
         const sm_stack_rec *st = &t->stacks[g[k]->rep];
-        int e = g[k]->python ? c->st[g[k]->rep].end + 1 : st->depth;
-        for (int i = c->st[g[k]->rep].kf; i < e; i++) {
+        int from, to;
+        site_frames(c, t, g[k], &from, &to);
+        for (int i = from; i < to; i++) {
             const lab_ip *f = ip_info(c, t, st->ips[i]);
             if (!f)
                 return -1;
@@ -590,66 +616,126 @@ static int label_group(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
             }
         }
     }
-    for (size_t k = 0; k < n; k++) {
-        char suffix[SM_LABEL_MAX] = "";
-        if (n > 1 && g[k]->python) {
-            /* a Python site: the first model-code caller outwards only it
-             * has (" from ..."), else the first line inwards (" at ...") */
-            const sm_stack_rec *st = &t->stacks[g[k]->rep];
-            const lab_stack *ls = &c->st[g[k]->rep];
-            for (int i = 0; i < st->depth; i++)
-                fr[i] = ip_info(c, t, st->ips[i]);   /* all cached above */
-            for (int i = ls->lf + 1; i <= ls->end && !suffix[0]; i++) {
-                if (!fr[i]->python || fr[i]->cls == SR_TORCH || fr[i]->cls == SR_LIB)
-                    continue;
-                uint64_t *v = u64map_get(counts, tag + 1, fr[i]->h1);
-                if (v && (*v & 0xffffffffu) == 1)
-                    snprintf(suffix, sizeof suffix, " from %s", fr[i]->text);
-            }
-            for (int i = ls->lf - 1; i >= ls->kf && !suffix[0]; i--) {
-                if (fr[i]->autograd || !fr[i]->where[0])
-                    continue;
-                uint64_t *v = u64map_get(counts, tag + 1, fr[i]->h1);
-                if (v && (*v & 0xffffffffu) == 1)
-                    snprintf(suffix, sizeof suffix, " at %s", fr[i]->where);
-            }
-            /* nothing tells it apart: it reads as the others and is one
-             * site with them */
-        } else if (n > 1) {
-            const sm_stack_rec *st = &t->stacks[g[k]->rep];
-            const lab_stack *ls = &c->st[g[k]->rep];
-            for (int i = 0; i < st->depth; i++)
-                fr[i] = ip_info(c, t, st->ips[i]);   /* all cached above */
-            /* Callers outwards (not the last four frames: process entry,
-             * and a stack cut at the depth limit lacks them, which would
-             * make them look unique), by name then with file:line; then
-             * the library frames between the site and the user's frame. */
-            for (int pass = 0; pass < 4 && !suffix[0]; pass++) {
-                int lv = pass & 1, out = pass < 2;
-                int from = out ? ls->lf + 1 : ls->lf - 1;
-                int to = out ? st->depth - 4 : ls->kf - 1;
-                for (int i = from; i != to && !suffix[0] && (out ? i < to : i > to);
-                     i += out ? 1 : -1) {
-                    uint64_t *v = u64map_get(counts, tag + (uint32_t)lv,
-                                             lv ? fr[i]->h1 : fr[i]->h0);
-                    if (v && (*v & 0xffffffffu) == 1)
-                        snprintf(suffix, sizeof suffix, " %s %s", out ? "from" : "via",
-                                 tail2(lv ? fr[i]->text : fr[i]->name));
-                }
-            }
-            /* nothing tells it apart: one site with those it reads as */
-        }
-        char lab[SM_LABEL_MAX];
-        size_t sl = strlen(suffix), bl = strlen(g[k]->base);
-        if (bl + sl > SM_LABEL_MAX - 1)
-            bl = sl > SM_LABEL_MAX - 1 ? 0 : SM_LABEL_MAX - 1 - sl;
-        snprintf(lab, sizeof lab, "%.*s%.*s", (int)bl, g[k]->base,
-                 (int)(SM_LABEL_MAX - 1 - bl), suffix);
-        g[k]->label = strdup(lab);
-        if (!g[k]->label)
-            return -1;
-    }
     return 0;
+}
+
+/* Whether a frame (hash h at level lv) tells a member apart.  others NULL:
+ * no other member of the group has it (counts, tag: count_frames of all);
+ * else none of the members that others counts (tag: count_frames of
+ * those) has it. */
+static int tells_apart(const u64map *counts, const u64map *others, uint32_t tag, uint32_t lv,
+                       uint64_t h)
+{
+    if (others)
+        return !u64map_get(others, tag + lv, h);
+    uint64_t *v = u64map_get(counts, tag + lv, h);
+    return v && (*v & 0xffffffffu) == 1;
+}
+
+/* What tells site s apart (see the top of this file) into suffix ("" when
+ * nothing does), by tells_apart(counts, others, tag).  fr: room for the
+ * stack's frames. */
+static void find_suffix(lab_cache *c, const sm_symtab *t, const lab_site *s, const u64map *counts,
+                        const u64map *others, uint32_t tag, const lab_ip **fr, char *suffix,
+                        size_t cap)
+{
+    const sm_stack_rec *st = &t->stacks[s->rep];
+    const lab_stack *ls = &c->st[s->rep];
+    suffix[0] = '\0';
+    for (int i = 0; i < st->depth; i++)
+        fr[i] = ip_info(c, t, st->ips[i]);   /* all cached by count_frames */
+    if (s->python) {
+        /* the first model-code caller outwards, up to the user's line
+         * (" from ..."), else the first line inwards (" at ...") */
+        for (int i = ls->lf + 1; i <= ls->end && !suffix[0]; i++)
+            if (model_code(fr[i], fr[i]->cls) && tells_apart(counts, others, tag, 1, fr[i]->h1))
+                snprintf(suffix, cap, " from %s", fr[i]->text);
+        for (int i = ls->lf - 1; i >= ls->kf && !suffix[0]; i--)
+            if (!fr[i]->autograd && fr[i]->where[0] &&
+                tells_apart(counts, others, tag, 1, fr[i]->h1))
+                snprintf(suffix, cap, " at %s", fr[i]->where);
+        return;
+    }
+    /* Callers outwards (not the last four frames: process entry, and a
+     * stack cut at the depth limit lacks them, which would make them look
+     * unique), by name then with file:line; then the library frames
+     * between the site and the user's frame. */
+    for (int pass = 0; pass < 4 && !suffix[0]; pass++) {
+        uint32_t lv = (uint32_t)(pass & 1);
+        int out = pass < 2;
+        int from = out ? ls->lf + 1 : ls->lf - 1;
+        int to = out ? st->depth - 4 : ls->kf - 1;
+        for (int i = from; i != to && !suffix[0] && (out ? i < to : i > to); i += out ? 1 : -1)
+            if (tells_apart(counts, others, tag, lv, lv ? fr[i]->h1 : fr[i]->h0))
+                snprintf(suffix, cap, " %s %s", out ? "from" : "via",
+                         tail2(lv ? fr[i]->text : fr[i]->name));
+    }
+}
+
+/* s's label: its base with suffix put in at s->cut (before a Python
+ * site's " <- user.py:N"); the base is shortened when the whole does not
+ * fit.  0 ok, -1 out of memory. */
+static int set_label(lab_site *s, const char *suffix)
+{
+    char lab[SM_LABEL_MAX];
+    const char *tail = s->base + s->cut;
+    size_t hl = s->cut, sl = strlen(suffix), tl = strlen(tail);
+    if (sl + tl > SM_LABEL_MAX - 1)
+        tl = sl > SM_LABEL_MAX - 1 ? 0 : SM_LABEL_MAX - 1 - sl;
+    if (hl + sl + tl > SM_LABEL_MAX - 1)
+        hl = SM_LABEL_MAX - 1 - sl - tl;
+    snprintf(lab, sizeof lab, "%.*s%.*s%.*s", (int)hl, s->base,
+             (int)(SM_LABEL_MAX - 1 - hl), suffix, (int)tl, tail);
+    s->label = strdup(lab);
+    return s->label ? 0 : -1;
+}
+
+/* Gives every site of one group (sites whose labelling frames read the
+ * same, g[0..n)) its label: the base, and when n > 1 what tells it apart
+ * (see the top of this file).  First, what only that site has; then, for
+ * the sites left without (their frames each shared with another site),
+ * what none of the sites told apart has, so that the plain name is left
+ * only to a site with nothing of its own.  counts: an empty map, used with
+ * tags tag to tag + 3.  0 ok, -1 out of memory. */
+static int label_group(lab_cache *c, const sm_symtab *t, lab_site **g, size_t n,
+                       u64map *counts, uint32_t tag, const lab_ip **fr)
+{
+    if (n == 1)
+        return set_label(g[0], "");
+    char suffix[SM_LABEL_MAX];
+    uint8_t *found = calloc(n, 1);
+    if (!found || count_frames(c, t, g, n, NULL, 0, counts, tag))
+        goto err;
+    size_t nfound = 0;
+    for (size_t k = 0; k < n; k++) {
+        find_suffix(c, t, g[k], counts, NULL, tag, fr, suffix, sizeof suffix);
+        if (suffix[0]) {
+            found[k] = 1;
+            nfound++;
+            if (set_label(g[k], suffix))
+                goto err;
+        }
+    }
+    /* the others: told apart from the sites above (by what none of them
+     * has); those that then read the same are one site */
+    if (nfound && count_frames(c, t, g, n, found, 1, counts, tag + 2))
+        goto err;
+    for (size_t k = 0; k < n; k++) {
+        if (found[k])
+            continue;
+        suffix[0] = '\0';
+        if (nfound)
+            find_suffix(c, t, g[k], counts, counts, tag + 2, fr, suffix, sizeof suffix);
+        /* nothing of its own: it reads as the plain name, one site with
+         * those that read the same */
+        if (set_label(g[k], suffix))
+            goto err;
+    }
+    free(found);
+    return 0;
+err:
+    free(found);
+    return -1;
 }
 
 /* Builds the labels of every stack of the table.  NULL when out of memory. */
@@ -680,7 +766,7 @@ static lab_cache *cache_build(const sm_symtab *t)
         for (int i = 0; i < st->depth; i++)
             fr[i] = ip_info(c, t, st->ips[i]);
         stack_classes(fr, st->depth, cls);
-        int kf = -1, user = -1, pylib = -1;
+        int kf = -1, user = -1, pylib = -1, pyskip = -1;
         for (int i = 0; i < st->depth; i++) {
             if (cls[i] != SR_RUNTIME && kf < 0)
                 kf = i;
@@ -688,12 +774,16 @@ static lab_cache *cache_build(const sm_symtab *t)
                 user = i;
             if (cls[i] == SR_PYLIB && pylib < 0)
                 pylib = i;
+            if (cls[i] == SR_PYSKIP && pyskip < 0)
+                pyskip = i;
         }
         ls->kf = kf < 0 ? 0 : kf;
-        ls->lf = user >= 0 ? user : pylib >= 0 ? pylib : ls->kf;
+        ls->lf = user >= 0 ? user : pylib >= 0 ? pylib : pyskip >= 0 ? pyskip : ls->kf;
         char pbase[SM_LABEL_MAX];
         int plf, pend;
-        int python = python_base(fr, cls, st->depth, ls->kf, pbase, sizeof pbase, &plf, &pend);
+        size_t pcut = 0;
+        int python = python_base(fr, cls, st->depth, ls->kf, pbase, sizeof pbase, &plf, &pend,
+                                 &pcut);
         ls->end = st->depth - 1;
         if (python) {
             ls->lf = plf;
@@ -715,6 +805,7 @@ static lab_cache *cache_build(const sm_symtab *t)
             goto err;
         c->sites[c->nsites] = (lab_site){.key = key, .rep = s, .min_id = st->id,
                                          .base = fr[ls->lf]->text, .python = python};
+        c->sites[c->nsites].cut = python ? pcut : strlen(fr[ls->lf]->text);
         if (python && !(c->sites[c->nsites].base = c->sites[c->nsites].own_base =
                             strdup(pbase)))
             goto err;

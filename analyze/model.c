@@ -1,6 +1,6 @@
 /* The renderer's model: see model.h for the two passes and what each
  * learns.  What an event does to live memory is the state model's
- * (include/memsnap/state.h): every event goes to msnap_state_event, and the
+ * (analyze/state.h): every event goes to msnap_state_event, and the
  * model observes each change of a level (obj_before / obj_after), where the
  * pass-1 bookkeeping (peaks, the valley detector of the leak finder) and the
  * pass-2 bookkeeping (column buckets) hang (touch_before / touch_after).

@@ -39,8 +39,8 @@
  * mappings, memory live before the first event) is the state model's
  * (state.h); the model observes its changes.
  */
-#ifndef MEMSNAP_VIZ_MODEL_H
-#define MEMSNAP_VIZ_MODEL_H
+#ifndef MEMSNAP_ANALYZE_MODEL_H
+#define MEMSNAP_ANALYZE_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -349,9 +349,9 @@ int sm_runtime_frames(const sm_model *m, uint32_t stack);
  * one (UINT32_MAX when the stack is unknown). */
 uint32_t sm_site_group(const sm_model *m, uint32_t stack);
 /* A key that names the same site in another snapshot of the same program
- * (another run, another rank, another allocator setting): a hash of the
- * frames from the labelling frame outwards as "function (file:line)" (else
- * module+offset), without addresses and without the allocator's frames. */
+ * (another run, another rank, another allocator setting): the hash of the
+ * site's label (label.c), which holds no address, no stack id and none of
+ * the allocator's frames; the same for every stack of one sm_site_group. */
 uint64_t sm_site_key(const sm_model *m, uint32_t stack);
 /* A C++ function name shortened for a legend: demangled when it is
  * mangled (_Z...) and a demangler is reachable, without the argument

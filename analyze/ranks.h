@@ -2,16 +2,16 @@
  * and on which allocation sites.
  *
  * Each file is described by its peak (reserved, all devices) and its top
- * sites by peak live bytes, named by their site labels (label.c): the allocated layer's sites, then
- * the reserved layer's, so
- * the same line of code gets the same name in every rank's file.  The
+ * sites by peak live bytes (the allocated layer's sites, then the reserved
+ * layer's), named by their site labels (analyze/label.c), so the same line
+ * of code gets the same name in every rank's file.  The
  * comparison is between the highest file and the next highest: the peak
  * difference (bytes and percent), and the sites whose peak is higher in
  * the highest file than in the next one (a site missing there counts as
  * 0), largest difference first.
  */
-#ifndef MEMSNAP_CLI_RANKS_H
-#define MEMSNAP_CLI_RANKS_H
+#ifndef MEMSNAP_ANALYZE_RANKS_H
+#define MEMSNAP_ANALYZE_RANKS_H
 
 #include <cjson/cJSON.h>
 #include <stddef.h>

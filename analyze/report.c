@@ -47,7 +47,7 @@ static int device_shown(const summary *s, int d)
 }
 
 /* Frame i of a stack as the summary prints it, from the file's tables that
- * the findings model keeps (viz/symtab.h; a size-0 last module record
+ * the findings model keeps (analyze/symtab.h; a size-0 last module record
  * reaches upwards).  Returns the stack's depth, 0 when unknown. */
 static int frame(const sm_model *m, uint32_t stack, int i, char *buf,
                  size_t cap)
@@ -118,6 +118,8 @@ static cJSON *json_fail(const sm_model *m, const sum_fail *f, int is_free)
     cJSON_AddStringToObject(o, "api", msnap_api_name(f->api));
     cJSON_AddNumberToObject(o, "result", f->result);
     cJSON_AddNumberToObject(o, "stack", f->stack);
+    /* the memory runtime's frames lead; listings start after them */
+    cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(m, f->stack));
     cJSON_AddItemToObject(o, "frames", json_frames(m, f->stack));
     return o;
 }
@@ -232,6 +234,7 @@ static cJSON *json_findings(sm_model *m)
         msnap_json_u64(o, "rises", leaks[i].rises);
         msnap_json_u64(o, "falls", leaks[i].falls);
         msnap_json_u64(o, "live_at_end", st->live);
+        cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(m, st->stack));
         cJSON_AddItemToObject(o, "frames", json_frames(m, st->stack));
         cJSON_AddItemToArray(la, o);
     }

@@ -162,9 +162,10 @@ int sr_classify(const sr_frame *f, int *matched)
         *matched = 1;
     for (size_t i = 0; i < nurules; i++)
         if (rule_match(&urules[i].r, &g)) {
-            /* A skipped Python frame stays a fallback candidate. */
+            /* A skipped Python frame is not model code: it names a site
+             * only when nothing else of the stack could (label.c). */
             if (urules[i].r.cls != SR_USER && g.python)
-                return SR_PYLIB;
+                return SR_PYSKIP;
             return urules[i].r.cls;
         }
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)

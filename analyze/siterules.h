@@ -2,14 +2,16 @@
  * to the libraries between the user's code and the driver.  label.c names
  * an allocation site by the innermost frame these rules call user code.
  *
- * A frame is one of five classes:
+ * A frame is one of six classes:
  *   SR_USER     the user's code: a frame no rule skips, or one a "keep"
  *               rule matches;
  *   SR_PYLIB    a Python frame of an installed package (site-packages,
- *               dist-packages) or one a user "skip" rule matches: model
- *               code (transformers, diffusers, ...) - for a Python stack
- *               the site is its innermost model-code frame, user's or
- *               package's;
+ *               dist-packages): model code (transformers, diffusers, ...)
+ *               - for a Python stack the site is its innermost model-code
+ *               frame, user's or package's;
+ *   SR_PYSKIP   a Python frame a user "skip" rule matches: not model code
+ *               (the site is named by the next model-code frame outwards),
+ *               only a fallback name for a stack without any;
  *   SR_TORCH    PyTorch's own Python (torch/, functorch, triton): the API
  *               the model calls ("via Linear.forward") and its internals,
  *               never the site itself; sr_plumbing() tells the frames
@@ -41,12 +43,13 @@
  * State: one process-wide rule list (the CLI's), empty at start; every load
  * bumps a generation number so that cached labels are recomputed.
  */
-#ifndef MEMSNAP_VIZ_SITERULES_H
-#define MEMSNAP_VIZ_SITERULES_H
+#ifndef MEMSNAP_ANALYZE_SITERULES_H
+#define MEMSNAP_ANALYZE_SITERULES_H
 
 #include <stddef.h>
 
-enum sr_class { SR_USER = 0, SR_PYLIB = 1, SR_LIB = 2, SR_RUNTIME = 3, SR_TORCH = 4 };
+enum sr_class { SR_USER = 0, SR_PYLIB = 1, SR_LIB = 2, SR_RUNTIME = 3, SR_TORCH = 4,
+                SR_PYSKIP = 5 };
 
 /* What the rules look at in a frame; "" for an unknown field. */
 typedef struct sr_frame {

@@ -1,4 +1,4 @@
-/* The state model (include/memsnap/state.h has the layers and the rules).
+/* The state model (analyze/state.h has the layers and the rules).
  *
  * Every change of live memory goes through obj_add / obj_remove: they are
  * the only places where levels and site figures move, and where the

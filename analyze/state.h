@@ -1,8 +1,10 @@
 /* The one state model of a snapshot: what is live, per device and layer,
- * as the events are read in file order.  Every reader feeds it — `memsnap
- * summary` (cli/summary.c), the renderer's model behind render and compare
- * (viz/model.c), and the exporters and replay (interop/track.c) — so a rule
- * about what an event does to live memory is written once, here.
+ * as the events are read in file order.  The analysis library's one read
+ * (analyze/analysis.c) feeds it every event, and every command observes it
+ * — `memsnap summary` (analyze/summary.c, report.c), the findings model
+ * behind render, compare and flame (analyze/model.c), the exporters
+ * (interop/track.c) and the what-if request stream (whatif/requests.c) —
+ * so a rule about what an event does to live memory is written once, here.
  *
  * Layers (docs/format.md, "Layers", is the reference; one definition each):
  *
@@ -71,8 +73,8 @@
  * objects and the free sizes, and must not pay for sites, peaks and
  * observers on every event.
  */
-#ifndef MEMSNAP_STATE_H
-#define MEMSNAP_STATE_H
+#ifndef MEMSNAP_ANALYZE_STATE_H
+#define MEMSNAP_ANALYZE_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>

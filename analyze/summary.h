@@ -8,8 +8,8 @@
  * Memory: the OOM/failed-free/mark lists; never the events.  Frames and
  * mark messages are printed from the an_file's tables.
  */
-#ifndef MEMSNAP_CLI_SUMMARY_H
-#define MEMSNAP_CLI_SUMMARY_H
+#ifndef MEMSNAP_ANALYZE_SUMMARY_H
+#define MEMSNAP_ANALYZE_SUMMARY_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* The tables a snapshot carries besides its events: call stacks ("stack"
  * records), symbols ("sym"), loaded modules ("module") and interned strings
  * ("str"), and the rule that turns a frame of a stack into text.  One copy
- * serves the renderer's model (viz/model.h keeps one, sm_symtab) and
+ * serves the findings model (analyze/model.h keeps one, sm_symtab) and
  * `memsnap summary`, which reads the model's.
  *
  * Rules, as records come in file order:
@@ -15,8 +15,8 @@
  * Ownership: the table owns copies of every string and ip array; the
  * pointers sm_symtab_frame_get hands out live until sm_symtab_free.
  */
-#ifndef MEMSNAP_VIZ_SYMTAB_H
-#define MEMSNAP_VIZ_SYMTAB_H
+#ifndef MEMSNAP_ANALYZE_SYMTAB_H
+#define MEMSNAP_ANALYZE_SYMTAB_H
 
 #include <stddef.h>
 #include <stdint.h>

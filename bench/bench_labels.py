@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_labels.py OUT.msnap [STACKS] [DEPTH]
 
-Writes a synthetic snapshot for timing the site labels (viz/label.c): STACKS
+Writes a synthetic snapshot for timing the site labels (analyze/label.c): STACKS
 stacks (default 20000) of 8 frames in libc10_cuda (the memory runtime) and
 DEPTH (default 50) frames alternating between libtorch_cuda functions (4000
 distinct) and Python frames (3000 distinct, a third of them in the user's

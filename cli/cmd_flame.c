@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "analysis.h"
 #include "canvas.h"
@@ -36,16 +37,19 @@ static const char usage_text[] =
     "frames merged, the memory runtime's own frames left out): what holds the\n"
     "memory at the peak or at the OOM, without a browser.\n"
     "\n"
-    "  -o, --output FILE  the picture; .png or .svg (default: SNAP-flame.svg)\n"
+    "  -o, --output FILE  the picture: FILE.png or FILE.svg (default:\n"
+    "                     SNAP-flame.svg)\n"
     "  --at MOMENT        peak (of the layer drawn; the default without an\n"
     "                     OOM), oom (the first; the default with one), end, or\n"
-    "                     a time (12.5s, 800ms, 3min, ...)\n"
+    "                     a time (12.5s, 800ms, 3min, ...: the last event at or\n"
+    "                     before it; nothing before the first event)\n"
     "  --layer LAYER      allocated (allocator blocks: the default when the file\n"
     "                     has them) or reserved (driver memory)\n"
     "  --device N         one device (default: all)\n"
     "  --vs TIME|FILE     colour what grew (red) and shrank (blue) against\n"
     "                     another time of SNAP, or the same moment of another\n"
-    "                     snapshot; widths stay SNAP's\n"
+    "                     snapshot; widths stay SNAP's (the subtitle says how\n"
+    "                     much of the other moment is in frames not drawn)\n"
     "  --width W          picture width in pixels (default 1600)\n"
     "  -h, --help         this help\n"
     "\n"
@@ -69,6 +73,25 @@ static sm_model *read_model(const char *path, int at, uint64_t at_t, int palloc)
         return NULL;
     }
     return m;
+}
+
+/* Whether m's moment is a time before its first event (or m has no
+ * event): nothing is recorded live then. */
+static int before_first_event(const sm_model *m, int at, uint64_t at_t)
+{
+    return at == SM_AT_TIME && (!sm_events(m) || at_t < sm_first_event_t(m));
+}
+
+/* " (the first event is at t = X)", or " (the file has no events)". */
+static const char *first_event_note(const sm_model *m, char *buf, size_t cap)
+{
+    char tt[32];
+    if (!sm_events(m))
+        snprintf(buf, cap, " (the file has no events)");
+    else
+        snprintf(buf, cap, " (the first event is at t = %s)",
+                 msnap_time_text(sm_first_event_t(m), tt, sizeof tt));
+    return buf;
 }
 
 static const char *moment_name(int at, int layer)
@@ -144,7 +167,13 @@ int cmd_flame(int argc, char **argv)
         out = def_out;
     }
     size_t ol = strlen(out);
-    canvas_format fmt = ol > 4 && !strcmp(out + ol - 4, ".png") ? CANVAS_PNG : CANVAS_SVG;
+    canvas_format fmt;
+    if (ol > 4 && !strcasecmp(out + ol - 4, ".png"))
+        fmt = CANVAS_PNG;
+    else if (ol > 4 && !strcasecmp(out + ol - 4, ".svg"))
+        fmt = CANVAS_SVG;
+    else
+        return cli_usage_error("flame", "-o wants a .png or .svg file, got \"%s\"", out);
     /* --vs: a time of SNAP or another file */
     int vs_at = 0;
     uint64_t vs_t = 0;
@@ -198,23 +227,48 @@ int cmd_flame(int argc, char **argv)
         goto out;
     }
     fl_finish(&t);
-    char title[1024], sub[1024], total[32], tt[32];
+    char title[1024], sub[1024], total[32], tt[32], note[96];
+    const char *lname = layer == MSNAP_LAYER_ALLOCATED ? "allocated" : "reserved";
     const sm_layout *l = sm_layout_at(m);
-    snprintf(title, sizeof title, "%s bytes live at %s (t = %s)%s: %s", 
-             layer == MSNAP_LAYER_ALLOCATED ? "allocated" : "reserved",
-             moment_name(l->at, layer), msnap_time_text(t_ns, tt, sizeof tt),
-             dev >= 0 ? "" : "", msnap_size_text(t.n[0].bytes, total, sizeof total));
+    if (before_first_event(m, at, at_t))
+        /* the moment is t = 0 then: say what was asked, and why it is empty */
+        snprintf(title, sizeof title, "%s bytes live at t = %s: none recorded yet%s", lname,
+                 msnap_time_text(at_t, tt, sizeof tt), first_event_note(m, note, sizeof note));
+    else
+        snprintf(title, sizeof title, "%s bytes live at %s (t = %s): %s", lname,
+                 moment_name(l->at, layer), msnap_time_text(t_ns, tt, sizeof tt),
+                 msnap_size_text(t.n[0].bytes, total, sizeof total));
     if (dev >= 0) {
         size_t n = strlen(title);
         snprintf(title + n, sizeof title - n, " on device %d", dev);
     }
     if (mv) {
-        char other[32], d[32];
+        char other[32], d[32], when[160], undrawn[160] = "";
         uint64_t a = t.n[0].bytes, b = t.n[0].vs;
-        snprintf(sub, sizeof sub, "against %s%s: %s there; red grew, blue shrank (%s%s)",
-                 vs_time ? "t = " : "", vs_time ? msnap_time_text(t_vs, tt, sizeof tt) : vs,
-                 msnap_size_text(b, other, sizeof other), a >= b ? "+" : "-",
-                 msnap_size_text(a >= b ? a - b : b - a, d, sizeof d));
+        int vs_empty = vs_time ? before_first_event(mv, SM_AT_TIME, vs_t)
+                               : before_first_event(mv, at, at_t);
+        if (vs_time)
+            snprintf(when, sizeof when, "t = %s",
+                     msnap_time_text(vs_empty ? vs_t : t_vs, tt, sizeof tt));
+        else
+            snprintf(when, sizeof when, "%s", vs);
+        /* The widths are SNAP's: what the other moment has in frames that
+         * hold nothing here has no box.  Say how much that is. */
+        size_t nf;
+        uint64_t u = fl_vs_undrawn(&t, &nf);
+        char ub[32];
+        if (u && !a)
+            snprintf(undrawn, sizeof undrawn, ", none of it drawn (nothing live here)");
+        else if (u)
+            snprintf(undrawn, sizeof undrawn, ", %s of it in %zu frame%s not live here (not drawn)",
+                     msnap_size_text(u, ub, sizeof ub), nf, nf == 1 ? "" : "s");
+        if (vs_empty)
+            snprintf(sub, sizeof sub, "against %s: none recorded yet%s; red grew (+%s)", when,
+                     first_event_note(mv, note, sizeof note), msnap_size_text(a, d, sizeof d));
+        else
+            snprintf(sub, sizeof sub, "against %s: %s there%s; red grew, blue shrank (%s%s)",
+                     when, msnap_size_text(b, other, sizeof other), undrawn, a >= b ? "+" : "-",
+                     msnap_size_text(a >= b ? a - b : b - a, d, sizeof d));
     } else {
         snprintf(sub, sizeof sub, "%s; each frame as wide as the bytes live under it", path);
     }

@@ -1,9 +1,9 @@
 /* memsnap render: the timeline and segment-map pictures (PNG, or SVG with
  * --format svg) of a snapshot, or of several (one per rank).
  *
- * This file parses the arguments; the model (two streaming passes over the
- * file) and the painters are the viz library (viz/model.h, viz/render.h,
- * viz/compare.h, docs/render.md).  One file: PREFIX-timeline.png and
+ * This file parses the arguments; the model (analyze/model.h: one read of
+ * the file, its change log replayed for the columns) and the painters
+ * (viz/render.h, viz/compare.h, docs/render.md) do the work.  One file: PREFIX-timeline.png and
  * PREFIX-segments.png.  Several files: one PREFIX-timeline.png with a panel
  * per file on one y scale, and a FILEPREFIX-segments.png per file.  Prints
  * the paths written.

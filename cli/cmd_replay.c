@@ -4,7 +4,7 @@
  * there are cores; prints a table per snapshot and, when the snapshot has
  * failed requests, what each config did at the first one.  --suggest tries
  * a built-in grid of configs instead and prints them best first.  The work
- * is in interop/replay.c (semantics and determinism are documented there
+ * is in whatif/replay.c (semantics and determinism are documented there
  * and in docs/interop.md).
  * Exit status: 0 ok (OOMs in a replay are results), 2 bad usage or input.
  */
@@ -127,9 +127,11 @@ static void print_table(const char *in, const char *const *confs, int nconf,
 {
     char m[32];
     human(res[0].device_mem, m, sizeof m);
+    /* the recording's frees: each config replays some and skips the rest
+     * (below), so the header counts both */
     printf("replay of %s on a simulated device of %s (from %s; %s level, %s engine: %" PRIu64
            " requests, %" PRIu64 " frees)\n\n", in, m, res[0].device_mem_from, res[0].level,
-           res[0].engine, res[0].requests, res[0].frees);
+           res[0].engine, res[0].requests, res[0].frees + res[0].skipped_frees);
     printf("%-3s %-32s %12s %12s %9s %9s %-30s %8s\n", "#", "config", "peak alloc", "peak reserv",
            "frag free", "frag peak", "OOM", "driver");
     for (int i = 0; i < nconf; i++) {
@@ -170,10 +172,25 @@ static void print_table(const char *in, const char *const *confs, int nconf,
     if (res[0].empty_cache_calls)
         printf("\n%" PRIu64 " empty_cache calls read from the trace (segments released with no "
                "new segment after) were replayed\n", res[0].empty_cache_calls);
-    uint64_t skipped = res[0].skipped_frees;
-    if (skipped)
-        printf("\n%" PRIu64 " frees of addresses the replay never allocated were skipped "
-               "(allocated before the recording started, or their request failed)\n", skipped);
+    /* Frees the replay skipped differ by config: a request that fails in
+     * one config and not another leaves its free without a block. */
+    int same = 1, any = 0;
+    for (int i = 0; i < nconf; i++) {
+        same &= res[i].skipped_frees == res[0].skipped_frees;
+        any |= res[i].skipped_frees != 0;
+    }
+    if (any && same)
+        printf("\n%" PRIu64 " %s the replay never allocated %s skipped%s (allocated before "
+               "the recording started, or their request failed)\n", res[0].skipped_frees,
+               res[0].skipped_frees == 1 ? "free of an address" : "frees of addresses",
+               res[0].skipped_frees == 1 ? "was" : "were", nconf > 1 ? " in each config" : "");
+    else if (any) {
+        printf("\nfrees of addresses the replay never allocated were skipped (allocated before "
+               "the recording started, or their request failed):");
+        for (int i = 0; i < nconf; i++)
+            printf("%s %" PRIu64 " in config %d", i ? "," : "", res[i].skipped_frees, i + 1);
+        printf("\n");
+    }
     if (prefix && nconf == 1)
         printf("\nwrote %s-1.msnap (the replay, zstd-compressed)\n", prefix);
     else if (prefix)

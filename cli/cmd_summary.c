@@ -101,7 +101,8 @@ static const char *jsize(const cJSON *o, const char *key, char *buf)
     return msnap_size_text(ju(o, key), buf, 32);
 }
 
-/* Prints up to TOP_FRAMES frames of an entry with "stack" and "frames". */
+/* Prints up to TOP_FRAMES frames of an entry with "stack" and "frames",
+ * after its "runtime_frames" (sites, leak suspects, OOMs, failed frees). */
 static void print_frames(const cJSON *o, const char *indent)
 {
     const cJSON *fr = jo(o, "frames");

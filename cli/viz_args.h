@@ -63,7 +63,7 @@ int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n);
  * a file without a mark to read.  0 ok, else 2 after a one-line message. */
 int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models);
 
-/* The user's site rules (viz/siterules.h) for the commands that label
+/* The user's site rules (analyze/siterules.h) for the commands that label
  * allocation sites (summary, render, compare): the file named by
  * MEMSNAP_SITE_RULES, when set.  0 ok, else 2 after one line on stderr:
  * "memsnap CMD: MEMSNAP_SITE_RULES=PATH: line N: why". */

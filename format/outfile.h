@@ -1,5 +1,5 @@
 /* Output files of the CLI (symbolize -o, export -o, the render and compare
- * PNGs through viz/canvas.c, replay -o through interop/replay.c) are never
+ * PNGs through viz/canvas.c, replay -o through whatif/replay.c) are never
  * opened in place: a new file is created (O_EXCL) as PATH.tmp.XXXXXX in the
  * target's folder and renamed over PATH when complete, so an existing file
  * or a hard link at PATH is replaced, never truncated or written through, and a

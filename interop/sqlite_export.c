@@ -17,7 +17,7 @@
  *   frames       stack id, level (0 = innermost), ip, function, file, line,
  *                module
  *   sites        stack id -> label and site_key (the site across files:
- *                viz/label.c's sm_site_label and sm_site_key)
+ *                analyze/label.c's sm_site_label and sm_site_key)
  *   counters     the recorder's periodic counters records
  *
  * Rank: the number after "rank" in the file name (job.rank3.msnap,

@@ -1,5 +1,5 @@
 /* memsnap symbolizer: instruction pointers -> function, file:line, offline or
- * in-process, with elfutils libdwfl.  include/memsnap/symbolize.h is the
+ * in-process, with elfutils libdwfl.  symbolize/symbolize.h is the
  * contract; this file is the mechanics.
  *
  * State:

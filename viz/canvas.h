@@ -104,7 +104,7 @@ void canvas_group(canvas *c, const char *cls, const char *label);
 void canvas_group_end(canvas *c);
 
 /* Writes the picture to path in format f: PNG 8-bit RGB, or SVG.  Written
- * to a new file renamed over path when complete (cli/outfile.h).  0 ok,
+ * to a new file renamed over path when complete (format/outfile.h).  0 ok,
  * -1 with a one-line reason in err. */
 int canvas_write(const canvas *c, const char *path, canvas_format f,
                  char *err, size_t errlen);

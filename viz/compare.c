@@ -4,15 +4,14 @@
  *
  * Matching sites across snapshots.  Stack ids and addresses differ from
  * run to run (another process, ASLR), so a site is matched by
- * sm_site_key: its frames from the first frame outside the memory runtime
- * (label.c) outwards as "function
- * (file:line)" (or module+offset), which are the same in another run of
- * the same binary, on another rank, or under another allocator setting
- * (the allocator's own frames are left out; a rebuilt binary whose lines
- * moved shows a site as gone and new).  A site's peak in a snapshot is
- * its group's (sm_group: the stacks whose labels read the same, their sum
- * over time), the figure summary prints; two groups of one key (rare:
- * labels told apart by a frame the key leaves out) add up.
+ * sm_site_key: the hash of its label (analyze/label.c), which holds no
+ * address or stack id and leaves the allocator's own frames out, so it
+ * reads the same in another run of the same binary, on another rank, or
+ * under another allocator setting (a rebuilt binary whose lines moved
+ * shows a site as gone and new).  A site's peak in a snapshot is its
+ * group's (sm_groups: the stacks of one device and layer whose labels read
+ * the same, their sum over time), the figure summary prints; the groups
+ * of one key on several devices add up.
  */
 #include "compare.h"
 

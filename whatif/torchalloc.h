@@ -34,8 +34,8 @@
  *
  * Deterministic: no clock, no randomness beyond a fixed-seed treap.
  */
-#ifndef MEMSNAP_INTEROP_TORCHALLOC_H
-#define MEMSNAP_INTEROP_TORCHALLOC_H
+#ifndef MEMSNAP_WHATIF_TORCHALLOC_H
+#define MEMSNAP_WHATIF_TORCHALLOC_H
 
 #include <stddef.h>
 #include <stdint.h>

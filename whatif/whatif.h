@@ -88,7 +88,7 @@ int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay
                         char *err, size_t errlen);
 
 /* Replays in_path's allocation sequence, its failed requests included,
- * through the allocator opt->conf configures (interop/replay.c says how),
+ * through the allocator opt->conf configures (whatif/replay.c says how),
  * writing the new snapshot to opt->out_path.  The same input and options
  * give byte-identical output.  Returns 0 (an OOM in the replay is a result,
  * not an error), or -1 with a one-line message in err (res->bad_config set

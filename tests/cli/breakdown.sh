@@ -1,7 +1,8 @@
 #!/bin/bash
 # memsnap summary's reconciliation (device used against recorded memory, by
 # library), categories and several-rank comparison, on hand-written
-# snapshots (data/reconcile.msnap, data/rank0.msnap, data/rank1.msnap) and,
+# snapshots (data/reconcile.msnap, data/peak-between.msnap, data/rank0.msnap,
+# data/rank1.msnap) and,
 # for the recorder side, on the simulated device with its simulated NVML.
 # One case per ctest; run as: breakdown.sh CASE
 # Environment (set by CMake): MEMSNAP, DATA, SCRATCH; for the recorder
@@ -31,6 +32,17 @@ arithmetic)  # device used = recorded + unexplained; libraries add up to recorde
     check "[$R.libraries[] | select(.library == \"libfoo.so\") | .bytes] == [8388608]" "$T/s.json" "$R"
     check "$R.torch_reserved == 1073741824 and $R.torch_reserved_from == \"segments\"" "$T/s.json" "$R"
     check "$R.torch_allocated == 838860800" "$T/s.json" "$R"
+    check "$R.recorded_peak == null" "$T/s.json" "$R"
+    ;;
+peak-between)  # recorded memory peaked between two counters samples (data/peak-between.msnap:
+               # 300 MiB at 2 us, 100 MiB at the sample of 3 us): the text's line and its JSON
+    "$MEMSNAP" summary "$DATA/peak-between.msnap" > "$T/out" || fail "exit $?"
+    grep -qx "  (recorded memory peaked between samples: 300.00 MiB at 2.000 us)" "$T/out" ||
+        fail "no peak-between line: $(grep -A2 'against the driver' "$T/out")"
+    "$MEMSNAP" summary --json "$DATA/peak-between.msnap" > "$T/s.json" || fail "exit $?"
+    R='.reconcile[0]'
+    check "$R.t_ns == 3000 and $R.recorded == $((100 * MiB))" "$T/s.json" "$R"
+    check "$R.recorded_peak == {\"bytes\": $((300 * MiB)), \"t_ns\": 2000}" "$T/s.json" "$R"
     ;;
 text)  # the same in text: every row, the remainder named
     "$MEMSNAP" summary "$DATA/reconcile.msnap" > "$T/out"

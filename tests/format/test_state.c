@@ -1,4 +1,4 @@
-/* Tests of the state model (include/memsnap/state.h).
+/* Tests of the state model (analyze/state.h).
  *
  * 1. Rules on small hand-made sequences: the three-event reserved example
  *    (a cuMemAlloc, a cuMemAllocAsync, its free: reserved peaks at 9 MiB at

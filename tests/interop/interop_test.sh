@@ -157,6 +157,24 @@ replay_oom) # fixed segments OOM under a 200 MiB cap; expandable ones do not
     fail "no line naming the files: $(tail -1 "$S/t.txt")"
   "$M" replay "$D/frag.msnap" -q --alloc-conf "" --device-mem 200M -o "$S/one" >"$S/t1.txt" || fail "replay, one config"
   grep -qx "wrote $S/one-1.msnap (the replay, zstd-compressed)" "$S/t1.txt" || fail "one config: $(tail -1 "$S/t1.txt")" ;;
+replay_skipped) # frees the replay skips, per config: frag.msnap then frees of its three 16 MiB
+  # blocks (fixed segments fail all three under 200 MiB, expandable ones serve them) and one
+  # of an address never allocated
+  { cat "$D/frag.msnap"
+    t=60000
+    for a in 38654705664 38688260096 38721814528 123456789; do
+      t=$((t + 1000))
+      echo "{\"a\":\"block_free\",\"t\":$t,\"p\":$a,\"f\":\"allocator\"}"
+    done; } > "$S/fragfree.msnap"
+  "$M" replay "$S/fragfree.msnap" -q -c "expandable_segments:false" \
+    -c "expandable_segments:true,expandable_va:1G" -m 200M >"$S/t.txt" || fail replay
+  cat "$S/t.txt"
+  grep -q "memsnap engine: 33 requests, 24 frees)" "$S/t.txt" || fail "the recording's frees: $(head -1 "$S/t.txt")"
+  grep -qx "frees of addresses the replay never allocated were skipped (allocated before the recording started, or their request failed): 4 in config 1, 1 in config 2" "$S/t.txt" ||
+    fail "skipped frees per config"
+  "$M" replay "$S/fragfree.msnap" -q -c "expandable_segments:true,expandable_va:1G" -m 200M >"$S/t1.txt" || fail "replay, one config"
+  grep -qx "1 free of an address the replay never allocated was skipped (allocated before the recording started, or their request failed)" "$S/t1.txt" ||
+    fail "one config: $(tail -1 "$S/t1.txt")" ;;
 replay_torch_fidelity) # real PyTorch traces (data/torch_alloc): replayed peaks vs PyTorch's
   T="$D/torch_alloc"
   grep -v '^#' "$T/peaks.txt" | while read -r name conf real own_tol def_tol; do

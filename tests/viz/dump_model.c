@@ -1,5 +1,5 @@
 /* dump_model SNAP [oom|peak|end|TIME] [marks:WORD] [by:category]: prints
- * what the renderer's model (viz/model.h) holds after both passes, as text
+ * what the renderer's model (analyze/model.h) holds after both passes, as text
  * for golden files: the process's peaks as render and compare read them,
  * each device's peaks, and the segment layout at the chosen moment span by
  * span (what the segment map paints).  With marks:WORD (render's --x

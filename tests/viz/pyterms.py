@@ -9,6 +9,11 @@ with the training run's own numbers from PyTorch in train-llama.oracle.json).
   - labels are model code (modeling_llama.py, loss_utils.py), backward
     allocations carry their autograd node and the forward they came from;
   - no label twice in summary's lists, in render's legend or in compare;
+  - what tells a site apart reads before the user's line ("... from
+    LlamaDecoderLayer.forward (...) <- torch_llama.py:104"), and the plain
+    name of a group is left only to a site with nothing of its own;
+  - a rules file that skips modeling_llama.py: none of its frames names a
+    site (the next model code outwards does);
   - categories: parameters and optimizer state within 5% of PyTorch's
     profiler at its peak, "other" under 5% of the total, no KV cache in the
     training loop's categories but one in generate's;
@@ -16,6 +21,7 @@ with the training run's own numbers from PyTorch in train-llama.oracle.json).
     together, model code and backward nodes named.
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -35,8 +41,9 @@ def check(ok, what):
         print("FAIL:", what)
 
 
-def run(*args):
-    r = subprocess.run([memsnap, *args], capture_output=True, text=True)
+def run(*args, env=None):
+    r = subprocess.run([memsnap, *args], capture_output=True, text=True,
+                       env=None if env is None else {**os.environ, **env})
     if r.returncode not in (0, 1):
         print("FAIL: memsnap", *args, "->", r.returncode, r.stderr)
         sys.exit(1)
@@ -96,6 +103,60 @@ check("kv_cache" in gcats, "no KV cache in generate()")
 glabels = [x["label"] for x in g["top_sites"]["allocated"]]
 check(any("cache_utils.py" in l for l in glabels), f"the cache's code not named: {glabels}")
 check(len(glabels) == len(set(glabels)), "a label twice in generate's summary")
+
+
+
+def label_checks(summary, name):
+    """What tells a site apart reads before the user's line, and a site
+    keeps the plain name of its group only when it has nothing of its own
+    (each of its frames up to the user's code is another site's too)."""
+    TELL = re.compile(r" from [^ ]+ \([^)]*\)| at [^ ]+:\d+")
+    for layer in ("allocated", "reserved"):
+        xs = summary["top_sites"][layer] or []
+        for x in xs:
+            user = x["label"].split(" <- ", 1)
+            check(len(user) == 1 or not TELL.search(user[1]),
+                  f"{name}: the tie-breaker after the user's line: {x['label']}")
+        groups = {}
+        for x in xs:
+            groups.setdefault(TELL.sub("", x["label"]), []).append(x)
+        for plain, members in groups.items():
+            if len(members) < 2:
+                continue
+
+            def model_frames(x):
+                fr = x["frames"][x.get("runtime_frames", 0):]
+                out = []
+                for f in fr:
+                    if "-packages/" not in f and ".py:" in f:
+                        break   # the user's code
+                    out.append(f)
+                return out
+            for x in members:
+                if x["label"] != plain:
+                    continue
+                others = {f for y in members if y is not x for f in model_frames(y)}
+                own = [f for f in model_frames(x) if f not in others]
+                check(not own, f"{name}: \"{plain}\" reads as its whole group, "
+                      f"but has {own[0] if own else ''} of its own")
+
+
+label_checks(s, "train")
+label_checks(json.loads(run("summary", "--json", "--top", "200", gen)), "generate")
+
+# a rules file: a skipped Python frame is not model code, so the next model
+# code outwards names the site; it stays a name only where nothing else is
+rules = f"{scratch}/pyterms-rules.txt"
+with open(rules, "w") as fh:
+    fh.write("skip file */transformers/models/llama/modeling_llama.py\n")
+sk = json.loads(run("summary", "--json", "--top", "200", train, env={"MEMSNAP_SITE_RULES": rules}))
+sk_labels = [x["label"] for x in sk["top_sites"]["allocated"]]
+check(len(sk_labels) == len(set(sk_labels)), "a label twice under the rules file")
+for l in sk_labels:
+    m = re.match(r"(?:\w+ of )?.*? \(([^():]+):\d+\)", l)
+    check(not m or m.group(1) != "modeling_llama.py", f"a skipped frame names a site: {l}")
+check(sum("modeling_llama.py" in l for l in labels) > 10, "modeling_llama.py names no site "
+      "without the rules file")
 
 # render's legend and compare: each label once
 run("render", "--format", "svg", train, "-o", f"{scratch}/pyterms")

@@ -1,4 +1,4 @@
-/* Category rules and library attribution (viz/category.h) on hand-made
+/* Category rules and library attribution (analyze/category.h) on hand-made
  * stacks of Python and native frames: the defaults give the expected
  * category, the first matching rule wins over inner frames, a user rules
  * file goes before the defaults, bad rules files are refused with the file

@@ -1,4 +1,4 @@
-/* Site labels (viz/label.c, viz/siterules.c) on the hand-made fixture
+/* Site labels (analyze/label.c, analyze/siterules.c) on the hand-made fixture
  * tests/viz/data/sites-a.msnap (written by sites.py there): a PyTorch
  * program's stacks with Python frames (bit 63) through site-packages, the
  * standard library and the interpreter, and a C++ server with memsnap's
@@ -130,6 +130,26 @@ static void test_user_rules(void)
     sr_clear();
     CHECK(label_is(m, 5, "kv_reserve (server.c:88) from serve"));
     CHECK(label_is(m, 9, "LlamaForCausalLM.forward (modeling_llama.py:400) <- generate.py:20"));
+    sm_free(m);
+}
+
+/* A skipped Python frame is not model code: the next model-code frame
+ * outwards names the site, and the skipped frame is only a fallback name
+ * (for a stack with no other). */
+static void test_python_skip(void)
+{
+    char err[512];
+    const char *path = write_file("pyskip.txt", "skip file */proj/model.py\n"
+                                                "skip file */modeling_llama.py\n");
+    CHECK(sr_load_file(path, err, sizeof err) == 0);
+    sm_model *m = load("sites-a.msnap");
+    CHECK(label_is(m, 1, "<module> (generate.py:10)"));
+    /* told apart by the skipped frames' lines */
+    CHECK(label_is(m, 9, "generate (generate.py:20) at modeling_llama.py:400"));
+    CHECK(label_is(m, 11, "generate (generate.py:20) at modeling_llama.py:175"));
+    /* nothing but libraries and the skipped frame: it names the site */
+    CHECK(label_is(m, 3, "LlamaAttention.forward (modeling_llama.py:175)"));
+    sr_clear();
     sm_free(m);
 }
 
@@ -266,6 +286,7 @@ int main(int argc, char **argv)
     sm_demangle_allow_loading(1);
     test_defaults();
     test_user_rules();
+    test_python_skip();
     test_bad_rules();
     test_golden_commands();
     return check_summary();
