@@ -44,7 +44,7 @@ MS_HIDDEN int ms_lock_init(pthread_mutex_t *m)
     return rc;
 }
 
-static int lock_init(memsnap_alloc *a)
+static int ms_alloc_lock_init(memsnap_alloc *a)
 {
     return ms_lock_init(&a->lock);
 }
@@ -58,7 +58,7 @@ MS_EXPORT int memsnap_alloc_create(const memsnap_alloc_config *cfg, int device,
     }
     *out = NULL;
     memsnap_alloc *a = calloc(1, sizeof *a);
-    if (!a || lock_init(a) != 0) {
+    if (!a || ms_alloc_lock_init(a) != 0) {
         free(a);
         ms_set_error("memsnap_alloc_create: out of host memory");
         return MEMSNAP_ALLOC_ERR_NOMEM;
@@ -199,14 +199,14 @@ int ms_release_cached(memsnap_alloc *a, uint64_t target, int gc)
     return rc;
 }
 
-static int grow(memsnap_alloc *a, int si, int pool, uint64_t n, ms_block **b)
+static int ms_grow(memsnap_alloc *a, int si, int pool, uint64_t n, ms_block **b)
 {
     if (a->cfg.mode == MEMSNAP_ALLOC_EXPANDABLE)
         return ms_exp_grow(a, si, pool, n, b);
     return ms_fixed_grow(a, si, pool, n, b);
 }
 
-static void oom_message(memsnap_alloc *a, uint64_t size, uint64_t n)
+static void ms_oom_message(memsnap_alloc *a, uint64_t size, uint64_t n)
 {
     char cause[512], h[6][32];
     snprintf(cause, sizeof cause, "%s", memsnap_alloc_error());
@@ -227,8 +227,8 @@ static void oom_message(memsnap_alloc *a, uint64_t size, uint64_t n)
                  ms_human(a->st.reserved - a->st.active, h[3], 32), info, lim, cause);
 }
 
-static int slow_path(memsnap_alloc *a, int si, int pool, uint64_t n, uint64_t size,
-                     ms_block **out)
+static int ms_slow_path(memsnap_alloc *a, int si, int pool, uint64_t n, uint64_t size,
+                        ms_block **out)
 {
     int pushed = 0, rc = ms_ctx_enter(a, &pushed);
     if (rc != MEMSNAP_ALLOC_OK)
@@ -248,7 +248,7 @@ static int slow_path(memsnap_alloc *a, int si, int pool, uint64_t n, uint64_t si
                 goto done;
         }
     }
-    rc = grow(a, si, pool, n, &b);
+    rc = ms_grow(a, si, pool, n, &b);
     if (rc == MEMSNAP_ALLOC_ERR_OOM) {
         char first[512];
         snprintf(first, sizeof first, "%s", memsnap_alloc_error());
@@ -257,12 +257,12 @@ static int slow_path(memsnap_alloc *a, int si, int pool, uint64_t n, uint64_t si
         if ((b = ms_find_free(a, si, pool, n)))
             rc = MEMSNAP_ALLOC_OK;
         else if (rr == MEMSNAP_ALLOC_OK)
-            rc = grow(a, si, pool, n, &b);
+            rc = ms_grow(a, si, pool, n, &b);
         else
             ms_set_error("%s", first);
         if (rc == MEMSNAP_ALLOC_ERR_OOM) {
             a->st.oom_count++;
-            oom_message(a, size, n);
+            ms_oom_message(a, size, n);
         }
     }
 done:
@@ -298,7 +298,7 @@ MS_EXPORT int memsnap_alloc_malloc(memsnap_alloc *a, size_t size, CUstream strea
     if (b)
         a->st.cache_hits++;
     else
-        rc = slow_path(a, si, pool, n, size, &b);
+        rc = ms_slow_path(a, si, pool, n, size, &b);
     if (rc == MEMSNAP_ALLOC_OK) {
         ms_take(a, b, n, size ? size : 1, si);
         a->st.malloc_calls++;

@@ -33,7 +33,7 @@ struct memsnap_blockpool {
     ms_trace_fn trace;
 };
 
-static int pool_ctx_enter(memsnap_blockpool *p, int *pushed)
+static int ms_pool_ctx_enter(memsnap_blockpool *p, int *pushed)
 {
     *pushed = 0;
     CUcontext cur = NULL;
@@ -48,7 +48,7 @@ static int pool_ctx_enter(memsnap_blockpool *p, int *pushed)
     return MEMSNAP_ALLOC_OK;
 }
 
-static void pool_ctx_leave(memsnap_blockpool *p, int pushed)
+static void ms_pool_ctx_leave(memsnap_blockpool *p, int pushed)
 {
     CUcontext dummy;
     if (pushed)
@@ -71,7 +71,7 @@ static size_t g_norphans, g_orphans_cap;
 static pthread_mutex_t g_orphans_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Gives back what it can of o; returns 1 when nothing is left. */
-static int orphan_release(orphan *o)
+static int ms_orphan_release(orphan *o)
 {
     if (o->mapped && o->drv.cuMemUnmap(o->base, o->va_size) == CUDA_SUCCESS)
         o->mapped = 0;
@@ -82,7 +82,7 @@ static int orphan_release(orphan *o)
     return !o->mapped && !o->handle && !o->base;
 }
 
-static void orphans_retry(void)
+static void ms_orphans_retry(void)
 {
     pthread_mutex_lock(&g_orphans_lock);
     size_t keep = 0;
@@ -91,7 +91,7 @@ static void orphans_retry(void)
         CUcontext cur = NULL;
         int pushed = o.drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != o.ctx &&
                      o.drv.cuCtxPushCurrent_v2(o.ctx) == CUDA_SUCCESS;
-        int done = orphan_release(&o);
+        int done = ms_orphan_release(&o);
         if (pushed) {
             CUcontext dummy;
             o.drv.cuCtxPopCurrent_v2(&dummy);
@@ -105,10 +105,10 @@ static void orphans_retry(void)
 
 /* Undoes what creation did, in reverse; what the driver refuses becomes an
  * orphan.  Context entered by the caller. */
-static void pool_teardown(memsnap_blockpool *p)
+static void ms_pool_teardown(memsnap_blockpool *p)
 {
     orphan o = {p->drv, p->ctx, p->base, p->va_size, p->handle, p->mapped};
-    if (!orphan_release(&o)) {
+    if (!ms_orphan_release(&o)) {
         pthread_mutex_lock(&g_orphans_lock);
         if (g_norphans == g_orphans_cap) {
             size_t cap = g_orphans_cap ? g_orphans_cap * 2 : 8;
@@ -137,7 +137,7 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
     }
     *out = NULL;
     if (__atomic_load_n(&g_norphans, __ATOMIC_RELAXED))
-        orphans_retry();
+        ms_orphans_retry();
     memsnap_blockpool *p = calloc(1, sizeof *p);
     /* A plain mutex: the pool's critical section is a list pop, and spinning
      * made 8 threads slower on the H200 host (docs/benchmarks.md). */
@@ -167,7 +167,7 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
     }
     if ((rc = ms_ctx_acquire(&p->drv, device, &p->ctx, &p->ctx_retained)) != MEMSNAP_ALLOC_OK)
         goto err;
-    if ((rc = pool_ctx_enter(p, &pushed)) != MEMSNAP_ALLOC_OK)
+    if ((rc = ms_pool_ctx_enter(p, &pushed)) != MEMSNAP_ALLOC_OK)
         goto err;
     entered = 1;
     CUmemAllocationProp prop = ms_device_prop(device);
@@ -200,7 +200,7 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
         rc = ms_driver_error(&p->drv, "cuMemSetAccess", cr);
         goto err;
     }
-    pool_ctx_leave(p, pushed);
+    ms_pool_ctx_leave(p, pushed);
     /* LIFO with block 0 on top. */
     for (uint64_t i = 0; i < nblocks; i++)
         p->free_list[i] = (uint32_t)(nblocks - 1 - i);
@@ -210,9 +210,9 @@ MS_EXPORT int memsnap_blockpool_create(int device, size_t block_size, size_t nbl
     *out = p;
     return MEMSNAP_ALLOC_OK;
 err:
-    pool_teardown(p);
+    ms_pool_teardown(p);
     if (entered)
-        pool_ctx_leave(p, pushed);
+        ms_pool_ctx_leave(p, pushed);
     if (p->ctx_retained)
         p->drv.cuDevicePrimaryCtxRelease_v2(device);
     free(p->free_list);
@@ -227,10 +227,10 @@ MS_EXPORT void memsnap_blockpool_destroy(memsnap_blockpool *p)
     if (!p)
         return;
     int pushed = 0;
-    int entered = pool_ctx_enter(p, &pushed) == MEMSNAP_ALLOC_OK;
-    pool_teardown(p);
+    int entered = ms_pool_ctx_enter(p, &pushed) == MEMSNAP_ALLOC_OK;
+    ms_pool_teardown(p);
     if (entered)
-        pool_ctx_leave(p, pushed);
+        ms_pool_ctx_leave(p, pushed);
     if (p->ctx_retained)
         p->drv.cuDevicePrimaryCtxRelease_v2(p->device);
     free(p->free_list);
@@ -238,7 +238,7 @@ MS_EXPORT void memsnap_blockpool_destroy(memsnap_blockpool *p)
     pthread_mutex_destroy(&p->lock);
     free(p);
     if (__atomic_load_n(&g_norphans, __ATOMIC_RELAXED))
-        orphans_retry();
+        ms_orphans_retry();
 }
 
 MS_EXPORT int memsnap_blockpool_alloc(memsnap_blockpool *p, CUdeviceptr *out)
@@ -261,7 +261,7 @@ MS_EXPORT int memsnap_blockpool_alloc(memsnap_blockpool *p, CUdeviceptr *out)
     return MEMSNAP_ALLOC_OK;
 }
 
-static long index_of(memsnap_blockpool *p, CUdeviceptr ptr)
+static long ms_index_of(memsnap_blockpool *p, CUdeviceptr ptr)
 {
     if (ptr < p->base)
         return -1;
@@ -274,7 +274,7 @@ static long index_of(memsnap_blockpool *p, CUdeviceptr ptr)
 MS_EXPORT int memsnap_blockpool_free(memsnap_blockpool *p, CUdeviceptr ptr)
 {
     pthread_mutex_lock(&p->lock);
-    long i = index_of(p, ptr);
+    long i = ms_index_of(p, ptr);
     if (i < 0 || !p->used[i]) {
         pthread_mutex_unlock(&p->lock);
         ms_set_error("memsnap_blockpool_free: 0x%llx is not an allocated block of this pool",
@@ -291,7 +291,7 @@ MS_EXPORT int memsnap_blockpool_free(memsnap_blockpool *p, CUdeviceptr ptr)
 
 MS_EXPORT long memsnap_blockpool_index(memsnap_blockpool *p, CUdeviceptr ptr)
 {
-    return index_of(p, ptr);
+    return ms_index_of(p, ptr);
 }
 
 MS_EXPORT CUdeviceptr memsnap_blockpool_ptr(memsnap_blockpool *p, size_t i)

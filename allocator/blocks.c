@@ -42,12 +42,12 @@ void ms_block_delete(memsnap_alloc *a, ms_block *b)
 
 /* ---------------------------------------------------------------- pointer map */
 
-static size_t map_slot(uint64_t addr, size_t cap)
+static size_t ms_map_slot(uint64_t addr, size_t cap)
 {
     return (size_t)(((addr >> 9) * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
 }
 
-static void map_grow(memsnap_alloc *a)
+static void ms_map_grow(memsnap_alloc *a)
 {
     size_t cap = a->map_cap ? a->map_cap * 2 : 1024;
     ms_block **m = calloc(cap, sizeof *m);
@@ -57,7 +57,7 @@ static void map_grow(memsnap_alloc *a)
         ms_block *b = a->map[i], *nx;
         for (; b; b = nx) {
             nx = b->hnext;
-            size_t s = map_slot(b->addr, cap);
+            size_t s = ms_map_slot(b->addr, cap);
             b->hnext = m[s];
             m[s] = b;
         }
@@ -70,10 +70,10 @@ static void map_grow(memsnap_alloc *a)
 int ms_map_insert(memsnap_alloc *a, ms_block *b)
 {
     if (a->map_n >= a->map_cap)
-        map_grow(a);
+        ms_map_grow(a);
     if (!a->map_cap)
         return MEMSNAP_ALLOC_ERR_NOMEM;
-    size_t s = map_slot(b->addr, a->map_cap);
+    size_t s = ms_map_slot(b->addr, a->map_cap);
     b->hnext = a->map[s];
     a->map[s] = b;
     a->map_n++;
@@ -84,7 +84,7 @@ ms_block *ms_map_find(memsnap_alloc *a, uint64_t addr)
 {
     if (!a->map_cap)
         return NULL;
-    ms_block *b = a->map[map_slot(addr, a->map_cap)];
+    ms_block *b = a->map[ms_map_slot(addr, a->map_cap)];
     while (b && b->addr != addr)
         b = b->hnext;
     return b;
@@ -94,7 +94,7 @@ ms_block *ms_map_remove(memsnap_alloc *a, uint64_t addr)
 {
     if (!a->map_cap)
         return NULL;
-    ms_block **link = &a->map[map_slot(addr, a->map_cap)];
+    ms_block **link = &a->map[ms_map_slot(addr, a->map_cap)];
     while (*link && (*link)->addr != addr)
         link = &(*link)->hnext;
     ms_block *b = *link;
@@ -130,7 +130,7 @@ void ms_free_remove(memsnap_alloc *a, ms_block *b)
 }
 
 /* Absorbs neighbour nb (FREE, same owner, already out of its tree) into b. */
-static void absorb(memsnap_alloc *a, ms_block *b, ms_block *nb)
+static void ms_absorb(memsnap_alloc *a, ms_block *b, ms_block *nb)
 {
     if (nb == b->prev) {
         b->addr = nb->addr;
@@ -159,11 +159,11 @@ ms_block *ms_make_free(memsnap_alloc *a, ms_block *b, int owner, uint64_t seq)
     ms_block *p = b->prev, *n = b->next;
     if (p && p->state == MEMSNAP_BLOCK_FREE && p->owner == owner) {
         ms_free_remove(a, p);
-        absorb(a, b, p);
+        ms_absorb(a, b, p);
     }
     if (n && n->state == MEMSNAP_BLOCK_FREE && n->owner == owner) {
         ms_free_remove(a, n);
-        absorb(a, b, n);
+        ms_absorb(a, b, n);
     }
     ms_free_insert(a, b);
     return b;

@@ -16,7 +16,7 @@ typedef struct {
     int failed;
 } checker;
 
-__attribute__((format(printf, 2, 3))) static void fail(checker *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void ms_fail(checker *c, const char *fmt, ...)
 {
     if (c->failed++)
         return; /* keep the first */
@@ -30,38 +30,38 @@ __attribute__((format(printf, 2, 3))) static void fail(checker *c, const char *f
 #define ENSURE(cond, ...)                                                                    \
     do {                                                                                     \
         if (!(cond)) {                                                                       \
-            fail(c, __VA_ARGS__);                                                            \
+            ms_fail(c, __VA_ARGS__);                                                         \
             return;                                                                          \
         }                                                                                    \
     } while (0)
 
-static uint64_t tree_walk(checker *c, memsnap_alloc *a, ms_block *t, int owner, int pool,
-                          const ms_block **prev, int depth)
+static uint64_t ms_tree_walk(checker *c, memsnap_alloc *a, ms_block *t, int owner, int pool,
+                             const ms_block **prev, int depth)
 {
     if (!t || c->failed)
         return 0;
     if (depth > 200) {
-        fail(c, "free tree deeper than 200 (a cycle?)");
+        ms_fail(c, "free tree deeper than 200 (a cycle?)");
         return 0;
     }
-    uint64_t n = tree_walk(c, a, t->left, owner, pool, prev, depth + 1);
+    uint64_t n = ms_tree_walk(c, a, t->left, owner, pool, prev, depth + 1);
     if (t->state != MEMSNAP_BLOCK_FREE)
-        fail(c, "block 0x%llx in a free tree is not FREE (state %d)",
-             (unsigned long long)t->addr, t->state);
+        ms_fail(c, "block 0x%llx in a free tree is not FREE (state %d)",
+                (unsigned long long)t->addr, t->state);
     if (t->owner != owner || t->seg->pool != pool)
-        fail(c, "block 0x%llx is in the tree of owner %d pool %d, but has owner %d pool %d",
-             (unsigned long long)t->addr, owner, pool, t->owner, t->seg->pool);
+        ms_fail(c, "block 0x%llx is in the tree of owner %d pool %d, but has owner %d pool %d",
+                (unsigned long long)t->addr, owner, pool, t->owner, t->seg->pool);
     if (*prev && !ms_block_less(*prev, t))
-        fail(c, "free tree out of order at 0x%llx", (unsigned long long)t->addr);
+        ms_fail(c, "free tree out of order at 0x%llx", (unsigned long long)t->addr);
     if ((t->left && t->left->prio > t->prio) || (t->right && t->right->prio > t->prio))
-        fail(c, "free tree heap order broken at 0x%llx", (unsigned long long)t->addr);
+        ms_fail(c, "free tree heap order broken at 0x%llx", (unsigned long long)t->addr);
     *prev = t;
     n++;
-    n += tree_walk(c, a, t->right, owner, pool, prev, depth + 1);
+    n += ms_tree_walk(c, a, t->right, owner, pool, prev, depth + 1);
     return n;
 }
 
-static void check_all(checker *c, memsnap_alloc *a)
+static void ms_check_all(checker *c, memsnap_alloc *a)
 {
     ms_counters r;
     memset(&r, 0, sizeof r);
@@ -186,10 +186,10 @@ static void check_all(checker *c, memsnap_alloc *a)
     uint64_t in_trees = 0;
     for (int p = 0; p < MS_POOLS; p++) {
         const ms_block *pv = NULL;
-        in_trees += tree_walk(c, a, a->any_root[p], MS_ANY, p, &pv, 0);
+        in_trees += ms_tree_walk(c, a, a->any_root[p], MS_ANY, p, &pv, 0);
         for (int i = 0; i < a->nstreams; i++) {
             pv = NULL;
-            in_trees += tree_walk(c, a, a->streams[i].free_root[p], i, p, &pv, 0);
+            in_trees += ms_tree_walk(c, a, a->streams[i].free_root[p], i, p, &pv, 0);
         }
     }
     if (c->failed)
@@ -200,7 +200,7 @@ static void check_all(checker *c, memsnap_alloc *a)
         uint64_t n = 0;
         for (int p = 0; p < MS_POOLS; p++) {
             const ms_block *pv = NULL;
-            n += tree_walk(c, a, a->streams[i].free_root[p], i, p, &pv, 0);
+            n += ms_tree_walk(c, a, a->streams[i].free_root[p], i, p, &pv, 0);
         }
         ENSURE(n == a->streams[i].nfree, "stream %d: nfree %llu, tree holds %llu", i,
                (unsigned long long)a->streams[i].nfree, (unsigned long long)n);
@@ -240,7 +240,7 @@ MS_EXPORT int memsnap_alloc_check(memsnap_alloc *a, char *msg, size_t msglen)
     if (msg && msglen)
         msg[0] = 0;
     pthread_mutex_lock(&a->lock);
-    check_all(&c, a);
+    ms_check_all(&c, a);
     pthread_mutex_unlock(&a->lock);
     return c.failed ? -1 : 0;
 }

@@ -33,7 +33,7 @@ MS_EXPORT void memsnap_alloc_config_default(memsnap_alloc_config *cfg)
 /* Each parser returns NULL on success or a description of what is wrong. */
 typedef const char *(*parse_fn)(memsnap_alloc_config *cfg, const char *v);
 
-static const char *parse_bool(const char *v, int *out)
+static const char *ms_parse_bool(const char *v, int *out)
 {
     if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1")) {
         *out = 1;
@@ -46,7 +46,7 @@ static const char *parse_bool(const char *v, int *out)
     return "is not true or false";
 }
 
-static int parse_u64(const char *v, uint64_t *out)
+static int ms_parse_u64(const char *v, uint64_t *out)
 {
     if (!isdigit((unsigned char)v[0]))
         return -1;
@@ -60,7 +60,7 @@ static int parse_u64(const char *v, uint64_t *out)
 }
 
 /* Sizes: a number with an optional binary unit: 512, 64K, 64KiB, 80G, 1.5T. */
-static int parse_size(const char *v, uint64_t *out)
+static int ms_parse_size(const char *v, uint64_t *out)
 {
     if (!isdigit((unsigned char)v[0]))
         return -1;
@@ -91,19 +91,19 @@ static int parse_size(const char *v, uint64_t *out)
     return 0;
 }
 
-static const char *p_expandable(memsnap_alloc_config *cfg, const char *v)
+static const char *ms_opt_expandable(memsnap_alloc_config *cfg, const char *v)
 {
     int b;
-    const char *e = parse_bool(v, &b);
+    const char *e = ms_parse_bool(v, &b);
     if (!e)
         cfg->mode = b ? MEMSNAP_ALLOC_EXPANDABLE : MEMSNAP_ALLOC_FIXED;
     return e;
 }
 
-static const char *p_max_split(memsnap_alloc_config *cfg, const char *v)
+static const char *ms_opt_max_split(memsnap_alloc_config *cfg, const char *v)
 {
     uint64_t mb;
-    if (parse_u64(v, &mb) != 0)
+    if (ms_parse_u64(v, &mb) != 0)
         return "is not a number of MiB";
     if (mb == 0)
         return "must be more than 0 (leave it out for no limit)";
@@ -115,10 +115,10 @@ static const char *p_max_split(memsnap_alloc_config *cfg, const char *v)
     return NULL;
 }
 
-static const char *p_roundup(memsnap_alloc_config *cfg, const char *v)
+static const char *ms_opt_roundup(memsnap_alloc_config *cfg, const char *v)
 {
     uint64_t d;
-    if (parse_u64(v, &d) != 0)
+    if (ms_parse_u64(v, &d) != 0)
         return "is not a number";
     if (d != 0 && (d > 64 || (d & (d - 1))))
         return "must be 0 or a power of two up to 64";
@@ -126,7 +126,7 @@ static const char *p_roundup(memsnap_alloc_config *cfg, const char *v)
     return NULL;
 }
 
-static const char *p_gc(memsnap_alloc_config *cfg, const char *v)
+static const char *ms_opt_gc(memsnap_alloc_config *cfg, const char *v)
 {
     char *end;
     errno = 0;
@@ -139,10 +139,10 @@ static const char *p_gc(memsnap_alloc_config *cfg, const char *v)
     return NULL;
 }
 
-static const char *p_limit(memsnap_alloc_config *cfg, const char *v)
+static const char *ms_opt_limit(memsnap_alloc_config *cfg, const char *v)
 {
     uint64_t b;
-    if (parse_size(v, &b) != 0)
+    if (ms_parse_size(v, &b) != 0)
         return "is not a size (e.g. 80G, 512M, 1073741824)";
     if (b != 0 && b < (2ull << 20))
         return "must be at least 2M (or 0 for the device's memory)";
@@ -150,10 +150,10 @@ static const char *p_limit(memsnap_alloc_config *cfg, const char *v)
     return NULL;
 }
 
-static const char *p_va(memsnap_alloc_config *cfg, const char *v)
+static const char *ms_opt_va(memsnap_alloc_config *cfg, const char *v)
 {
     uint64_t b;
-    if (parse_size(v, &b) != 0)
+    if (ms_parse_size(v, &b) != 0)
         return "is not a size (e.g. 64G)";
     if (b != 0 && b < (2ull << 20))
         return "must be at least 2M (or 0 for the device's memory)";
@@ -161,10 +161,10 @@ static const char *p_va(memsnap_alloc_config *cfg, const char *v)
     return NULL;
 }
 
-static const char *p_trace(memsnap_alloc_config *cfg, const char *v)
+static const char *ms_opt_trace(memsnap_alloc_config *cfg, const char *v)
 {
     int b;
-    const char *e = parse_bool(v, &b);
+    const char *e = ms_parse_bool(v, &b);
     if (!e)
         cfg->trace = b;
     return e;
@@ -174,16 +174,16 @@ static const struct {
     const char *key;
     parse_fn parse;
 } keys[] = {
-    {"expandable_segments", p_expandable},
-    {"max_split_size_mb", p_max_split},
-    {"roundup_power2_divisions", p_roundup},
-    {"garbage_collection_threshold", p_gc},
-    {"device_limit", p_limit},
-    {"expandable_va", p_va},
-    {"trace", p_trace},
+    {"expandable_segments", ms_opt_expandable},
+    {"max_split_size_mb", ms_opt_max_split},
+    {"roundup_power2_divisions", ms_opt_roundup},
+    {"garbage_collection_threshold", ms_opt_gc},
+    {"device_limit", ms_opt_limit},
+    {"expandable_va", ms_opt_va},
+    {"trace", ms_opt_trace},
 };
 
-static void trim(char **s)
+static void ms_trim(char **s)
 {
     while (isspace((unsigned char)**s))
         (*s)++;
@@ -209,7 +209,7 @@ MS_EXPORT int memsnap_alloc_config_parse(memsnap_alloc_config *cfg, const char *
     int rc = MEMSNAP_ALLOC_OK;
     char *save = NULL;
     for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        trim(&item);
+        ms_trim(&item);
         if (!*item)
             continue;
         char *colon = strchr(item, ':');
@@ -221,8 +221,8 @@ MS_EXPORT int memsnap_alloc_config_parse(memsnap_alloc_config *cfg, const char *
         }
         *colon = 0;
         char *key = item, *val = colon + 1;
-        trim(&key);
-        trim(&val);
+        ms_trim(&key);
+        ms_trim(&val);
         size_t k;
         for (k = 0; k < sizeof keys / sizeof keys[0]; k++)
             if (!strcmp(keys[k].key, key))

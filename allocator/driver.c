@@ -42,7 +42,7 @@ static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 /* Fills default_driver from libcuda.so.1, all or nothing: on any failure the
  * table stays all NULL and default_why says what was missing.  The handle is
  * kept open for the life of the process. */
-static void default_driver_load(void)
+static void ms_default_driver_load(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
@@ -66,7 +66,7 @@ static void default_driver_load(void)
 
 MS_EXPORT const memsnap_alloc_driver *memsnap_alloc_driver_default(void)
 {
-    pthread_once(&default_once, default_driver_load);
+    pthread_once(&default_once, ms_default_driver_load);
     return &default_driver;
 }
 
@@ -77,7 +77,7 @@ int ms_driver_check(const memsnap_alloc_driver *drv, const char *who)
 {
 #define MS_CHECK(f)                                                                 \
     if (!drv->f) {                                                                  \
-        pthread_once(&default_once, default_driver_load);                           \
+        pthread_once(&default_once, ms_default_driver_load);                        \
         if (default_why[0] && !default_driver.cuInit)                               \
             ms_set_error("%s: no CUDA driver: %s", who, default_why);              \
         else                                                                        \
@@ -116,7 +116,7 @@ int ms_driver_error(const memsnap_alloc_driver *drv, const char *fn, CUresult rc
     const char *name = NULL;
     /* cuGetErrorName is not in the table (it cannot fail in an interesting
      * way); it comes from the same libcuda.so.1 as the default table. */
-    pthread_once(&default_once, default_driver_load);
+    pthread_once(&default_once, ms_default_driver_load);
     if (!default_error_name || default_error_name(rc, &name) != CUDA_SUCCESS || !name)
         name = "unknown error";
     ms_set_error("memsnap_alloc: %s failed: %s (%d)", fn, name, (int)rc);

@@ -75,7 +75,7 @@ void ms_event_put(memsnap_alloc *a, CUevent ev)
 }
 
 /* Records a fresh event on stream index si; NULL when that fails. */
-static CUevent record_on(memsnap_alloc *a, int si)
+static CUevent ms_record_on(memsnap_alloc *a, int si)
 {
     CUevent ev;
     if (ms_event_get(a, &ev) != MEMSNAP_ALLOC_OK)
@@ -110,7 +110,7 @@ int ms_pending_add(memsnap_alloc *a, ms_block *b)
     for (int i = 0; i < b->nuses; i++) {
         ms_pending *p = &a->pending[a->npending++];
         p->b = b;
-        p->ev = entered ? record_on(a, b->uses[i]) : NULL;
+        p->ev = entered ? ms_record_on(a, b->uses[i]) : NULL;
     }
     if (entered)
         ms_ctx_leave(a, pushed);
@@ -121,7 +121,7 @@ int ms_pending_add(memsnap_alloc *a, ms_block *b)
 }
 
 /* A PENDING block whose last event completed becomes FREE for its stream. */
-static void pending_done(memsnap_alloc *a, ms_block *b)
+static void ms_pending_done(memsnap_alloc *a, ms_block *b)
 {
     if (--b->npending > 0)
         return;
@@ -152,24 +152,24 @@ void ms_process_events(memsnap_alloc *a, int synced)
         }
         if (p.ev)
             ms_event_put(a, p.ev);
-        pending_done(a, p.b);
+        ms_pending_done(a, p.b);
     }
     a->npending = keep;
     if (entered)
         ms_ctx_leave(a, pushed);
 }
 
-static void collect(ms_block *t, ms_block **arr, size_t *n)
+static void ms_collect(ms_block *t, ms_block **arr, size_t *n)
 {
     if (!t)
         return;
-    collect(t->left, arr, n);
+    ms_collect(t->left, arr, n);
     arr[(*n)++] = t;
-    collect(t->right, arr, n);
+    ms_collect(t->right, arr, n);
 }
 
 /* FREE blocks of stream si with free_seq <= upto become ANY (and merge). */
-static void to_any(memsnap_alloc *a, int si, uint64_t upto)
+static void ms_to_any(memsnap_alloc *a, int si, uint64_t upto)
 {
     ms_stream *st = &a->streams[si];
     if (!st->nfree)
@@ -179,7 +179,7 @@ static void to_any(memsnap_alloc *a, int si, uint64_t upto)
         return; /* host OOM: they stay the stream's; still correct */
     size_t n = 0;
     for (int p = 0; p < MS_POOLS; p++)
-        collect(st->free_root[p], arr, &n);
+        ms_collect(st->free_root[p], arr, &n);
     for (size_t i = 0; i < n; i++) {
         ms_block *b = arr[i];
         if (b->free_seq > upto)
@@ -197,7 +197,7 @@ void ms_reclaim(memsnap_alloc *a, int except, int synced)
         if (i == except || !a->streams[i].nfree)
             continue;
         if (!synced && !st->reclaim_ev) {
-            st->reclaim_ev = record_on(a, i);
+            st->reclaim_ev = ms_record_on(a, i);
             if (!st->reclaim_ev)
                 continue;
             st->reclaim_seq = a->free_seq;
@@ -209,7 +209,7 @@ void ms_reclaim(memsnap_alloc *a, int except, int synced)
             ms_event_put(a, a->streams[i].reclaim_ev);
             a->streams[i].reclaim_ev = NULL;
         }
-        to_any(a, i, upto);
+        ms_to_any(a, i, upto);
     }
 }
 

@@ -58,7 +58,7 @@ void ms_unmapped_remove(ms_segment *s, ms_block *b)
     b->left = b->right = NULL;
 }
 
-static int zombie_add(memsnap_alloc *a, CUdeviceptr addr, CUmemGenericAllocationHandle h)
+static int ms_zombie_add(memsnap_alloc *a, CUdeviceptr addr, CUmemGenericAllocationHandle h)
 {
     if (a->nzombies == a->zombies_cap) {
         size_t cap = a->zombies_cap ? a->zombies_cap * 2 : 16;
@@ -92,7 +92,7 @@ void ms_release_zombies(memsnap_alloc *a)
     a->nzombies = keep;
 }
 
-static int exp_create(memsnap_alloc *a, int stream, int pool, ms_segment **out)
+static int ms_exp_create(memsnap_alloc *a, int stream, int pool, ms_segment **out)
 {
     ms_segment *s = calloc(1, sizeof *s);
     ms_block *b = ms_block_new(a);
@@ -137,7 +137,7 @@ static int exp_create(memsnap_alloc *a, int stream, int pool, ms_segment **out)
  * access once.  All or nothing: on failure the pages mapped here are undone
  * (an undo step that fails leaves a zombie, never a page we think is
  * unmapped yet hold). */
-static int map_range(memsnap_alloc *a, ms_segment *s, uint64_t addr, uint64_t len)
+static int ms_map_range(memsnap_alloc *a, ms_segment *s, uint64_t addr, uint64_t len)
 {
     CUmemAllocationProp prop = ms_device_prop(a->device);
     size_t first = (size_t)((addr - s->base) / a->gran), n = (size_t)(len / a->gran), i;
@@ -157,7 +157,7 @@ static int map_range(memsnap_alloc *a, ms_segment *s, uint64_t addr, uint64_t le
             if (a->drv.cuMemRelease(h) == CUDA_SUCCESS)
                 a->st.driver_frees++;
             else
-                zombie_add(a, 0, h);
+                ms_zombie_add(a, 0, h);
             goto undo;
         }
         a->st.driver_maps++;
@@ -188,21 +188,21 @@ undo:
             if (a->drv.cuMemRelease(h) == CUDA_SUCCESS)
                 a->st.driver_frees++;
             else
-                zombie_add(a, 0, h);
+                ms_zombie_add(a, 0, h);
         } else {
-            zombie_add(a, p, h);
+            ms_zombie_add(a, p, h);
         }
     }
     return err;
 }
 
-static int usable(const ms_block *b, int stream)
+static int ms_usable(const ms_block *b, int stream)
 {
     return b && b->state == MEMSNAP_BLOCK_FREE && (b->owner == stream || b->owner == MS_ANY);
 }
 
 /* Gives an ANY block to `stream` (merging with its neighbours). */
-static ms_block *claim(memsnap_alloc *a, ms_block *b, int stream)
+static ms_block *ms_claim(memsnap_alloc *a, ms_block *b, int stream)
 {
     if (b->owner == stream)
         return b;
@@ -217,15 +217,15 @@ int ms_exp_grow(memsnap_alloc *a, int stream, int pool, uint64_t n, ms_block **o
         ms_release_zombies(a);
     ms_segment *s = a->streams[stream].exp[pool];
     int rc;
-    if (!s && (rc = exp_create(a, stream, pool, &s)) != MEMSNAP_ALLOC_OK)
+    if (!s && (rc = ms_exp_create(a, stream, pool, &s)) != MEMSNAP_ALLOC_OK)
         return rc;
     for (ms_block *u = s->unmapped; u; u = u->right) {
-        ms_block *p = usable(u->prev, stream) ? u->prev : NULL;
-        ms_block *nb = usable(u->next, stream) ? u->next : NULL;
+        ms_block *p = ms_usable(u->prev, stream) ? u->prev : NULL;
+        ms_block *nb = ms_usable(u->next, stream) ? u->next : NULL;
         uint64_t start = p ? p->addr : u->addr, need_end = start + n;
         uint64_t u_end = u->addr + u->size, map_end;
         if (need_end <= u->addr) { /* p alone is enough (the caller's fit passed it over) */
-            *out = claim(a, p, stream);
+            *out = ms_claim(a, p, stream);
             return MEMSNAP_ALLOC_OK;
         }
         if (need_end <= u_end)
@@ -246,7 +246,7 @@ int ms_exp_grow(memsnap_alloc *a, int stream, int pool, uint64_t n, ms_block **o
             ms_set_error("memsnap_alloc: out of host memory");
             return MEMSNAP_ALLOC_ERR_NOMEM;
         }
-        if ((rc = map_range(a, s, u->addr, len)) != MEMSNAP_ALLOC_OK) {
+        if ((rc = ms_map_range(a, s, u->addr, len)) != MEMSNAP_ALLOC_OK) {
             if (f != u)
                 ms_block_delete(a, f);
             return rc;
@@ -268,9 +268,9 @@ int ms_exp_grow(memsnap_alloc *a, int stream, int pool, uint64_t n, ms_block **o
             u->size -= len;
         }
         if (p)
-            claim(a, p, stream);
+            ms_claim(a, p, stream);
         if (f == u && nb)
-            claim(a, nb, stream);
+            ms_claim(a, nb, stream);
         *out = ms_make_free(a, f, stream, a->free_seq);
         return MEMSNAP_ALLOC_OK;
     }
@@ -284,8 +284,8 @@ int ms_exp_grow(memsnap_alloc *a, int stream, int pool, uint64_t n, ms_block **o
  * reaches target, 0 = no target) and splits b into FREE head, UNMAPPED middle
  * (merged with UNMAPPED neighbours) and FREE tail.  *last = the piece to
  * continue a walk from. */
-static int unmap_free_block(memsnap_alloc *a, ms_segment *s, ms_block *b, uint64_t target,
-                            uint64_t *released, ms_block **last)
+static int ms_unmap_free_block(memsnap_alloc *a, ms_segment *s, ms_block *b, uint64_t target,
+                               uint64_t *released, ms_block **last)
 {
     *last = b;
     uint64_t start = b->addr, end = b->addr + b->size;
@@ -313,7 +313,7 @@ static int unmap_free_block(memsnap_alloc *a, ms_segment *s, ms_block *b, uint64
         if (a->drv.cuMemRelease(s->pages[i]) == CUDA_SUCCESS)
             a->st.driver_frees++;
         else
-            zombie_add(a, 0, s->pages[i]);
+            ms_zombie_add(a, 0, s->pages[i]);
         s->pages[i] = 0;
         s->mapped_pages--;
         a->st.mapped_pages--;
@@ -411,7 +411,7 @@ int ms_exp_release(memsnap_alloc *a, uint64_t target, uint64_t *released)
                 return MEMSNAP_ALLOC_OK;
             if (b->state != MEMSNAP_BLOCK_FREE)
                 continue;
-            int rc = unmap_free_block(a, s, b, target, released, &b);
+            int rc = ms_unmap_free_block(a, s, b, target, released, &b);
             if (rc != MEMSNAP_ALLOC_OK)
                 return rc;
         }
@@ -432,9 +432,9 @@ void ms_exp_destroy(memsnap_alloc *a, ms_segment *s)
         CUdeviceptr p = s->base + i * a->gran;
         if (a->drv.cuMemUnmap(p, a->gran) == CUDA_SUCCESS) {
             if (a->drv.cuMemRelease(s->pages[i]) != CUDA_SUCCESS)
-                zombie_add(a, 0, s->pages[i]);
+                ms_zombie_add(a, 0, s->pages[i]);
         } else {
-            zombie_add(a, p, s->pages[i]);
+            ms_zombie_add(a, p, s->pages[i]);
             still_mapped = 1;
         }
         s->pages[i] = 0;

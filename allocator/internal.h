@@ -20,6 +20,12 @@
  *   torch.c      PyTorch CUDAPluggableAllocator entry points
  *
  * Everything here runs with a->lock held unless said otherwise.
+ *
+ * Names: every function of the allocator, static helpers included, is
+ * ms_* (memsnap_* for the public API).  Site labels skip memsnap's allocator
+ * linked into a program by these names (analyze/siterules.c); a build without
+ * debug information gives a frame nothing else to go by.  The test
+ * allocator.symbol_names (tests/allocator/symbols.sh) checks it with nm.
  */
 #ifndef MEMSNAP_ALLOC_INTERNAL_H
 #define MEMSNAP_ALLOC_INTERNAL_H

@@ -39,7 +39,7 @@ uint64_t ms_round_size(const memsnap_alloc_config *cfg, uint64_t size)
     return ms_align_up(size, MS_MIN_BLOCK);
 }
 
-static int acceptable(memsnap_alloc *a, const ms_block *b, int pool, uint64_t n)
+static int ms_acceptable(memsnap_alloc *a, const ms_block *b, int pool, uint64_t n)
 {
     if (!b)
         return 0;
@@ -60,9 +60,9 @@ ms_block *ms_find_free(memsnap_alloc *a, int stream, int pool, uint64_t n)
 {
     ms_block *own = ms_tree_lower_bound(a->streams[stream].free_root[pool], n);
     ms_block *any = ms_tree_lower_bound(a->any_root[pool], n);
-    if (!acceptable(a, own, pool, n))
+    if (!ms_acceptable(a, own, pool, n))
         own = NULL;
-    if (!acceptable(a, any, pool, n))
+    if (!ms_acceptable(a, any, pool, n))
         any = NULL;
     if (own && any)
         return ms_block_less(any, own) ? any : own;
@@ -102,7 +102,7 @@ void ms_reserved_add(memsnap_alloc *a, uint64_t bytes)
         a->st.peak_reserved = a->st.reserved;
 }
 
-static uint64_t segment_size(uint64_t n)
+static uint64_t ms_segment_size(uint64_t n)
 {
     if (n <= MS_SMALL_SIZE)
         return MS_SMALL_SEGMENT;
@@ -113,7 +113,7 @@ static uint64_t segment_size(uint64_t n)
 
 int ms_fixed_grow(memsnap_alloc *a, int stream, int pool, uint64_t n, ms_block **out)
 {
-    uint64_t sz = segment_size(n);
+    uint64_t sz = ms_segment_size(n);
     char h1[32], h2[32], h3[32];
     if (a->cfg.device_limit && a->st.reserved + sz > a->limit) {
         ms_set_error("memsnap_alloc: device_limit %s reached (reserved %s, a new segment needs %s)",

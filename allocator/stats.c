@@ -17,7 +17,7 @@
 
 /* Free bytes of b that empty_cache could not give back: fixed, all of it
  * when its segment has active blocks; expandable, what is not whole pages. */
-static uint64_t stuck_bytes(const memsnap_alloc *a, const ms_block *b)
+static uint64_t ms_stuck_bytes(const memsnap_alloc *a, const ms_block *b)
 {
     if (!b->seg->expandable)
         return b->seg->nactive ? b->size : 0;
@@ -26,7 +26,7 @@ static uint64_t stuck_bytes(const memsnap_alloc *a, const ms_block *b)
 }
 
 /* Every field but inactive_split (left 0): O(streams x tree depth). */
-static void counters_fill(memsnap_alloc *a, memsnap_alloc_stats *out)
+static void ms_counters_fill(memsnap_alloc *a, memsnap_alloc_stats *out)
 {
     memset(out, 0, sizeof *out);
 #define COPY(name, doc) out->name = a->st.name;
@@ -53,19 +53,19 @@ static void counters_fill(memsnap_alloc *a, memsnap_alloc_stats *out)
 
 void ms_stats_fill(memsnap_alloc *a, memsnap_alloc_stats *out)
 {
-    counters_fill(a, out);
+    ms_counters_fill(a, out);
     uint64_t stuck = 0;
     for (ms_segment *s = a->seg_head; s; s = s->next_seg)
         for (ms_block *b = s->first; b; b = b->next)
             if (b->state == MEMSNAP_BLOCK_FREE)
-                stuck += stuck_bytes(a, b);
+                stuck += ms_stuck_bytes(a, b);
     out->inactive_split = stuck;
 }
 
 MS_EXPORT void memsnap_alloc_counters_get(memsnap_alloc *a, memsnap_alloc_stats *out)
 {
     pthread_mutex_lock(&a->lock);
-    counters_fill(a, out);
+    ms_counters_fill(a, out);
     pthread_mutex_unlock(&a->lock);
 }
 

@@ -26,7 +26,7 @@ static memsnap_alloc *g_alloc[MS_TORCH_MAX_DEVICES];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_config_bad;
 
-static memsnap_alloc *torch_get(int device, int create)
+static memsnap_alloc *ms_torch_get(int device, int create)
 {
     if (device < 0 || device >= MS_TORCH_MAX_DEVICES) {
         fprintf(stderr, "memsnap_torch: device %d is out of range (0-%d)\n", device,
@@ -58,7 +58,7 @@ static memsnap_alloc *torch_get(int device, int create)
 
 MS_EXPORT void *memsnap_torch_alloc(ssize_t size, int device, CUstream stream)
 {
-    memsnap_alloc *a = torch_get(device, 1);
+    memsnap_alloc *a = ms_torch_get(device, 1);
     if (!a)
         return NULL;
     CUdeviceptr p = 0;
@@ -75,7 +75,7 @@ MS_EXPORT void memsnap_torch_free(void *ptr, ssize_t size, int device, CUstream 
     (void)stream;
     if (!ptr)
         return;
-    memsnap_alloc *a = torch_get(device, 0);
+    memsnap_alloc *a = ms_torch_get(device, 0);
     if (!a || memsnap_alloc_free(a, (CUdeviceptr)(uintptr_t)ptr) != MEMSNAP_ALLOC_OK) {
         /* Not ours on that device: try the others before complaining. */
         for (int d = 0; d < MS_TORCH_MAX_DEVICES; d++) {

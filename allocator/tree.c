@@ -17,7 +17,7 @@ int ms_block_less(const ms_block *x, const ms_block *y)
     return x->addr < y->addr;
 }
 
-static ms_block *rotate_right(ms_block *t)
+static ms_block *ms_rotate_right(ms_block *t)
 {
     ms_block *l = t->left;
     t->left = l->right;
@@ -25,7 +25,7 @@ static ms_block *rotate_right(ms_block *t)
     return l;
 }
 
-static ms_block *rotate_left(ms_block *t)
+static ms_block *ms_rotate_left(ms_block *t)
 {
     ms_block *r = t->right;
     t->right = r->left;
@@ -33,18 +33,18 @@ static ms_block *rotate_left(ms_block *t)
     return r;
 }
 
-static ms_block *insert(ms_block *t, ms_block *b)
+static ms_block *ms_insert(ms_block *t, ms_block *b)
 {
     if (!t)
         return b;
     if (ms_block_less(b, t)) {
-        t->left = insert(t->left, b);
+        t->left = ms_insert(t->left, b);
         if (t->left->prio > t->prio)
-            t = rotate_right(t);
+            t = ms_rotate_right(t);
     } else {
-        t->right = insert(t->right, b);
+        t->right = ms_insert(t->right, b);
         if (t->right->prio > t->prio)
-            t = rotate_left(t);
+            t = ms_rotate_left(t);
     }
     return t;
 }
@@ -52,7 +52,7 @@ static ms_block *insert(ms_block *t, ms_block *b)
 void ms_tree_insert(ms_block **root, ms_block *b)
 {
     b->left = b->right = NULL;
-    *root = insert(*root, b);
+    *root = ms_insert(*root, b);
 }
 
 void ms_tree_remove(ms_block **root, ms_block *b)
@@ -74,10 +74,10 @@ void ms_tree_remove(ms_block **root, ms_block *b)
             break;
         }
         if (t->left->prio > t->right->prio) {
-            *link = rotate_right(t);
+            *link = ms_rotate_right(t);
             link = &(*link)->right;
         } else {
-            *link = rotate_left(t);
+            *link = ms_rotate_left(t);
             link = &(*link)->left;
         }
     }

@@ -472,8 +472,13 @@ static int same_dir(const char *a, const char *b)
 /* The classes of a stack's frames into cls[0..depth).  A run of frames no
  * rule decided, called from the memory runtime (or the stack's start) and
  * calling a runtime frame whose source file is in their directory, are
- * the runtime's own static helpers (memsnap's allocator linked into the
- * program: ms_fixed_grow <- slow_path <- memsnap_alloc_malloc). */
+ * the runtime's own static helpers (a runtime linked into the program
+ * with debug information; recordings of memsnap's allocator from before
+ * its helpers were all named ms_*: ms_fixed_grow <- slow_path <-
+ * memsnap_alloc_malloc).  Without debug information a frame has no source
+ * file and this cannot apply: a runtime linked statically is then known by
+ * its function names alone (memsnap's allocator names every function ms_*
+ * or memsnap_*, allocator/internal.h). */
 static void stack_classes(const lab_ip *const *f, int depth, uint8_t *cls)
 {
     for (int i = 0; i < depth; i++)

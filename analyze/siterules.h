@@ -22,9 +22,11 @@
  *               Python standard library;
  *   SR_RUNTIME  the memory runtime: the driver, cudart, PyTorch's caching
  *               allocator, memsnap's recorder and allocator (also linked
- *               statically: ms_*, memsnap_*).  These frames differ with the
- *               allocator's settings, so a site's identity starts outside
- *               them.
+ *               statically: ms_*, memsnap_*, the names of all its
+ *               functions, static helpers included, so that a build
+ *               without debug information is recognised too).  These
+ *               frames differ with the allocator's settings, so a site's
+ *               identity starts outside them.
  *
  * Rules are checked in order, the first match decides: the user's rules
  * (MEMSNAP_SITE_RULES, file order), then the default table in siterules.c.

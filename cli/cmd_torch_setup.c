@@ -425,12 +425,15 @@ out:
     return rc;
 }
 
-/* 1 when a regular file is at dir/name. */
+/* 1 when a regular file is at dir/name; 0 when not, or when the path is
+ * too long to build (never a stat of a truncated path). */
 static int has_file(const char *dir, const char *name)
 {
     char p[PATH_MAX + 256];
     struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int n = snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof p)
+        return 0;
     return dir[0] && stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 

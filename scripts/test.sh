@@ -3,6 +3,10 @@
 # GPU tests (ctest label gpu) skip themselves on a machine without a GPU.
 #   scripts/test.sh               build/ and all tests
 #   scripts/test.sh --sanitize    build-asan/ with AddressSanitizer + UBSan
+#   scripts/test.sh --release     build-release/, CMAKE_BUILD_TYPE=Release (-O3,
+#                                 no debug information), all tests but
+#                                 install.wheel (which builds its own copy of
+#                                 the source, the same in every pass)
 # Other arguments go to ctest (e.g. -L recorder, -R format).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,6 +26,14 @@ if [ "${1:-}" = --sanitize ]; then
     # way glibc's malloc does, so the child hangs about once in ten runs.
     # The fork cases run in the normal pass; here they are left out.
     set -- -E '^recorder\.(fork|fork-stop|python-fork)$' "$@"
+elif [ "${1:-}" = --release ]; then
+    shift
+    build=${BUILD_DIR:-$root/build-release}
+    # What users get from -DCMAKE_BUILD_TYPE=Release: the libraries have no
+    # debug information, so stacks name their frames by symbol alone
+    # (issue 19), and -O3 inlines more (and warns about more).
+    BUILD_DIR=$build "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=Release
+    set -- -E '^install\.wheel$' "$@"
 else
     build=${BUILD_DIR:-$root/build}
     BUILD_DIR=$build "$root/scripts/build.sh"
