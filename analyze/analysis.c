@@ -742,6 +742,12 @@ static int feed_record(an_file *f, const msnap_record *r)
  * stacks (analysis.h), everything else as it is. */
 static int feed(an_file *f, const msnap_record *r)
 {
+    if (r->type == MSNAP_REC_OTHER) { /* an_want_text: to the observers only */
+        for (int i = 0; i < f->nobs; i++)
+            if (f->obs[i].record && f->obs[i].record(f->obs[i].ctx, f, r))
+                return -1;
+        return 0;
+    }
     if (r->type != MSNAP_REC_EVENT || r->u.event.api != MSNAP_API_TORCH || !r->u.event.stack)
         return feed_record(f, r);
     uint32_t stack = torch_stack(f, &r->u.event);
@@ -752,6 +758,8 @@ static int feed(an_file *f, const msnap_record *r)
     msnap_record rr;
     rr.type = r->type;
     rr.line = r->line;
+    rr.text = r->text;
+    rr.text_len = r->text_len;
     rr.u.event = r->u.event;
     rr.u.event.stack = stack;
     return feed_record(f, &rr);
@@ -784,15 +792,21 @@ static int finish(an_file *f)
     return 0;
 }
 
+void an_want_text(an_file *f)
+{
+    f->want_text = 1;
+}
+
 int an_read(an_file *f, char *err, size_t errlen)
 {
     char rerr[512] = "";
     const char *path = f->path;
-    ra_reader *r = ra_open(path, rerr, sizeof rerr);
+    ra_reader *r = ra_open(path, f->want_text, rerr, sizeof rerr);
     if (!r) {
         snprintf(err, errlen, "%s: %s", path, rerr[0] ? rerr : "cannot open");
         return 2;
     }
+    f->zstd = ra_zstd(r);
     static const msnap_state_observer so = {dispatch_before, dispatch_after, dispatch_pre, NULL};
     msnap_state_observer o = so;
     o.ctx = f;

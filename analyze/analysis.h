@@ -18,7 +18,11 @@
  *                 pipe gives exactly what a file gives;
  *   moments       (an_moment) the live set at a moment that is known only
  *                 later (the peak of reserved, the last event before a
- *                 time), kept while passing it.
+ *                 time), kept while passing it;
+ *   the text      (when an observer asks for it, an_want_text) every
+ *                 line as read, on its record, lines of unknown types
+ *                 included: what a command that rewrites the file copies
+ *                 through (memsnap symbolize).
  *
  * Backward stacks.  An allocation PyTorch's autograd engine makes while it
  * evaluates a node carries the node as its innermost frame (an autograd
@@ -97,6 +101,9 @@ struct an_file {
     int have_first;
     uint64_t lines;               /* last line read */
     int truncated;                /* the last line was cut off */
+    int zstd;                     /* the input is zstd-compressed (known when
+                                     the first record comes) */
+    int want_text;                /* an_want_text */
     uint64_t *pre_freed;          /* st.pre[i] was freed after event pre_freed[i]
                                      (UINT64_MAX: live at the end, a state line) */
     size_t cap_pre_freed;
@@ -122,6 +129,13 @@ int an_observe(an_file *f, const an_observer *o);
 /* Keeps the change log (see above) for replays after the read.  Call
  * before an_read.  0 ok, -1 out of memory. */
 int an_want_log(an_file *f);
+
+/* Every record the observers see carries its line's text (msnap_record.
+ * text), and a line of a type the format library does not know comes to
+ * the observers' record hook as an MSNAP_REC_OTHER record (text only; the
+ * tables and the state pass it by).  Call before an_read.  Costs a copy of
+ * every line through the reading thread. */
+void an_want_text(an_file *f);
 
 /* Reads the whole input once.  0 ok (a cut-off last line is ok:
  * f->truncated); 2 with "PATH: why" in err. */

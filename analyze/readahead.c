@@ -32,6 +32,8 @@ typedef struct arena_block {
 typedef struct ra_slot {
     uint32_t type;
     uint64_t line;
+    const char *text;         /* in the arena; NULL unless ra_open asked */
+    size_t text_len;
     union {
         msnap_event e;
         const void *other;
@@ -48,6 +50,7 @@ typedef struct ra_batch {
 
 struct ra_reader {
     msnap_reader *in;
+    int text;                 /* keep every line's text (ra_open) */
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -132,11 +135,19 @@ static size_t member_size(int type)
 
 /* Puts record r into slot x of the batch, with what it points to copied
  * into the batch's arena.  0, -1 no memory. */
-static int keep(ra_batch *b, msnap_record *r, ra_slot *x)
+static int keep(ra_batch *b, msnap_record *r, ra_slot *x, int text)
 {
     int oom = 0;
     x->type = r->type;
     x->line = r->line;
+    x->text = NULL;
+    x->text_len = 0;
+    if (text) {
+        x->text = arena_put(b, r->text, r->text_len + 1);
+        x->text_len = r->text_len;
+        if (!x->text)
+            return -1;
+    }
     if (r->type == MSNAP_REC_EVENT) {
         x->u.e = r->u.event;
         return 0;
@@ -163,6 +174,8 @@ static int keep(ra_batch *b, msnap_record *r, ra_slot *x)
     case MSNAP_REC_TRAILER:
         r->u.trailer.reason = arena_str(b, r->u.trailer.reason, &oom);
         break;
+    case MSNAP_REC_OTHER:  /* its text only */
+        return 0;
     default:   /* the header's pointers live until close; the rest are values */
         break;
     }
@@ -188,7 +201,7 @@ static void *reader_thread(void *arg)
         b->last = 1;
         int rc = 1;
         while (b->n < BATCH && (rc = msnap_reader_next(r->in, &r->tmp)) == 1) {
-            if (keep(b, &r->tmp, &b->rec[b->n])) {
+            if (keep(b, &r->tmp, &b->rec[b->n], r->text)) {
                 rc = -1;
                 snprintf(r->err, sizeof r->err, "out of memory");
                 break;
@@ -213,7 +226,7 @@ static void *reader_thread(void *arg)
     }
 }
 
-ra_reader *ra_open(const char *path, char *err, size_t errlen)
+ra_reader *ra_open(const char *path, int text, char *err, size_t errlen)
 {
     ra_reader *r = calloc(1, sizeof *r);
     if (!r) {
@@ -224,6 +237,9 @@ ra_reader *ra_open(const char *path, char *err, size_t errlen)
         free(r);
         return NULL;
     }
+    r->text = text;
+    if (text)
+        msnap_reader_keep_unknown(r->in);
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv_full, NULL);
     pthread_cond_init(&r->cv_free, NULL);
@@ -252,6 +268,8 @@ int ra_next(ra_reader *r, const msnap_record **rec)
             const ra_slot *x = &b->rec[r->pos++];
             r->cur.type = (msnap_rec_type)x->type;
             r->cur.line = x->line;
+            r->cur.text = x->text;
+            r->cur.text_len = x->text_len;
             if (x->type == MSNAP_REC_EVENT)
                 r->cur.u.event = x->u.e;
             else
@@ -281,6 +299,11 @@ const char *ra_error(const ra_reader *r)
 int ra_truncated(const ra_reader *r)
 {
     return r->truncated;
+}
+
+int ra_zstd(const ra_reader *r)
+{
+    return msnap_reader_is_zstd(r->in);
 }
 
 void ra_close(ra_reader *r)

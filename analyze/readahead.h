@@ -25,8 +25,12 @@
 typedef struct ra_reader ra_reader;
 
 /* Opens path ("-" = stdin) and reads its header, as msnap_reader_open
- * (NULL with the one-line message in err), then starts the thread. */
-ra_reader *ra_open(const char *path, char *err, size_t errlen);
+ * (NULL with the one-line message in err), then starts the thread.  text:
+ * every record keeps its line's text (msnap_record.text, copied into the
+ * batch like its strings) and lines of unknown types come as
+ * MSNAP_REC_OTHER records (msnap_reader_keep_unknown); 0 leaves both out,
+ * the records' text NULL. */
+ra_reader *ra_open(const char *path, int text, char *err, size_t errlen);
 
 /* The next record: 1 (*rec set), 0 at the end, -1 on an error (message in
  * ra_error; every later call returns -1 again). */
@@ -34,6 +38,7 @@ int ra_next(ra_reader *r, const msnap_record **rec);
 
 const char *ra_error(const ra_reader *r);
 int ra_truncated(const ra_reader *r);   /* after the end: the last line was cut */
+int ra_zstd(const ra_reader *r);        /* the input is zstd-compressed */
 
 /* Stops the thread (also in the middle of the file) and closes. */
 void ra_close(ra_reader *r);

@@ -27,8 +27,12 @@
  * fails there, with a clear message) and returned again by the first
  * msnap_reader_next; its strings (argv, settings_json) live until close.
  *
+ * Every record carries its line's text (msnap_record.text), for a tool that
+ * copies lines through (memsnap symbolize); the header's is kept until close.
+ *
  * Error policy (docs/format.md, "Reading"): unknown keys are ignored, unknown
- * line types and unknown actions are skipped, a blank line is an error, a
+ * line types (unless msnap_reader_keep_unknown asks for them as
+ * MSNAP_REC_OTHER records) and unknown actions are skipped, a blank line is an error, a
  * last line without '\n' that does not parse is a cut-off line (end of data,
  * msnap_reader_truncated() = 1), anything else that is wrong is an error of
  * one line "line N: what was wrong". */
@@ -71,6 +75,9 @@ struct msnap_reader {
     msnap_header hdr;
     cJSON *hdr_json;
     char *settings;
+    char *hdr_text;       /* line 1 as read (the header record's text) */
+    size_t hdr_len;
+    int keep_unknown;     /* msnap_reader_keep_unknown */
     const char **argv;
     /* progress reports (msnap_progress): "reading NAME", bytes so far */
     char what[96];
@@ -881,6 +888,13 @@ static msnap_reader *reader_open(int fd, int own, const char *name, char *err, s
     }
     if (header_from_json(r, r->hdr_json) < 0)
         goto err;
+    r->hdr_text = malloc(len + 1);
+    if (!r->hdr_text) {
+        fail(r, "out of memory");
+        goto err;
+    }
+    memcpy(r->hdr_text, line, len + 1);
+    r->hdr_len = len;
     r->header_pending = 1;
     return r;
 err:
@@ -927,6 +941,8 @@ int msnap_reader_next(msnap_reader *r, msnap_record *rec)
         r->header_pending = 0;
         rec->type = MSNAP_REC_HEADER;
         rec->line = 1;
+        rec->text = r->hdr_text;
+        rec->text_len = r->hdr_len;
         rec->u.header = r->hdr;
         return 1;
     }
@@ -951,6 +967,8 @@ int msnap_reader_next(msnap_reader *r, msnap_record *rec)
             return fail(r, "line %llu: blank line", (unsigned long long)r->lineno);
         }
         rec->line = r->lineno;
+        rec->text = line;
+        rec->text_len = len;
         if (line[1] == '"' && line[2] == 'a' && parse_event_fast(line, line + len, &rec->u.event)) {
             rec->type = MSNAP_REC_EVENT;
             return 1;
@@ -962,8 +980,12 @@ int msnap_reader_next(msnap_reader *r, msnap_record *rec)
             r->truncated = 1;
             return 0;
         }
-        cJSON_Delete(r->cur); /* skipped line */
+        cJSON_Delete(r->cur); /* a line of an unknown type */
         r->cur = NULL;
+        if (r->keep_unknown) {
+            rec->type = MSNAP_REC_OTHER;
+            return 1;
+        }
     }
 }
 
@@ -977,6 +999,18 @@ const char *msnap_reader_error(const msnap_reader *r)
 int msnap_reader_truncated(const msnap_reader *r)
 {
     return r->truncated;
+}
+
+/* 1 when the input is zstd-compressed (known from open on). */
+int msnap_reader_is_zstd(const msnap_reader *r)
+{
+    return r->dctx != NULL;
+}
+
+/* Lines of unknown types come back as MSNAP_REC_OTHER from now on. */
+void msnap_reader_keep_unknown(msnap_reader *r)
+{
+    r->keep_unknown = 1;
 }
 
 /* Frees everything; closes the fd unless it is stdin.  NULL is a no-op. */
@@ -993,6 +1027,7 @@ void msnap_reader_close(msnap_reader *r)
     free(r->buf);
     cJSON_Delete(r->cur);
     cJSON_Delete(r->hdr_json);
+    free(r->hdr_text);
     free(r->settings);
     free(r->argv);
     free(r->ips);

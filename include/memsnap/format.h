@@ -10,7 +10,8 @@
  *
  * Who uses it:
  *   - the recorder's writer thread (msnap_fmt_* into a buffer, msnap_out_*);
- *   - the CLI (summary, symbolize) and the renderer (msnap_reader_*).
+ *   - the analysis library (analyze/), the one reader of snapshots under
+ *     every reading command (msnap_reader_*).
  *
  * The hot path never calls anything here: it fills an msnap_event and hands it
  * to the writer thread, which formats it.
@@ -306,7 +307,8 @@ uint64_t msnap_out_bytes(const msnap_out *o); /* bytes that reached the fd */
 
 /* ---- Reader side. -----------------------------------------------------------
  * Streams a snapshot (plain or zstd) line by line.  Unknown keys are ignored,
- * unknown line types are skipped, a truncated last line is accepted (reported
+ * unknown line types are skipped (or kept: msnap_reader_keep_unknown), a
+ * truncated last line is accepted (reported
  * through msnap_reader_truncated), a major version other than 1 is refused. */
 typedef enum msnap_rec_type {
     MSNAP_REC_HEADER = 1,
@@ -320,11 +322,18 @@ typedef enum msnap_rec_type {
     MSNAP_REC_STATE_BEGIN,
     MSNAP_REC_LIVE,
     MSNAP_REC_TRAILER,
+    MSNAP_REC_OTHER,        /* a line of a type this reader does not know:
+                               text only, and only after
+                               msnap_reader_keep_unknown */
 } msnap_rec_type;
 
 typedef struct msnap_record {
     msnap_rec_type type;
     uint64_t line;          /* 1-based line number in the (decompressed) file */
+    const char *text;       /* the line as read, without its '\n' and
+                               trailing blanks, NUL-terminated; valid as
+                               long as the record's strings */
+    size_t text_len;
     union {
         msnap_header header;
         msnap_device_info device;
@@ -364,6 +373,12 @@ const msnap_header *msnap_reader_header(const msnap_reader *r);
 int msnap_reader_next(msnap_reader *r, msnap_record *rec);
 const char *msnap_reader_error(const msnap_reader *r);
 int msnap_reader_truncated(const msnap_reader *r); /* last line was cut off */
+int msnap_reader_is_zstd(const msnap_reader *r);   /* the input is zstd-compressed */
+/* From the next record on, a line of a type this reader does not know (a
+ * newer minor version's) comes back as an MSNAP_REC_OTHER record, its text
+ * only, instead of being skipped: for a tool that rewrites a snapshot and
+ * must keep every line (memsnap symbolize). */
+void msnap_reader_keep_unknown(msnap_reader *r);
 void msnap_reader_close(msnap_reader *r);
 
 /* ---- Progress ------------------------------------------------------------

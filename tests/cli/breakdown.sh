@@ -135,6 +135,17 @@ sim-nvml)  # the recorder writes device_used from NVML (simulated: used + 500 Mi
     check "$R.unexplained == $((500 * MiB))" "$T/s.json" "$R"
     check "$R.libraries == [{\"library\":\"route_test\",\"bytes\":$((5 * MiB))}]" "$T/s.json" "$R"
     ;;
+sample-missed-peak)  # device used is known only at the counters samples: the moment is
+    # named as the sample it is, and recorded memory that peaked between two samples is
+    # shown beside it (issue 19: "at the highest device used" said 77.95 GiB while
+    # reserved peaked at 79.88 GiB between samples)
+    "$MEMSNAP" summary "$DATA/sample-missed-peak.msnap" > "$T/out" || fail "exit $?"
+    grep -qx "device 0 against the driver (at the counters sample with the highest device used, t = 5.000 us)" \
+        "$T/out" || fail "the moment is not named as a sample: $(grep 'against the driver' "$T/out")"
+    grep -qx "  (recorded memory peaked between samples: 576.00 MiB at 3.000 us)" "$T/out" ||
+        fail "the peak between samples is not shown"
+    grep -Eq "device used \(NVML, nvidia-smi\) 700.00 MiB" "$T/out" || fail "no device used"
+    ;;
 ring)  # a ring dump: the series before the events is not the moment (its
        # 9 GB line is ignored); the allocations older than the ring window
        # (state lines after the last counters line) count at the moment

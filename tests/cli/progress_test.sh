@@ -17,6 +17,14 @@ tty() { script -qec "$1" "$S/pty.out" >/dev/null 2>&1; tr '\r' '\n' <"$S/pty.out
 
 tty "$M summary $SNAP >/dev/null" | grep -q "memsnap: reading roundtrip.msnap" || fail "summary: no progress on a terminal"
 tty "$M compare $SNAP $SNAP -o $S/cmp.png >/dev/null" | grep -q "memsnap: reading" || fail "compare: no progress on a terminal"
+# summary and render read their input once: one progress line, cleared once (issue 19:
+# summary's climbed to 95% and started over three times, once per read of the file)
+ESC=$(printf '\033')
+for cmd in "summary $SNAP" "render --format svg $SNAP -o $S/once"; do
+    tty "$M $cmd >/dev/null" > "$S/once.lines"
+    n=$(grep -c "^$ESC\[K\$" "$S/once.lines")
+    [ "$n" = 1 ] || fail "${cmd%% *}: $n progress lines, one per read of the input ($(grep -c 'memsnap: reading' "$S/once.lines") drawn)"
+done
 tty "$M export $SNAP --format torch -o $S/x.pickle" | grep -q "memsnap: writing trace entries" || fail "export: no progress on a terminal"
 tty "$M import $S/x.pickle -o $S/x.msnap" > "$S/import.lines"
 grep -q "memsnap: reading x.pickle" "$S/import.lines" || fail "import: no progress on a terminal"

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,8 +56,10 @@ static int put_module(const msnap_module *m, void *arg)
     return n ? msnap_out_write(w->out, buf, n) : -1;
 }
 
-/* Writes a snapshot of this process to path (zstd when level > 0). */
-static int write_snapshot(const char *path, int level, const char *fake_bid)
+/* Writes a snapshot of this process to path (zstd when level > 0); extra:
+ * lines written after the stack line ("" for none). */
+static int write_snapshot_with(const char *path, int level, const char *fake_bid,
+                               const char *extra)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     msnap_out *o = fd >= 0 ? msnap_out_fdopen(fd, level) : NULL;
@@ -77,6 +80,7 @@ static int write_snapshot(const char *path, int level, const char *fake_bid)
     msnap_stack st = {.id = 1, .depth = 2, .ips = ips};
     n = msnap_fmt_stack(buf, sizeof buf, &st);
     rc |= msnap_out_write(o, buf, n);
+    rc |= msnap_out_write(o, extra, strlen(extra));
     msnap_event e = {.t_ns = 1000, .addr = 1 << 20, .size = 4096, .stack = 1,
                      .action = MSNAP_A_ALLOC, .api = MSNAP_API_cuMemAlloc_v2};
     n = msnap_fmt_event(buf, sizeof buf, &e);
@@ -85,6 +89,53 @@ static int write_snapshot(const char *path, int level, const char *fake_bid)
     n = msnap_fmt_trailer(buf, sizeof buf, &t);
     rc |= msnap_out_write(o, buf, n);
     return msnap_out_close(o) | rc;
+}
+
+static int write_snapshot(const char *path, int level, const char *fake_bid)
+{
+    return write_snapshot_with(path, level, fake_bid, "");
+}
+
+/* The whole of a file, NUL-terminated, in a new buffer (*len bytes); NULL
+ * when it cannot be read. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    size_t got;
+    while (b && (got = fread(b + n, 1, cap - n, fp)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(b, 2 * cap + 1);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+    }
+    fclose(fp);
+    if (b) {
+        b[n] = 0;
+        *len = n;
+    }
+    return b;
+}
+
+/* Whether files a and b hold the same bytes. */
+static int same_bytes(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
 }
 
 typedef struct found {
@@ -238,6 +289,112 @@ static void test_build_id_mismatch(void)
     CHECK(f.fn0[0] == '\0');
 }
 
+/* Standard input reads as a file does (one read, through the analysis
+ * library): `symbolize - -o OUT` and `-o -` give the bytes `symbolize SNAP
+ * -o OUT` gives, plain and zstd; without -o there is nothing to rewrite in
+ * place, so it is a usage error of one line.  (Before, symbolize read its
+ * input twice and refused standard input outright.) */
+static void test_cli_stdin(void)
+{
+    char in[1024], zin[1024], a[1024], b[1024], c[1024], d[1024], e[1024], cmd[8192];
+    snprintf(in, sizeof in, "%s/sym_stdin.msnap", dir);
+    snprintf(zin, sizeof zin, "%s/sym_stdin.msnap.zst", dir);
+    snprintf(a, sizeof a, "%s/sym_stdin_file.msnap", dir);
+    snprintf(b, sizeof b, "%s/sym_stdin_o.msnap", dir);
+    snprintf(c, sizeof c, "%s/sym_stdin_stdout.msnap", dir);
+    snprintf(d, sizeof d, "%s/sym_stdin_zfile.msnap.zst", dir);
+    snprintf(e, sizeof e, "%s/sym_stdin_zpipe.msnap.zst", dir);
+    CHECK(write_snapshot(in, 0, NULL) == 0);
+    CHECK(write_snapshot(zin, 3, NULL) == 0);
+    CHECK_EQ_U64(sh("'%s' symbolize '%s' -o '%s' 2>/dev/null", in, a), 0);
+    CHECK_EQ_U64(sh("'%s' symbolize - -o '%s' 2>/dev/null < '%s'", b, in), 0);
+    CHECK_EQ_U64(sh("cat '%2$s' | '%1$s' symbolize - -o - > '%3$s' 2>/dev/null", in, c), 0);
+    CHECK(same_bytes(a, b));
+    CHECK(same_bytes(a, c));
+    found f;
+    CHECK(read_syms(b, &f) == 0);
+    CHECK_EQ_U64(f.syms, 2);
+    CHECK_EQ_U64(f.events, 1);
+    CHECK(strcmp(f.fn0, "known_function") == 0);
+    CHECK(strcmp(f.fn1, "main") == 0);
+    /* zstd in, zstd out, from a pipe as from a file */
+    CHECK_EQ_U64(sh("'%s' symbolize '%s' -o '%s' 2>/dev/null", zin, d), 0);
+    CHECK_EQ_U64(sh("cat '%2$s' | '%1$s' symbolize - -o '%3$s' 2>/dev/null", zin, e), 0);
+    CHECK(same_bytes(d, e));
+    size_t n = 0;
+    unsigned char *z = (unsigned char *)slurp(e, &n);
+    CHECK(z && n > 4 && z[0] == 0x28 && z[1] == 0xB5 && z[2] == 0x2F && z[3] == 0xFD);
+    free(z);
+    CHECK(read_syms(e, &f) == 0);
+    CHECK(strcmp(f.fn0, "known_function") == 0);
+    /* no -o: one line, exit 2, nothing written */
+    snprintf(cmd, sizeof cmd, "'%s' symbolize - < '%s' > '%s/sym_stdin_noo.out' 2> '%s/sym_stdin_noo.err'",
+             memsnap, in, dir, dir);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    char errp[1100];
+    snprintf(errp, sizeof errp, "%s/sym_stdin_noo.err", dir);
+    char *msg = slurp(errp, &n);
+    CHECK(msg && strstr(msg, "give -o OUT") != NULL && strchr(msg, '\n') == msg + n - 1);
+    free(msg);
+    snprintf(errp, sizeof errp, "%s/sym_stdin_noo.out", dir);
+    msg = slurp(errp, &n);
+    CHECK(msg && n == 0);
+    free(msg);
+}
+
+/* Every line goes through, a line of a type this version does not know
+ * included; a nameless sym line of an IP resolved now is replaced by the
+ * named one (one sym record per IP), and one for an IP that gets no better
+ * answer is kept. */
+static void test_cli_lines_kept(void)
+{
+    char in[1024], out[1024], extra[512];
+    snprintf(in, sizeof in, "%s/sym_lines.msnap", dir);
+    snprintf(out, sizeof out, "%s/sym_lines_out.msnap", dir);
+    snprintf(extra, sizeof extra,
+             "{\"type\":\"from_the_future\",\"k\":[1,2,3]}\n"
+             "{\"type\":\"sym\",\"ip\":\"0x%llx\",\"fn\":\"\"}\n"
+             "{\"type\":\"stack\",\"id\":2,\"ips\":[\"0x10\"]}\n"
+             "{\"type\":\"sym\",\"ip\":\"0x10\",\"fn\":\"\"}\n",
+             (unsigned long long)ip_fn);
+    CHECK(write_snapshot_with(in, 0, NULL, extra) == 0);
+    CHECK_EQ_U64(sh("'%s' symbolize '%s' -o '%s' 2>/dev/null", in, out), 0);
+    size_t n = 0;
+    char *text = slurp(out, &n);
+    CHECK(text && strstr(text, "{\"type\":\"from_the_future\",\"k\":[1,2,3]}\n") != NULL);
+    char nameless[128];
+    snprintf(nameless, sizeof nameless, "\"ip\":\"0x%llx\",\"fn\":\"\"",
+             (unsigned long long)ip_fn);
+    CHECK(text && strstr(text, nameless) == NULL);
+    CHECK(text && strstr(text, "\"ip\":\"0x10\",\"fn\":\"\"") != NULL);
+    free(text);
+    found f;
+    CHECK(read_syms(out, &f) == 0);
+    CHECK_EQ_U64(f.syms, 3);     /* ip_fn, ip_ret named; 0x10 nameless, kept */
+    CHECK(strcmp(f.fn0, "known_function") == 0);
+}
+
+/* In place through a symbolic link: the file it names is rewritten, the
+ * link stays a link (`symbolize /dev/stdin < SNAP` put a file at
+ * /dev/stdin: the temporary file was renamed over the link). */
+static void test_cli_symlink(void)
+{
+    char in[1024], link[1024];
+    snprintf(in, sizeof in, "%s/sym_target.msnap", dir);
+    snprintf(link, sizeof link, "%s/sym_link.msnap", dir);
+    CHECK(write_snapshot(in, 0, NULL) == 0);
+    unlink(link);
+    CHECK(symlink("sym_target.msnap", link) == 0);
+    CHECK_EQ_U64(sh("'%s' symbolize '%s' 2>/dev/null%s", link, ""), 0);
+    struct stat st;
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    found f;
+    CHECK(read_syms(in, &f) == 0);
+    CHECK_EQ_U64(f.syms, 2);
+    CHECK(strcmp(f.fn0, "known_function") == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -254,5 +411,8 @@ int main(int argc, char **argv)
     test_cli_plain();
     test_cli_in_place_zstd();
     test_build_id_mismatch();
+    test_cli_stdin();
+    test_cli_lines_kept();
+    test_cli_symlink();
     return check_summary();
 }

@@ -752,6 +752,57 @@ static void test_names(void)
     CHECK(msnap_action_from_name("allocx") == -1 && msnap_action_from_name("") == -1);
 }
 
+/* Every record carries its line's text (trailing blanks left out; the
+ * header's from open); lines of unknown types (a line type, an action, a
+ * live kind) are skipped, or come back as MSNAP_REC_OTHER with their text
+ * after msnap_reader_keep_unknown.  memsnap symbolize copies lines through
+ * by these. */
+static void test_line_text(void)
+{
+    const char *lines[] = {
+        "{\"type\":\"future_thing\",\"x\":[1,2,{\"deep\":true}]}",
+        "{\"a\":\"alloc\",\"t\":1,\"p\":4096,\"n\":512}",
+        "{\"a\":\"teleport\",\"t\":2}",
+        "{\"type\":\"live\",\"kind\":\"quantum_alloc\",\"p\":1}",
+        "{\"type\":\"str\",\"id\":3,\"s\":\"x\"}",
+        "{\"type\":\"trailer\",\"t\":5}",
+    };
+    int known[] = {0, 1, 0, 0, 1, 1};
+    char text[4096];
+    size_t n = (size_t)snprintf(text, sizeof text, "%s", HDR);
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s\n", lines[i],
+                              i == 1 ? " \t" : "");
+    for (int zstd = 0; zstd < 2; zstd++)
+        for (int keep = 0; keep < 2; keep++) {
+            const char *p = tpath(zstd ? "text.msnap.zst" : "text.msnap");
+            write_text(p, zstd ? 3 : 0, text, n);
+            char err[512];
+            msnap_reader *r = ropen(p, err);
+            CHECK(r != NULL);
+            if (!r)
+                continue;
+            CHECK(msnap_reader_is_zstd(r) == zstd);
+            if (keep)
+                msnap_reader_keep_unknown(r);
+            static msnap_record rec;
+            CHECK(msnap_reader_next(r, &rec) == 1 && rec.type == MSNAP_REC_HEADER);
+            CHECK(rec.text && rec.text_len == strlen(HDR) - 1 &&
+                  memcmp(rec.text, HDR, rec.text_len) == 0);
+            for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+                if (!keep && !known[i])
+                    continue;
+                CHECK(msnap_reader_next(r, &rec) == 1);
+                CHECK((rec.type == MSNAP_REC_OTHER) == !known[i]);
+                CHECK(rec.line == i + 2);
+                CHECK(rec.text && rec.text_len == strlen(lines[i]) &&
+                      strcmp(rec.text, lines[i]) == 0);
+            }
+            CHECK(msnap_reader_next(r, &rec) == 0);
+            msnap_reader_close(r);
+        }
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -764,6 +815,7 @@ int main(void)
     test_truncated_plain();
     test_truncated_zstd();
     test_unknowns();
+    test_line_text();
     test_errors();
     test_long_line();
     test_out();

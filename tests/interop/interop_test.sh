@@ -175,6 +175,31 @@ replay_skipped) # frees the replay skips, per config: frag.msnap then frees of i
   "$M" replay "$S/fragfree.msnap" -q -c "expandable_segments:true,expandable_va:1G" -m 200M >"$S/t1.txt" || fail "replay, one config"
   grep -qx "1 free of an address the replay never allocated was skipped (allocated before the recording started, or their request failed)" "$S/t1.txt" ||
     fail "one config: $(tail -1 "$S/t1.txt")" ;;
+replay_device_mem) # the device's memory comes from the recording (issue 19: an H200 run was
+  # replayed on "a simulated device of 80.00 GiB", so memory_fraction:F was F of 80 GiB
+  # and every fraction tried OOMed); --device-mem overrides; the table says which
+  # frag.msnap's devices are 150e9 bytes (139.70 GiB): 0.25% of it holds the 248 MiB
+  # reserved peak, 0.25% of 80 GiB (200 MiB) does not
+  "$M" replay "$D/frag.msnap" -q --engine torch -c memory_fraction:0.0025 >"$S/dm1.txt" || fail "replay"
+  head -1 "$S/dm1.txt" | grep -q "on a simulated device of 139.70 GiB (from the recording;" ||
+    fail "not the recording's device memory: $(head -1 "$S/dm1.txt")"
+  grep -Eq '^1 +memory_fraction:0.0025 .* none +[0-9]+$' "$S/dm1.txt" || fail "OOM at 0.25% of the recording's device: $(cat "$S/dm1.txt")"
+  "$M" replay "$D/frag.msnap" -q --engine torch -c memory_fraction:0.0025 -m 80G >"$S/dm2.txt" || fail "replay -m 80G"
+  head -1 "$S/dm2.txt" | grep -q "on a simulated device of 80.00 GiB (from --device-mem;" ||
+    fail "--device-mem not used or not said: $(head -1 "$S/dm2.txt")"
+  grep -Eq '^1 +memory_fraction:0.0025 .* none +[0-9]+$' "$S/dm2.txt" && fail "no OOM at 0.25% of 80 GiB"
+  # a recording that does not give its device's memory: the default, said so
+  "$M" replay "$D/torch_alloc/tr_default.msnap" -q -c "" >"$S/dm3.txt" || fail "replay tr_default"
+  head -1 "$S/dm3.txt" | grep -q "on a simulated device of 80.00 GiB (from the default;" ||
+    fail "the default not said: $(head -1 "$S/dm3.txt")" ;;
+replay_free_error) # a free the driver refused (free_error) leaves the memory allocated in
+  # the replay as in every view (issue 19: replay classified allocs and frees itself and
+  # ignored free_error): data/badfree.msnap frees A, the free is refused, B is allocated,
+  # so A and B are live together, 200 MiB, as summary says
+  "$M" summary "$D/badfree.msnap" | grep -q "reserved   peak 200.00 MiB" || fail "summary's peak"
+  "$M" replay "$D/badfree.msnap" -q -c "" >"$S/bf.txt" || fail replay
+  grep -Eq '^1 +\(defaults\) +200.00 MiB +200.00 MiB ' "$S/bf.txt" ||
+    fail "the refused free was replayed as a free: $(cat "$S/bf.txt")" ;;
 replay_torch_fidelity) # real PyTorch traces (data/torch_alloc): replayed peaks vs PyTorch's
   T="$D/torch_alloc"
   grep -v '^#' "$T/peaks.txt" | while read -r name conf real own_tol def_tol; do
