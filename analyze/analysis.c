@@ -765,6 +765,75 @@ static int feed(an_file *f, const msnap_record *r)
     return feed_record(f, &rr);
 }
 
+/* The levels with the pre-window objects in them.  The state moves its
+ * levels only on events, so memory live before the window (a ring dump's
+ * state section, frees of memory allocated before the recording) is in no
+ * level; the log, replayed, has those objects live from its start.  The
+ * site layers (reserved, allocated, pinned) are recounted from it, per
+ * slot and for the process, so summary's peaks and finals agree with the
+ * sites', the findings' and the recorder's own state. */
+typedef struct fold {
+    const msnap_state *st;
+    msnap_level lv[MSNAP_ST_NDEV][MSNAP_LAYER_COUNT];
+    msnap_level all[MSNAP_LAYER_COUNT];
+    uint64_t idx, t;
+} fold;
+
+static void fold_event(void *ctx, uint64_t idx, uint64_t t)
+{
+    fold *x = ctx;
+    x->idx = idx;
+    x->t = t;
+}
+
+static void fold_move(msnap_level *l, int sign, uint64_t n, uint64_t idx, uint64_t t)
+{
+    l->cur = sign > 0 ? l->cur + n : l->cur - (n < l->cur ? n : l->cur);
+    if (sign > 0 && l->cur > l->peak) {
+        l->peak = l->cur;
+        l->peak_t = t;
+        l->peak_ev = idx;
+    }
+}
+
+static void fold_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch, uint64_t key)
+{
+    (void)torch;
+    (void)key;
+    fold *x = ctx;
+    if (site >= x->st->nsites)
+        return;
+    const msnap_site *s = &x->st->sites[site];
+    fold_move(&x->lv[s->device][s->layer], sign, n, x->idx, x->t);
+    fold_move(&x->all[s->layer], sign, n, x->idx, x->t);
+}
+
+static int fold_pre(an_file *f)
+{
+    fold *x = calloc(1, sizeof *x);
+    if (!x)
+        return -1;
+    x->st = &f->st;
+    x->t = f->t_first;
+    an_visitor v = {.ctx = x, .event = fold_event, .change = fold_change};
+    if (an_replay(f, &v)) {
+        free(x);
+        return -1;
+    }
+    static const int layers[] = {MSNAP_LAYER_RESERVED, MSNAP_LAYER_ALLOCATED,
+                                 MSNAP_LAYER_PINNED};
+    for (size_t k = 0; k < sizeof layers / sizeof *layers; k++) {
+        int l = layers[k];
+        for (int d = 0; d < MSNAP_ST_NDEV; d++)
+            if (x->lv[d][l].peak > f->st.lv[d][l].peak || x->lv[d][l].cur != f->st.lv[d][l].cur)
+                f->st.lv[d][l] = x->lv[d][l];
+        if (x->all[l].peak > f->st.all[l].peak || x->all[l].cur != f->st.all[l].cur)
+            f->st.all[l] = x->all[l];
+    }
+    free(x);
+    return 0;
+}
+
 /* After the last record: the state's pre-window objects (their sites for
  * the log), then the observers' end.  0 ok, -1 out of memory. */
 static int finish(an_file *f)
@@ -785,6 +854,8 @@ static int finish(an_file *f)
             return -1;
         for (size_t i = 0; i < f->st.npre; i++)
             f->log->pre_site[i] = msnap_state_site_for(&f->st, &f->st.pre[i].o);
+        if (f->st.npre && fold_pre(f))
+            return -1;
     }
     for (int i = 0; i < f->nobs; i++)
         if (f->obs[i].end && f->obs[i].end(f->obs[i].ctx, f))

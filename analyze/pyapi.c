@@ -258,6 +258,45 @@ static int ev_record(void *ctx, an_file *f, const msnap_record *rec)
     return 0;
 }
 
+/* At the end: the levels with the pre-window objects in them (a ring
+ * dump's state section, frees of memory allocated before the recording),
+ * as summary's (analysis.c folds them into the state's levels): each adds
+ * its size to the rows before the event that freed it, or to every row. */
+static int ev_end(void *ctx, an_file *f)
+{
+    ev_reader *e = ctx;
+    const msnap_state *st = &f->st;
+    uint64_t rows = e->t->rows;
+    if (!st->npre || !rows || !f->pre_freed)
+        return 0;
+    int64_t *d = calloc(2 * (rows + 1), sizeof *d);
+    if (!d)
+        return -1;
+    for (size_t k = 0; k < st->npre; k++) {
+        const msnap_obj *o = &st->pre[k].o;
+        int layer = msnap_state_site_layer(o->kind, o->device);
+        int col = layer == MSNAP_LAYER_RESERVED ? 0 : layer == MSNAP_LAYER_ALLOCATED ? 1 : -1;
+        if (col < 0)
+            continue;
+        /* row i is after event i + 1: live there while i + 1 < the freeing event */
+        uint64_t end = f->pre_freed[k] == UINT64_MAX ? rows
+                     : f->pre_freed[k] ? f->pre_freed[k] - 1 : 0;
+        if (end > rows)
+            end = rows;
+        d[col * (rows + 1)] += (int64_t)o->size;
+        d[col * (rows + 1) + end] -= (int64_t)o->size;
+    }
+    int64_t run[2] = {0, 0};
+    for (uint64_t i = 0; i < rows; i++) {
+        run[0] += d[i];
+        run[1] += d[rows + 1 + i];
+        e->res[i] += (uint64_t)run[0];
+        e->alc[i] += (uint64_t)run[1];
+    }
+    free(d);
+    return 0;
+}
+
 /* ---- the moment of the state table -------------------------------------- */
 
 enum { AT_TIME, AT_PEAK, AT_OOM, AT_END };
@@ -501,7 +540,7 @@ MPY_API mpy_result *mpy_read(const char *path, unsigned want, const char *at, ch
     }
     if (want & MPY_EVENTS) {
         an_observer o = {.ctx = &ev, .record = ev_record, .event_before = ev_before,
-                         .change = ev_change};
+                         .change = ev_change, .end = ev_end};
         if (ev_table(r, &ev) || table_reserve(ev.t, 1) || an_observe(&f, &o))
             goto oom;
         ev_arrays(&ev);

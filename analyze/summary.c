@@ -131,14 +131,23 @@ static void take_device(summary *s, const msnap_device_info *d)
 }
 
 /* Live-at-end count/bytes per slot: RESERVED objects on device slots,
- * PINNED objects on the host slot. */
-static void finish_live(summary *s)
+ * PINNED objects on the host slot; the pre-window objects still live at
+ * the end (a ring dump's state section) included. */
+static void finish_live(summary *s, const an_file *f)
 {
     const msnap_state *st = s->st;
-    for (size_t i = 0; i < st->map.cap; i++) {
-        if (!st->map.slots[i].used)
-            continue;
-        const msnap_obj *o = &st->objs[st->map.slots[i].value];
+    for (size_t i = 0; i < st->map.cap + st->npre; i++) {
+        const msnap_obj *o;
+        if (i < st->map.cap) {
+            if (!st->map.slots[i].used)
+                continue;
+            o = &st->objs[st->map.slots[i].value];
+        } else {
+            size_t k = i - st->map.cap;
+            if (!f->pre_freed || f->pre_freed[k] != UINT64_MAX)
+                continue;
+            o = &st->pre[k].o;
+        }
         if (msnap_state_counts_in(o->kind, o->device, MSNAP_LAYER_RESERVED) ||
             msnap_state_counts_in(o->kind, o->device, MSNAP_LAYER_PINNED)) {
             s->live_count[o->device]++;
@@ -189,7 +198,7 @@ static int on_end(void *ctx, an_file *f)
 {
     summary *s = ctx;
     s->truncated = f->truncated;
-    finish_live(s);
+    finish_live(s, f);
     return 0;
 }
 
