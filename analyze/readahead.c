@@ -272,7 +272,7 @@ int ra_next(ra_reader *r, const msnap_record **rec)
             r->cur.text_len = x->text_len;
             if (x->type == MSNAP_REC_EVENT)
                 r->cur.u.event = x->u.e;
-            else
+            else if (member_size((int)x->type))   /* an unknown line has none */
                 memcpy(&r->cur.u, x->u.other, member_size((int)x->type));
             *rec = &r->cur;
             return 1;
