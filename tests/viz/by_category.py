@@ -145,7 +145,8 @@ check_file(os.path.join(cdata, "basic.msnap"), "basic")
 rules = os.path.join(scratch, "bycat-rules")
 with open(rules, "w") as f:
     f.write("parameters native load_weights\nbatch_state native server_run\n")
-for alloc in ("fixed", "cudamalloc"):
+# (not in a reader-only build, which has no recorder or workload: decode "-")
+for alloc in ("fixed", "cudamalloc") if decode != "-" else ():
     snap = os.path.join(scratch, f"bycat-decode-{alloc}.msnap")
     run([memsnap, "run", "--sim-device", "8G", "-q", "-o", snap, "--", decode, "-q",
          "--preset", "small", "--scenario", "healthy", "--hours", "0.02", "--device-mem", "8G",
