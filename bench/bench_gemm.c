@@ -2,7 +2,7 @@
  * step on a GPU, timed kernel by kernel (docs/benchmarks.md, "Decode
  * workload"), side by side with cuBLAS on the same shapes.
  *
- *   bench_gemm [--batches 1,2,4,8,16,32] [--reps N] [--ctx TOKENS] [--sweep]
+ *   bench_gemm [--batches 1,2,4,8,16,24,32] [--reps N] [--ctx TOKENS] [--sweep]
  *              [--csv FILE]
  *
  * Shapes: Llama 3 8B in BF16 (hidden 4096, 32 query / 8 K/V heads of 128,
@@ -28,7 +28,9 @@
  * gate/up writes both halves (cuBLAS has no SwiGLU epilogue), ours writes
  * silu(gate) * up.  Then attention: 32 layers of gpu_attention (K/V append,
  * split-K attention, combine) at --ctx tokens per request (default 660,
- * bench_decode.sh's average), KV bytes / time.
+ * bench_decode.sh's average), KV bytes / time; with --sweep also at the
+ * other chunk sizes (the fewest tokens per split: 64, 128, 256) and with the
+ * kernel held to 64 registers (o4).
  *
  * Prints one line per measurement ("gemm ...", "attention ...") and writes
  * them to --csv.  No assertion on any figure.  Exit 77 without a real GPU.
@@ -164,7 +166,7 @@ static double shape_bytes(int s)
 
 int main(int argc, char **argv)
 {
-    int batches[16] = {1, 2, 4, 8, 16, 32}, nb = 6, reps = 9, ctx = 660, sweep = 0;
+    int batches[16] = {1, 2, 4, 8, 16, 24, 32}, nb = 7, reps = 9, ctx = 660, sweep = 0;
     const char *csv_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
@@ -253,14 +255,17 @@ int main(int argc, char **argv)
     if (sweep)
         for (int v = 0; v < GPU_MMA_VARIANTS; v++)
             for (int w = 0; w <= 8; w += 4) {
+                const gpu_mma_variant_t *m = &gpu_mma_variants[v];
                 engine_t *e = &eng[ne++];
                 memset(e, 0, sizeof *e);
-                snprintf(e->name, sizeof e->name, "mma_v%d_m%du%d_w%d", v,
-                         gpu_mma_variants[v].mt, gpu_mma_variants[v].u, w);
+                if (m->stages)
+                    snprintf(e->name, sizeof e->name, "mma_v%d_m%ds%d_w%d", v, m->mt, m->stages,
+                             w);
+                else
+                    snprintf(e->name, sizeof e->name, "mma_v%d_m%du%d_w%d", v, m->mt, m->u, w);
+                e->tune = defaults;
                 e->tune.simt_max = 0;
-                for (int i = 0; i < 4; i++)
-                    e->tune.variant[i] = v;
-                e->tune.warps = w;
+                gpu_tune_all(&e->tune, v, w);
             }
     if (have_cublas) {
         eng[ne] = (engine_t){"cublas", 1, defaults};
@@ -316,25 +321,42 @@ int main(int argc, char **argv)
         CK(gpu_fill(&g, qkv, (uint64_t)B * qkv_out, 5, 1.0f));
         CK(cuMemAlloc(&scores, (size_t)B * HEADS * gpu_attention_scratch_floats(ctx) * 4));
         CK(cuMemAlloc(&out, (size_t)B * HEADS * HD * 2));
-        float t[64];
-        for (int r = -1; r < reps; r++) {
-            CK(cuEventRecord(evs[0], g.stream));
-            for (int l = 0; l < LAYERS; l++)
-                CK(gpu_attention(&g, &sh, qkv, pages, 1, 1 << 30, len, l, B, scores, ctx, out));
-            CK(cuEventRecord(evs[1], g.stream));
-            CK(cuEventSynchronize(evs[1]));
-            if (r >= 0)
-                CK(cuEventElapsedTime(&t[r], evs[0], evs[1]));
+        /* the default chunk, and with --sweep the others */
+        static const int chunks[] = {0, 64, 128, 256};
+        for (int ci = 0; ci < (sweep ? 8 : 1); ci++) {
+            const int chunk = ci & 3 ? chunks[ci & 3] : defaults.att_chunk;
+            const int o4 = ci & 3 ? ci >> 2 : defaults.att_o4;
+            if (ci > 0 && (ci & 3) == 0)
+                continue;
+            if (ci > 0 && chunk == defaults.att_chunk && o4 == defaults.att_o4)
+                continue;
+            g.tune.att_chunk = chunk;
+            g.tune.att_o4 = o4;
+            float t[64];
+            for (int r = -1; r < reps; r++) {
+                CK(cuEventRecord(evs[0], g.stream));
+                for (int l = 0; l < LAYERS; l++)
+                    CK(gpu_attention(&g, &sh, qkv, pages, 1, 1 << 30, len, l, B, scores, ctx,
+                                     out));
+                CK(cuEventRecord(evs[1], g.stream));
+                CK(cuEventSynchronize(evs[1]));
+                if (r >= 0)
+                    CK(cuEventElapsedTime(&t[r], evs[0], evs[1]));
+            }
+            qsort(t, reps, sizeof *t, cmp_float);
+            double bytes = 0;
+            for (int b = 0; b < B; b++)
+                bytes += (double)hl[b] * kvtok;
+            double gbs = bytes / (t[reps / 2] / 1e3) / 1e9;
+            printf("attention batch %d ctx %d chunk %d%s%s: %.3f ms per step (32 layers, %.1f us "
+                   "each), KV %.2f GB, %.0f GB/s\n",
+                   B, ctx, chunk, chunk ? "" : " (auto)", o4 ? " o4" : "", t[reps / 2], t[reps / 2] * 1e3 / LAYERS,
+                   bytes / 1e9, gbs);
+            if (csv)
+                fprintf(csv, "attention,%d,%d,%.4f,%.1f,%d,%d\n", B, ctx, t[reps / 2], gbs,
+                        chunk, o4);
         }
-        qsort(t, reps, sizeof *t, cmp_float);
-        double bytes = 0;
-        for (int b = 0; b < B; b++)
-            bytes += (double)hl[b] * kvtok;
-        double gbs = bytes / (t[reps / 2] / 1e3) / 1e9;
-        printf("attention batch %d ctx %d: %.3f ms per step (32 layers, %.1f us each), KV %.2f GB, %.0f GB/s\n",
-               B, ctx, t[reps / 2], t[reps / 2] * 1e3 / LAYERS, bytes / 1e9, gbs);
-        if (csv)
-            fprintf(csv, "attention,%d,%d,%.4f,%.1f\n", B, ctx, t[reps / 2], gbs);
+        g.tune = defaults;
         for (int b = 0; b < B; b++)
             cuMemFree(kv[b]);
         cuMemFree(pages);

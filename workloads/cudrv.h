@@ -34,7 +34,8 @@
     X(cuMemcpyDtoHAsync_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2)                  \
     X(cuMemAddressReserve) X(cuMemAddressFree)                                     \
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)     \
-    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)
+    X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)     \
+    X(cuFuncSetAttribute)
 
 /* One pointer per function, typed from cuda.h's declaration. */
 typedef struct cudrv_table {
@@ -91,6 +92,7 @@ int cudrv_load(char *why, size_t len);
 #define cuModuleGetFunction (cudrv.cuModuleGetFunction)
 #define cuModuleUnload (cudrv.cuModuleUnload)
 #define cuLaunchKernel (cudrv.cuLaunchKernel)
+#define cuFuncSetAttribute (cudrv.cuFuncSetAttribute)
 #endif
 
 #endif

@@ -80,8 +80,9 @@ static CUdeviceptr upload(const void *h, size_t n)
 }
 
 /* The GEMV configurations every shape is checked with: the CUDA-core kernel,
- * the tensor-core kernel in each (MT, U) variant with a few warp counts (the
- * split of k across warps), and the defaults as the workload runs them. */
+ * the tensor-core kernels in each (MT, U, stages) variant with a few warp
+ * counts (the split of k across warps), and the defaults as the workload runs
+ * them. */
 typedef struct gemv_config {
     const char *name;
     int simt_max, variant, warps; /* variant -1: the defaults */
@@ -90,6 +91,9 @@ static const gemv_config gemv_configs[] = {
     {"default", -1, -1, 0},   {"simt", 64, 0, 0},       {"mma m1u4 auto", 0, 0, 0},
     {"mma m2u2 w1", 0, 1, 1}, {"mma m2u2 w8", 0, 1, 8}, {"mma m2u4 w2", 0, 2, 2},
     {"mma m2u4 auto", 0, 2, 0}, {"mma m1u4 w3", 0, 0, 3},   {"mma m2u2 w5", 0, 1, 5},
+    {"mmp m1s4 auto", 0, 3, 0}, {"mmp m1s8 w8", 0, 4, 8},   {"mmp m1s8 w1", 0, 4, 1},
+    {"mmp m2s4 w3", 0, 5, 3},   {"mmp m2s6 auto", 0, 6, 0}, {"mmp m2s6 w8", 0, 6, 8},
+    {"mmp m4s3 w8", 0, 7, 8},   {"mmp m4s3 w2", 0, 7, 2},
 };
 
 static void set_config(gpu_t *g, const gemv_tune_t *defaults, const gemv_config *c)
@@ -98,9 +102,7 @@ static void set_config(gpu_t *g, const gemv_tune_t *defaults, const gemv_config 
     if (c->simt_max < 0)
         return;
     g->tune.simt_max = c->simt_max;
-    for (int i = 0; i < 4; i++)
-        g->tune.variant[i] = c->variant;
-    g->tune.warps = c->warps;
+    gpu_tune_all(&g->tune, c->variant, c->warps);
 }
 
 /* y = W x against a double-precision reference, for every configuration.
@@ -427,13 +429,27 @@ int main(void)
     test_gemv(&g, 14336, 16, 4, GEMV_SWIGLU); /* the 8B down/gate row length */
     test_gemv(&g, 14336, 34, 20, GEMV_BF16);
     test_gemv(&g, 4096, 71, 2, GEMV_F32);     /* an odd number of rows */
-    for (int paged = 0; paged <= 1; paged++) {
-        test_attention(&g, paged, 8, 64, 700);   /* 4 query heads per K/V head */
-        test_attention(&g, paged, 8, 128, 760);  /* the 8B head; empty chunks */
-        test_attention(&g, paged, 2, 128, 700);  /* one query head per K/V head */
-        test_attention(&g, paged, 16, 32, 700);  /* 8 per K/V head; half the lanes idle */
-        test_attention(&g, paged, 6, 72, 1000);  /* 3 per K/V head (in a 4 kernel) */
+    /* attention with the default chunk and kernel, then other chunk sizes
+     * (the fewest tokens per split) and the kernel held to 64 registers */
+    gemv_tune_t defaults = g.tune;
+    static const int att_configs[][2] = {{0, -1}, {64, 0}, {256, 1}, {128, 0}, {16, 1}};
+    for (size_t c = 0; c < sizeof att_configs / sizeof *att_configs; c++) {
+        g.tune = defaults;
+        if (att_configs[c][1] >= 0) {
+            g.tune.att_chunk = att_configs[c][0];
+            g.tune.att_o4 = att_configs[c][1];
+        }
+        printf("attention: chunks of at least %d tokens (0: auto), kernel %s\n",
+               g.tune.att_chunk, g.tune.att_o4 ? "o4" : "plain");
+        for (int paged = 0; paged <= 1; paged++) {
+            test_attention(&g, paged, 8, 64, 700);   /* 4 query heads per K/V head */
+            test_attention(&g, paged, 8, 128, 760);  /* the 8B head; empty chunks */
+            test_attention(&g, paged, 2, 128, 700);  /* one query head per K/V head */
+            test_attention(&g, paged, 16, 32, 700);  /* 8 per K/V head; half the lanes idle */
+            test_attention(&g, paged, 6, 72, 1000);  /* 3 per K/V head (in a 4 kernel) */
+        }
     }
+    g.tune = defaults;
     test_copy_fill_argmax_embed(&g);
     gpu_destroy(&g);
     printf("%d checks, %d failed\n", checks, failures);

@@ -128,23 +128,37 @@ void mem_destroy(mem_t *m);
 
 /* How gpu_gemv runs a batch chunk (docs/workload.md, "Compute").  Chunks of
  * at most simt_max requests take the CUDA-core GEMV (ms_gemv_nbN), larger
- * ones the tensor-core kernel ms_mma_n<NT>_m<MT>_u<U> (NT = ceil(chunk / 8))
- * with `variant` picking (MT, U) from gpu_mma_variants and `warps`
- * warps per block (0: chosen from the grid, see gpu_gemv).  gpu_init sets
- * the defaults measured on the H200 (docs/benchmarks.md), or what
- * MEMSNAP_DECODE_GEMM="VARIANT,WARPS" says (a benchmarking knob);
- * bench_gemm sweeps the rest. */
+ * ones a tensor-core kernel (NT = ceil(chunk / 8)): `variant` picks it from
+ * gpu_mma_variants, per class of product (narrow: up to GPU_MMA_NARROW
+ * output rows, o and down of the 8B model, whose grids are one wave or
+ * less; wide: qkv, gate/up and lm_head) and per NT, and `warps` the warps
+ * per block (0: chosen from the grid, see gpu_gemv).  gpu_init sets the defaults measured
+ * on the H200 (docs/benchmarks.md), or what MEMSNAP_DECODE_GEMM says (a
+ * benchmarking knob); bench_gemm sweeps the rest.  att_chunk is the fewest
+ * tokens per attention chunk (0: chosen from the grid) and att_o4 picks the
+ * attention kernel held to 64 registers (MEMSNAP_DECODE_ATT). */
 typedef struct gemv_tune {
     int simt_max;          /* 0: the tensor cores for every chunk */
-    int variant[4];        /* per NT - 1: an index into gpu_mma_variants */
-    int warps;             /* 1..8, or 0 = auto */
+    int variant[2][4];     /* [wide][NT - 1]: an index into gpu_mma_variants */
+    int warps[2][4];       /* [wide][NT - 1]: 1..8, or 0 = auto */
+    int att_chunk;         /* 16..256, or 0: 64, or 256 from batch x kv_heads >= 128 */
+    int att_o4;            /* 1: ms_attention_g<G>_o4 (64 registers, 4 blocks an SM) */
 } gemv_tune_t;
+#define GPU_MMA_NARROW 4096 /* products of at most this many rows are "narrow" */
 
-#define GPU_MMA_VARIANTS 3
+/* The tensor-core kernels: ms_mma_n<NT>_m<MT>_u<U> (stages 0: weights
+ * straight into registers, U steps of 32 k per round) and
+ * ms_mmp_n<NT>_m<MT>_s<S> (weights through a ring of S stages in shared
+ * memory, cp.async). */
+#define GPU_MMA_VARIANTS 8
 typedef struct gpu_mma_variant {
-    int mt, u;             /* 16-row tiles per block, 32-k steps per round of a warp */
+    int mt, u, stages;     /* 16-row tiles per block; steps per round; ring stages */
 } gpu_mma_variant_t;
 extern const gpu_mma_variant_t gpu_mma_variants[GPU_MMA_VARIANTS];
+/* Dynamic shared memory of variant v for chunks of 8 nt with `warps` warps. */
+unsigned gpu_mma_smem(int v, int nt, int warps);
+/* Sets every NT of both classes to variant v with w warps (0 = auto). */
+void gpu_tune_all(gemv_tune_t *t, int v, int w);
 
 typedef struct gpu {
     int have_kernels;   /* module loaded: launches happen (no-ops on the sim) */
@@ -153,7 +167,7 @@ typedef struct gpu {
     CUfunction fill, copy, embed, attention_combine, argmax;
     CUfunction gemv[6]; /* CUDA cores: batch chunk 1, 2, 4, 8, 16, 32 */
     CUfunction mma[4][GPU_MMA_VARIANTS]; /* tensor cores: [NT - 1][variant] */
-    CUfunction attention[4]; /* query heads per K/V head <= 1, 2, 4, 8 */
+    CUfunction attention[2][4]; /* [att_o4][query heads per K/V head <= 1, 2, 4, 8] */
     gemv_tune_t tune;
     CUstream stream;
     CUevent ev0, ev1;

@@ -18,26 +18,74 @@ int gpu_kernels_embedded(void)
     return memsnap_decode_fatbin_size > 0;
 }
 
-/* (MT, U) of the tensor-core kernels kernels.cu instantiates (MS_MMA_NT). */
-const gpu_mma_variant_t gpu_mma_variants[GPU_MMA_VARIANTS] = {{1, 4}, {2, 2}, {2, 4}};
+/* (MT, U, stages) of the tensor-core kernels kernels.cu instantiates
+ * (MS_MMA_NT: stages 0; MS_MMP_NT: U 1). */
+const gpu_mma_variant_t gpu_mma_variants[GPU_MMA_VARIANTS] = {
+    {1, 4, 0}, {2, 2, 0}, {2, 4, 0}, {1, 1, 4}, {1, 1, 8}, {2, 1, 4}, {2, 1, 6}, {4, 1, 3}};
 
-/* The defaults (docs/benchmarks.md, "Decode workload": bench_gemm on the
- * H200): the CUDA-core GEMV at batch 1 (92.6% of the copy bandwidth), the
- * tensor cores above. */
-static const gemv_tune_t default_tune = {1, {1, 1, 1, 1}, 0};
+unsigned gpu_mma_smem(int v, int nt, int warps)
+{
+    const gpu_mma_variant_t *m = &gpu_mma_variants[v];
+    if (!m->stages)
+        return 0; /* static shared memory */
+    unsigned ring = 32u * warps * m->stages * (2 * m->mt + nt) * 16;
+    unsigned epi = 4u * (warps * m->mt * nt * 4 * 32 + 16 * m->mt * (8 * nt + 1));
+    return ring > epi ? ring : epi;
+}
 
-/* MEMSNAP_DECODE_GEMM="VARIANT,WARPS": the tensor-core variant for every
- * chunk size and the warps per block (0 = auto), for benchmarks. */
+void gpu_tune_all(gemv_tune_t *t, int v, int w)
+{
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < 4; i++) {
+            t->variant[c][i] = v;
+            t->warps[c][i] = w;
+        }
+}
+
+/* The defaults (docs/benchmarks.md, "Decode workload": bench_gemm --sweep on
+ * the H200, 2026-12-01): the CUDA-core GEMV at batch 1; for chunks of up to 8 requests
+ * ms_mma_n1_m1_u4 with 8 warps for every product; above, the cp.async kernel
+ * (16 rows x 2, 4 stages, 8 warps) for the one-wave products (o, down) and
+ * for the wide ones at NT 2, and ms_mma_n*_m2_u2 for the wide ones at NT 3
+ * and 4 (its x traffic there is as large as the weights' in the ring). */
+static const gemv_tune_t default_tune = {
+    1,
+    {{0, 5, 5, 5}, {0, 5, 1, 1}}, /* variant [narrow, wide][NT - 1] */
+    {{8, 8, 8, 8}, {8, 8, 0, 0}}, /* warps */
+    0,                            /* attention chunks: auto (gpu_attention) */
+    1};                           /* ms_attention_g<G>_o4 */
+
+/* MEMSNAP_DECODE_GEMM="V,W" (every product) or "V,W,V2,W2" (narrow, then
+ * wide): the tensor-core variant and the warps per block (0 = auto), for
+ * benchmarks.  MEMSNAP_DECODE_ATT="CHUNK[,O4]": the fewest tokens per
+ * attention chunk (0: auto), and 1 for the attention kernel held to 64
+ * registers. */
 static void tune_from_env(gemv_tune_t *t)
 {
     const char *e = getenv("MEMSNAP_DECODE_GEMM");
-    int v, w;
-    if (!e || sscanf(e, "%d,%d", &v, &w) != 2 || v < 0 || v >= GPU_MMA_VARIANTS || w < 0 ||
-        w > 8)
-        return;
-    for (int i = 0; i < 4; i++)
-        t->variant[i] = v;
-    t->warps = w;
+    int v[2], w[2];
+    int n = e ? sscanf(e, "%d,%d,%d,%d", &v[0], &w[0], &v[1], &w[1]) : 0;
+    if (n == 2) {
+        v[1] = v[0];
+        w[1] = w[0];
+    }
+    if (n == 2 || n == 4) {
+        int ok = 1;
+        for (int c = 0; c < 2; c++)
+            ok &= v[c] >= 0 && v[c] < GPU_MMA_VARIANTS && w[c] >= 0 && w[c] <= 8;
+        for (int c = 0; ok && c < 2; c++)
+            for (int i = 0; i < 4; i++) {
+                t->variant[c][i] = v[c];
+                t->warps[c][i] = w[c];
+            }
+    }
+    const char *a = getenv("MEMSNAP_DECODE_ATT");
+    int ch, o4 = 0;
+    n = a ? sscanf(a, "%d,%d", &ch, &o4) : 0;
+    if (n >= 1 && (ch == 0 || (ch >= 16 && ch <= 256)) && (o4 == 0 || o4 == 1)) {
+        t->att_chunk = ch;
+        t->att_o4 = o4;
+    }
 }
 
 int gpu_init(gpu_t *g, int load_kernels, char *err, size_t errlen)
@@ -62,21 +110,33 @@ int gpu_init(gpu_t *g, int load_kernels, char *err, size_t errlen)
                                       "ms_argmax", "ms_gemv_nb1", "ms_gemv_nb2", "ms_gemv_nb4",
                                       "ms_gemv_nb8", "ms_gemv_nb16", "ms_gemv_nb32",
                                       "ms_attention_g1", "ms_attention_g2", "ms_attention_g4",
-                                      "ms_attention_g8"};
+                                      "ms_attention_g8", "ms_attention_g1_o4", "ms_attention_g2_o4",
+                                      "ms_attention_g4_o4", "ms_attention_g8_o4"};
         CUfunction *fs[] = {&g->fill, &g->copy, &g->embed, &g->attention_combine, &g->argmax,
                             &g->gemv[0], &g->gemv[1], &g->gemv[2], &g->gemv[3], &g->gemv[4],
-                            &g->gemv[5], &g->attention[0], &g->attention[1], &g->attention[2],
-                            &g->attention[3]};
+                            &g->gemv[5], &g->attention[0][0], &g->attention[0][1],
+                            &g->attention[0][2], &g->attention[0][3], &g->attention[1][0],
+                            &g->attention[1][1], &g->attention[1][2], &g->attention[1][3]};
         for (size_t i = 0; r == CUDA_SUCCESS && i < sizeof names / sizeof *names; i++)
             if ((r = cuModuleGetFunction(fs[i], g->mod, names[i])) != CUDA_SUCCESS)
                 what = names[i];
         static char mma_name[40];
         for (int nt = 1; r == CUDA_SUCCESS && nt <= 4; nt++)
             for (int v = 0; r == CUDA_SUCCESS && v < GPU_MMA_VARIANTS; v++) {
-                snprintf(mma_name, sizeof mma_name, "ms_mma_n%d_m%d_u%d", nt,
-                         gpu_mma_variants[v].mt, gpu_mma_variants[v].u);
+                const gpu_mma_variant_t *m = &gpu_mma_variants[v];
+                if (m->stages)
+                    snprintf(mma_name, sizeof mma_name, "ms_mmp_n%d_m%d_s%d", nt, m->mt,
+                             m->stages);
+                else
+                    snprintf(mma_name, sizeof mma_name, "ms_mma_n%d_m%d_u%d", nt, m->mt, m->u);
                 if ((r = cuModuleGetFunction(&g->mma[nt - 1][v], g->mod, mma_name)) != CUDA_SUCCESS)
                     what = mma_name;
+                /* the ring is over the 48 KiB a kernel gets without asking */
+                if (r == CUDA_SUCCESS && m->stages &&
+                    (r = cuFuncSetAttribute(g->mma[nt - 1][v],
+                                            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            (int)gpu_mma_smem(v, nt, 8))) != CUDA_SUCCESS)
+                    what = "cuFuncSetAttribute (shared memory of the tensor-core kernels)";
             }
         if (r == CUDA_SUCCESS)
             g->have_kernels = 1;
@@ -103,12 +163,18 @@ void gpu_destroy(gpu_t *g)
     memset(g, 0, sizeof *g);
 }
 
-static CUresult launch(gpu_t *g, CUfunction f, unsigned gx, unsigned gy, unsigned bx,
-                       void **args)
+static CUresult launch_smem(gpu_t *g, CUfunction f, unsigned gx, unsigned gy, unsigned bx,
+                            unsigned smem, void **args)
 {
     if (!g->have_kernels)
         return CUDA_SUCCESS;
-    return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, 0, g->stream, args, NULL);
+    return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, smem, g->stream, args, NULL);
+}
+
+static CUresult launch(gpu_t *g, CUfunction f, unsigned gx, unsigned gy, unsigned bx,
+                       void **args)
+{
+    return launch_smem(g, f, gx, gy, bx, 0, args);
 }
 
 static unsigned grid_for(uint64_t n, unsigned block)
@@ -148,10 +214,11 @@ CUresult gpu_embed(gpu_t *g, CUdeviceptr x, CUdeviceptr emb, CUdeviceptr tok, in
  * keeps enough loads in flight.  Measured on the H200 (bench_gemm --sweep):
  * 8 warps for grids of up to 512 blocks (qkv, o, down), 4 above (gate/up,
  * lm_head); 2 was always slower. */
-static int mma_warps(const gpu_t *g, unsigned blocks)
+static int mma_warps(const gpu_t *g, int wide, int nt, unsigned blocks)
 {
-    if (g->tune.warps > 0)
-        return g->tune.warps > 8 ? 8 : g->tune.warps;
+    int w = g->tune.warps[wide][nt - 1];
+    if (w > 0)
+        return w > 8 ? 8 : w;
     return blocks <= 512 ? 8 : 4;
 }
 
@@ -160,6 +227,7 @@ CUresult gpu_gemv(gpu_t *g, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int in,
 {
     uint64_t ysz = mode == GEMV_F32 ? 4 : 2;
     uint64_t yrow = mode == GEMV_SWIGLU ? (uint64_t)out / 2 : (uint64_t)out;
+    int wide = out > GPU_MMA_NARROW;
     for (int b0 = 0; b0 < batch; b0 += 32) {
         int nb = batch - b0 < 32 ? batch - b0 : 32;
         CUdeviceptr xb = x + (uint64_t)b0 * in * 2, yb = y + (uint64_t)b0 * yrow * ysz;
@@ -171,10 +239,12 @@ CUresult gpu_gemv(gpu_t *g, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int in,
             r = launch(g, g->gemv[k], (unsigned)((out + 7) / 8), 1, 128, args);
         } else {
             /* tensor cores: 16 MT rows per block, chunks of 8 NT requests */
-            int nt = (nb + 7) / 8, v = g->tune.variant[nt - 1];
-            unsigned blocks = (unsigned)((out + 16 * gpu_mma_variants[v].mt - 1) /
-                                         (16 * gpu_mma_variants[v].mt));
-            r = launch(g, g->mma[nt - 1][v], blocks, 1, 32 * mma_warps(g, blocks), args);
+            int nt = (nb + 7) / 8, v = g->tune.variant[wide][nt - 1];
+            unsigned rows = 16 * (unsigned)gpu_mma_variants[v].mt;
+            unsigned blocks = ((unsigned)out + rows - 1) / rows;
+            int warps = mma_warps(g, wide, nt, blocks);
+            r = launch_smem(g, g->mma[nt - 1][v], blocks, 1, 32 * warps,
+                            gpu_mma_smem(v, nt, warps), args);
         }
         if (r != CUDA_SUCCESS)
             return r;
@@ -184,13 +254,15 @@ CUresult gpu_gemv(gpu_t *g, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int in,
 
 /* Chunks per request: as many as the scratch holds (each chunk's partial is
  * head_dim + 2 floats; the scratch was sized, in floats, at the longest
- * context rounded up to 256), but no shorter than 64 tokens.  A chunk is
- * then at most 256 tokens (the scratch holds at least ceil(max_len / 256)
- * partials, since head_dim + 2 <= 130 < 256), ATT_MAXCHUNK in kernels.cu. */
-static void attention_split(int max_len, int head_dim, int *nsplit, int *chunk)
+ * context rounded up to 256), but no shorter than min_chunk tokens
+ * (tune.att_chunk, or by default 64, and 256 once batch x kv_heads >= 128;
+ * at most 256).  A chunk is then at most 256 tokens (the scratch holds at
+ * least ceil(max_len / 256) partials, since head_dim + 2 <= 130 < 256),
+ * ATT_MAXCHUNK in kernels.cu. */
+static void attention_split(int max_len, int head_dim, int min_chunk, int *nsplit, int *chunk)
 {
     int cap = (int)(gpu_attention_scratch_floats(max_len) / (uint64_t)(head_dim + 2));
-    int n = (max_len + 63) / 64;
+    int n = (max_len + min_chunk - 1) / min_chunk;
     if (n > cap)
         n = cap;
     if (n < 1)
@@ -206,12 +278,15 @@ CUresult gpu_attention(gpu_t *g, const shape_t *s, CUdeviceptr qkv, CUdeviceptr 
     int heads = s->heads, kvh = s->kv_heads, hd = s->head_dim, layers = s->layers;
     int G = heads / kvh, gi = G <= 1 ? 0 : G <= 2 ? 1 : G <= 4 ? 2 : 3;
     int slen = (int)gpu_attention_scratch_floats(max_len), nsplit, chunk;
-    attention_split(max_len, hd, &nsplit, &chunk);
+    /* auto: short chunks while the grid is small (more blocks to spread the
+     * reads), 256 once there is a block per SM for each chunk anyway */
+    int min_chunk = g->tune.att_chunk > 0 ? g->tune.att_chunk : batch * kvh >= 128 ? 256 : 64;
+    attention_split(max_len, hd, min_chunk, &nsplit, &chunk);
     void *args[] = {&qkv, &pages, &max_pages, &page_tokens, &len, &layer, &heads,
                     &kvh, &hd, &layers, &scores, &slen, &chunk};
     if (!g->have_kernels)
         return CUDA_SUCCESS;
-    CUresult r = cuLaunchKernel(g->attention[gi], (unsigned)kvh, (unsigned)batch,
+    CUresult r = cuLaunchKernel(g->attention[g->tune.att_o4 ? 1 : 0][gi], (unsigned)kvh, (unsigned)batch,
                                 (unsigned)nsplit, 256, 1, 1, 0, g->stream, args, NULL);
     if (r != CUDA_SUCCESS)
         return r;

@@ -275,6 +275,59 @@ __device__ __forceinline__ void mma_compute(float (&acc)[MT][NT][4], const uint4
             }
 }
 
+// The warps' partial sums meet in shared memory (red: [warps][E][32] floats,
+// then tile: [16 MT][8 NT + 1]) and the block writes its rows: bf16, the
+// SwiGLU pairs or fp32.
+template <int NT, int MT>
+__device__ __forceinline__ void mma_epilogue(const float (&acc)[MT][NT][4], float *red,
+                                             float *tile, void *__restrict__ y, int out, int B,
+                                             int mode, int r0)
+{
+    constexpr int BM = 16 * MT, BN = 8 * NT, E = MT * NT * 4, TW = BN + 1;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                red[(warp * E + (i * NT + j) * 4 + c) * 32 + lane] = acc[i][j][c];
+    __syncthreads();
+    for (int q = threadIdx.x; q < E * 32; q += blockDim.x) {
+        const int e = q >> 5, l = q & 31;
+        float s = 0.f;
+        for (int w = 0; w < nwarps; w++)
+            s += red[(w * E + e) * 32 + l];
+        // C fragment: c0, c1 at (row g, cols 2t, 2t+1); c2, c3 at row g + 8
+        const int c = e & 3, j = (e >> 2) % NT, i = (e >> 2) / NT;
+        tile[(16 * i + (l >> 2) + 8 * (c >> 1)) * TW + 8 * j + 2 * (l & 3) + (c & 1)] = s;
+    }
+    __syncthreads();
+
+    const int nb = min(B, BN);
+    if (mode == GEMV_SWIGLU) {
+        const int half = out >> 1;
+        for (int q = threadIdx.x; q < (BM / 2) * nb; q += blockDim.x) {
+            const int n = q / (BM / 2), p = q % (BM / 2), o = (r0 >> 1) + p;
+            if (o < half) {
+                float gt = tile[(2 * p) * TW + n], up = tile[(2 * p + 1) * TW + n];
+                ((bf16 *)y)[(size_t)n * half + o] =
+                    __float2bfloat16_rn(gt / (1.f + __expf(-gt)) * up);
+            }
+        }
+    } else {
+        for (int q = threadIdx.x; q < BM * nb; q += blockDim.x) {
+            const int n = q / BM, r = q % BM;
+            if (r0 + r >= out)
+                continue;
+            if (mode == GEMV_F32)
+                ((float *)y)[(size_t)n * out + r0 + r] = tile[r * TW + n];
+            else
+                ((bf16 *)y)[(size_t)n * out + r0 + r] = __float2bfloat16_rn(tile[r * TW + n]);
+        }
+    }
+}
+
 #define MMA_MAX_WARPS 8
 
 template <int NT, int MT, int U>
@@ -327,48 +380,7 @@ __device__ __forceinline__ void mma_gemm_body(const bf16 *__restrict__ W,
         mma_compute<NT, MT, U>(acc, a, b);
     }
 
-    // the warps' partial sums -> one tile [row][request]
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                red[warp][(i * NT + j) * 4 + c][lane] = acc[i][j][c];
-    __syncthreads();
-    for (int q = threadIdx.x; q < E * 32; q += blockDim.x) {
-        const int e = q >> 5, l = q & 31;
-        float s = 0.f;
-        for (int w = 0; w < nwarps; w++)
-            s += red[w][e][l];
-        // C fragment: c0, c1 at (row g, cols 2t, 2t+1); c2, c3 at row g + 8
-        const int c = e & 3, j = (e >> 2) % NT, i = (e >> 2) / NT;
-        tile[16 * i + (l >> 2) + 8 * (c >> 1)][8 * j + 2 * (l & 3) + (c & 1)] = s;
-    }
-    __syncthreads();
-
-    const int nb = min(B, BN);
-    if (mode == GEMV_SWIGLU) {
-        const int half = out >> 1;
-        for (int q = threadIdx.x; q < (BM / 2) * nb; q += blockDim.x) {
-            const int n = q / (BM / 2), p = q % (BM / 2), o = (r0 >> 1) + p;
-            if (o < half) {
-                float gt = tile[2 * p][n], up = tile[2 * p + 1][n];
-                ((bf16 *)y)[(size_t)n * half + o] =
-                    __float2bfloat16_rn(gt / (1.f + __expf(-gt)) * up);
-            }
-        }
-    } else {
-        for (int q = threadIdx.x; q < BM * nb; q += blockDim.x) {
-            const int n = q / BM, r = q % BM;
-            if (r0 + r >= out)
-                continue;
-            if (mode == GEMV_F32)
-                ((float *)y)[(size_t)n * out + r0 + r] = tile[r][n];
-            else
-                ((bf16 *)y)[(size_t)n * out + r0 + r] = __float2bfloat16_rn(tile[r][n]);
-        }
-    }
+    mma_epilogue<NT, MT>(acc, &red[0][0][0], &tile[0][0], y, out, B, mode, r0);
 }
 
 // ms_mma_n<NT>_m<MT>_u<U>: chunks of up to 8 NT requests; 16 MT rows per
@@ -386,6 +398,144 @@ MS_MMA_NT(1)
 MS_MMA_NT(2)
 MS_MMA_NT(3)
 MS_MMA_NT(4)
+
+// ---- the same product with the weights streamed through shared memory
+//
+// ms_mmp_n<NT>_m<MT>_s<S>: the fragments of the kernel above, but each lane
+// copies its 16-byte pieces of one step (MT * 2 of W, NT of x) into a ring of
+// S stages of its own in shared memory with cp.async, S - 1 steps ahead of
+// the step it multiplies.  The copies in flight hold no registers and ptxas
+// cannot fold them into the mmas' round, so a lane keeps (S - 1) * (2 MT +
+// NT) * 16 bytes on the way whatever the schedule: what a one-wave grid (the
+// 4096-row products: 128 or 256 blocks) needs to reach the memory's
+// bandwidth.  A lane reads only the slots it wrote, so the only wait is its
+// own cp.async.wait_group.  Ring: [S][2 MT + NT][threads] uint4 (a warp's 32
+// lanes read 512 contiguous bytes: no bank conflicts), then reused for the
+// epilogue.  Dynamic shared memory: gpu_mma_smem() in gpu.c gives the size.
+extern __shared__ uint4 mma_dyn[];
+
+__device__ __forceinline__ void cp_async16(uint4 *dst, const uint4 *src, int bytes)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The copies of a warp's i-th step (global step warp + i * nwarps) into its
+// stage.  Chunks at or past n16 are zero-filled (src-size 0) from the row's
+// first chunk, which always exists.
+template <int NT, int MT, int S>
+__device__ __forceinline__ void mmp_issue(uint4 *ring, int nthr, const uint4 *const (&wr)[MT][2],
+                                          const uint4 *const (&xr)[NT], int step, int t, int n16,
+                                          int i)
+{
+    constexpr int Q = 2 * MT + NT;
+    const int c = 4 * step;
+    const bool ok = c + t < n16;
+    const int bytes = ok ? 16 : 0, off = ok ? c : -t;
+    uint4 *st = ring + (i % S) * Q * nthr;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            cp_async16(st + (2 * m + h) * nthr, wr[m][h] + off, bytes);
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+        cp_async16(st + (2 * MT + j) * nthr, xr[j] + off, bytes);
+}
+
+template <int NT, int MT, int S>
+__device__ __forceinline__ void mmp_gemm_body(const bf16 *__restrict__ W,
+                                              const bf16 *__restrict__ x, void *__restrict__ y,
+                                              int in, int out, int B, int mode)
+{
+    constexpr int BM = 16 * MT, Q = 2 * MT + NT, E = MT * NT * 4;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int nthr = blockDim.x;
+    const int g = lane >> 2, t = lane & 3;
+    const int r0 = blockIdx.x * BM;
+    const int n16 = in >> 3;
+    const int nsteps = (in + 31) >> 5;
+    const int my = warp < nsteps ? (nsteps - 1 - warp) / nwarps + 1 : 0; // this warp's steps
+    const uint4 *wr[MT][2];
+    const uint4 *xr[NT];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int r = min(r0 + 16 * i + 8 * h + g, out - 1);
+            wr[i][h] = (const uint4 *)(W + (size_t)r * in) + t;
+        }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int n = min(8 * j + g, B - 1);
+        xr[j] = (const uint4 *)(x + (size_t)n * in) + t;
+    }
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[i][j][c] = 0.f;
+
+    uint4 *ring = mma_dyn + threadIdx.x;
+#pragma unroll
+    for (int p = 0; p < S - 1; p++) {
+        if (p < my)
+            mmp_issue<NT, MT, S>(ring, nthr, wr, xr, warp + p * nwarps, t, n16, p);
+        cp_async_commit();
+    }
+    for (int i = 0; i < my; i++) {
+        cp_async_wait<S - 2>(); // step i's group (and all before it) has landed
+        const uint4 *st = ring + (i % S) * Q * nthr;
+        uint4 a[1][MT][2], b[1][NT];
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                a[0][m][h] = st[(2 * m + h) * nthr];
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+            b[0][j] = st[(2 * MT + j) * nthr];
+        // the stage refilled now is the one step i - 1 read (its values are
+        // in registers already: the mmas that used them came first)
+        if (i + S - 1 < my)
+            mmp_issue<NT, MT, S>(ring, nthr, wr, xr, warp + (i + S - 1) * nwarps, t, n16,
+                                 i + S - 1);
+        cp_async_commit();
+        mma_compute<NT, MT, 1>(acc, a, b);
+    }
+    cp_async_wait<0>();
+    __syncthreads(); // every warp is done with its ring: the epilogue reuses it
+    float *red = (float *)mma_dyn;
+    mma_epilogue<NT, MT>(acc, red, red + nwarps * E * 32, y, out, B, mode, r0);
+}
+
+#define MS_MMP(NT, MT, S)                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * MMA_MAX_WARPS)                        \
+        ms_mmp_n##NT##_m##MT##_s##S(const bf16 *W, const bf16 *x, void *y, int in, int out, \
+                                    int B, int mode)                                        \
+    {                                                                                       \
+        mmp_gemm_body<NT, MT, S>(W, x, y, in, out, B, mode);                                \
+    }
+#define MS_MMP_NT(NT) MS_MMP(NT, 1, 4) MS_MMP(NT, 1, 8) MS_MMP(NT, 2, 4) MS_MMP(NT, 2, 6) MS_MMP(NT, 4, 3)
+MS_MMP_NT(1)
+MS_MMP_NT(2)
+MS_MMP_NT(3)
+MS_MMP_NT(4)
 
 // ------------------------------------------------------------- attention
 
@@ -594,8 +744,11 @@ __device__ __forceinline__ void attention_body(const bf16 *qkv, const unsigned l
     }
 }
 
-#define MS_ATTENTION(GM)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256) ms_attention_g##GM(                  \
+// ms_attention_g<GM>: up to GM query heads per K/V head; ms_attention_g<GM>_o4
+// the same held to 64 registers a thread, so that 4 blocks fit on an SM (more
+// loads in flight when the grid is many waves: large batches)
+#define MS_ATTENTION_K(NAME, GM, ...)                                                       \
+    extern "C" __global__ void __launch_bounds__(__VA_ARGS__) NAME(                        \
         const bf16 *qkv, const unsigned long long *pages, int max_pages, int page_tokens,   \
         const int *lens, int layer, int heads, int kv_heads, int head_dim, int layers,      \
         float *scratch, int scratch_len, int chunk)                                         \
@@ -603,6 +756,8 @@ __device__ __forceinline__ void attention_body(const bf16 *qkv, const unsigned l
         attention_body<GM>(qkv, pages, max_pages, page_tokens, lens, layer, heads, kv_heads, \
                            head_dim, layers, scratch, scratch_len, chunk);                  \
     }
+#define MS_ATTENTION(GM)                                                                    \
+    MS_ATTENTION_K(ms_attention_g##GM, GM, 256) MS_ATTENTION_K(ms_attention_g##GM##_o4, GM, 256, 4)
 MS_ATTENTION(1)
 MS_ATTENTION(2)
 MS_ATTENTION(4)
