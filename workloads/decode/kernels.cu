@@ -328,6 +328,34 @@ __device__ __forceinline__ void mma_epilogue(const float (&acc)[MT][NT][4], floa
     }
 }
 
+// A lane's row pointers (rows r0 + 16 i + 8 h + g of W, requests 8 j + g of
+// x, both at chunk t; clamped to the last row and request) and zero sums.
+template <int NT, int MT>
+__device__ __forceinline__ void mma_setup(const uint4 *(&wr)[MT][2], const uint4 *(&xr)[NT],
+                                          float (&acc)[MT][NT][4], const bf16 *W, const bf16 *x,
+                                          int in, int out, int B, int r0, int g, int t)
+{
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int r = min(r0 + 16 * i + 8 * h + g, out - 1);
+            wr[i][h] = (const uint4 *)(W + (size_t)r * in) + t;
+        }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int n = min(8 * j + g, B - 1);
+        xr[j] = (const uint4 *)(x + (size_t)n * in) + t;
+    }
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[i][j][c] = 0.f;
+}
+
 #define MMA_MAX_WARPS 8
 
 template <int NT, int MT, int U>
@@ -345,26 +373,8 @@ __device__ __forceinline__ void mma_gemm_body(const bf16 *__restrict__ W,
     const int nsteps = (in + 31) >> 5;  // steps of 32 k (4 chunks)
     const uint4 *wr[MT][2];
     const uint4 *xr[NT];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int r = min(r0 + 16 * i + 8 * h + g, out - 1);
-            wr[i][h] = (const uint4 *)(W + (size_t)r * in) + t;
-        }
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        int n = min(8 * j + g, B - 1);
-        xr[j] = (const uint4 *)(x + (size_t)n * in) + t;
-    }
     float acc[MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[i][j][c] = 0.f;
+    mma_setup<NT, MT>(wr, xr, acc, W, x, in, out, B, r0, g, t);
 
     // full rounds without bounds checks, then at most one partial round
     const int stride = nwarps * U;
@@ -470,26 +480,8 @@ __device__ __forceinline__ void mmp_gemm_body(const bf16 *__restrict__ W,
     const int my = warp < nsteps ? (nsteps - 1 - warp) / nwarps + 1 : 0; // this warp's steps
     const uint4 *wr[MT][2];
     const uint4 *xr[NT];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int r = min(r0 + 16 * i + 8 * h + g, out - 1);
-            wr[i][h] = (const uint4 *)(W + (size_t)r * in) + t;
-        }
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        int n = min(8 * j + g, B - 1);
-        xr[j] = (const uint4 *)(x + (size_t)n * in) + t;
-    }
     float acc[MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[i][j][c] = 0.f;
+    mma_setup<NT, MT>(wr, xr, acc, W, x, in, out, B, r0, g, t);
 
     uint4 *ring = mma_dyn + threadIdx.x;
 #pragma unroll
