@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "compare.h"
 #include "model.h"
+#include "options.h"
 #include "render.h"
 #include "viz_args.h"
 
@@ -54,8 +55,8 @@ static const char usage_text[] =
     "  --width W            picture width, 320..8192 (default 1600)\n"
     "  --height H           picture height (default: automatic)\n"
     "  --format png|svg     PNG (default) or SVG (vector: zooms, pastes; its\n"
-    "                       parts are <g class=...> groups); default: svg when\n"
-    "                       OUT ends in .svg\n"
+    "                       parts are <g class=...> groups); with -o, OUT's\n"
+    "                       extension (.png or .svg) says it\n"
     "  -h, --help           this help\n"
     "\n"
     "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
@@ -160,11 +161,21 @@ int cmd_compare(int argc, char **argv)
     int n, width = a.width, height = a.height;
     if ((rc = viz_args_files(&a, argc, argv, &paths, &n)) != 0)
         return rc;
-    /* the format: --format, else the output name's extension, else PNG */
-    if (!a.format_set && out) {
+    /* the format: the output name's extension (which --format, when given,
+     * must agree with), else --format, else PNG */
+    if (out) {
         size_t ol = strlen(out);
-        if (ol > 4 && !strcasecmp(out + ol - 4, ".svg"))
-            a.format = CANVAS_SVG;
+        canvas_format ext;
+        if (ol > 4 && !strcasecmp(out + ol - 4, ".png"))
+            ext = CANVAS_PNG;
+        else if (ol > 4 && !strcasecmp(out + ol - 4, ".svg"))
+            ext = CANVAS_SVG;
+        else
+            return cli_usage_error("compare", "-o wants a .png or .svg file, got \"%s\"", out);
+        if (a.format_set && a.format != ext)
+            return cli_usage_error("compare", "--format %s does not match -o \"%s\"",
+                                   a.format == CANVAS_SVG ? "svg" : "png", out);
+        a.format = ext;
     }
     if (!out)
         out = a.format == CANVAS_SVG ? "compare.svg" : "compare.png";

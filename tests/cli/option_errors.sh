@@ -39,5 +39,9 @@ expect import 'memsnap import: option "--json" takes no value; try memsnap impor
 expect replay 'memsnap replay: option "--jobs" needs a value; try memsnap replay --help' x.msnap --jobs
 expect run 'memsnap run: option "--mode" needs a value; try memsnap run --help' --mode
 expect torch-setup 'memsnap torch-setup: option "--python" needs a value; try memsnap torch-setup --help' --python
+# a picture's name says its format: .png or .svg, and --format may not disagree
+expect compare 'memsnap compare: -o wants a .png or .svg file, got "x.jpg"; try memsnap compare --help' a.msnap b.msnap -o x.jpg
+expect compare 'memsnap compare: --format svg does not match -o "x.png"; try memsnap compare --help' a.msnap b.msnap -o x.png --format svg
+expect flame 'memsnap flame: -o wants a .png or .svg file, got "z.jpg"; try memsnap flame --help' a.msnap -o z.jpg
 [ $fail = 0 ] || exit 1
 echo "ok ($pend checks of pending subcommands:$PENDING)"
