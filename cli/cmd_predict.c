@@ -416,6 +416,11 @@ int cmd_predict(int argc, char **argv)
         return cli_usage_error("predict", "--find-max takes one --alloc-conf");
     if (!nconf)
         confs[nconf++] = "";
+    char why[256];
+    if (msnap_replay_available(why, sizeof why)) {
+        fprintf(stderr, "memsnap predict: %s\n", why);
+        return 2;
+    }
     const char *paths[PR_MAX_INPUTS];
     double values[PR_MAX_INPUTS];
     char *copies[PR_MAX_INPUTS] = {0};

@@ -264,6 +264,10 @@ static int replay_all(rq_stream *qs, char **ins, int nin, const char **confs, in
                       int quiet)
 {
     char err[1280];
+    if (msnap_replay_available(err, sizeof err)) {
+        fprintf(stderr, "memsnap replay: %s\n", err);
+        return 2;
+    }
     /* the configs: given, or the grid (each after the base) */
     static char gridbuf[GRID_N][600];
     const char *base = nconf ? confs[0] : "";

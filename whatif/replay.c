@@ -1141,6 +1141,12 @@ out:
     return rc;
 }
 
+int msnap_replay_available(char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    return 0;
+}
+
 int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errlen)
 {
     if (!torch)

@@ -8,8 +8,15 @@
 #include "requests.h"
 
 static const char absent[] =
-    "this memsnap is a reader-only build (no CUDA toolkit): replay needs "
+    "this memsnap is a reader-only build (no CUDA toolkit): replay and predict need "
     "the simulated device and libmemsnap_alloc, which it does not have";
+
+/* Always -1: replay and predict say this before reading anything. */
+int msnap_replay_available(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s", absent);
+    return -1;
+}
 
 /* Always -1, with a message in err naming what is missing. */
 int msnap_replay(const char *in_path, const msnap_replay_opts *opt, msnap_replay_result *res,

@@ -110,6 +110,10 @@ int msnap_replay_many(rq_stream *q, const msnap_replay_opts *opts, int n, int jo
 int msnap_replay_streams(rq_stream *const *qs, const msnap_replay_opts *opts, int n, int jobs,
                          const char *show, msnap_replay_result *res, char *err, size_t errlen);
 
+/* Whether this build can replay (a reader-only build cannot): 0, or -1
+ * with what is missing in err. */
+int msnap_replay_available(char *err, size_t errlen);
+
 /* Checks a PyTorch config (torch = 1) before any replay starts.  0, or -1
  * with the reason.  memsnap configs are checked by the replay itself. */
 int msnap_replay_check_conf(const char *conf, int torch, char *err, size_t errlen);

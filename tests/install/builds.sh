@@ -31,6 +31,15 @@ reader-only)
     err=$("$dir/bin/memsnap" run -- true 2>&1); rc=$?
     set -e
     [ $rc = 2 ] && grep -q "reader-only build" <<< "$err" || fail "memsnap run: $rc $err"
+    # replay and predict run the allocator on the simulated device: absent here, said in one line
+    b=$root/tests/cli/data/basic.msnap
+    for cmd in "replay $b -c default" "predict $b@1 $b@2 --at 4"; do
+        set +e
+        err=$("$dir/bin/memsnap" $cmd 2>&1); rc=$?
+        set -e
+        [ $rc = 2 ] && [ "$(wc -l <<< "$err")" = 1 ] && grep -q "reader-only build.*replay and predict need" <<< "$err" ||
+            fail "memsnap $cmd: $rc $err"
+    done
     "$dir/bin/memsnap" summary "$root/tests/cli/data/basic.msnap" > /dev/null || fail "summary"
     cmake --install "$dir" --prefix "$dir/prefix" > /dev/null
     [ -x "$dir/prefix/bin/memsnap" ] && [ -s "$dir/prefix/share/man/man1/memsnap-summary.1" ] || fail "install"
