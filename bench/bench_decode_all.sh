@@ -78,7 +78,7 @@ bash "$here/bench_decode.sh" "$build" "$out/decode.md" > /dev/null 2> "$out/deco
 echo "bench_decode: exit $?, $(($(date +%s) - t0)) s"
 if command -v cuobjdump > /dev/null && [ -e "$build/workloads/decode_kernels.fatbin" ]; then
     cuobjdump -sass "$build/workloads/decode_kernels.fatbin" 2>&1 |
-        awk '/Function : (ms_mma_n1_m2_u2|ms_mmp_n1_m1_s8|ms_mmp_n4_m2_s4|ms_attention_g4)$/ {p=1; print; next} /Function : / {p=0} p' \
+        awk '/Function : (ms_mma_n1_m1_u4|ms_mmp_n1_m2_s4|ms_mmp_n4_m2_s4|ms_attention_g4_o4)$/ {p=1; print; next} /Function : / {p=0} p' \
         > "$out/sass.txt"
 fi
 echo "== gemm"; cat "$out/gemm.txt"; echo "== torch"; cat "$out/gemm_torch.txt"

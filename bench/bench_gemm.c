@@ -20,8 +20,9 @@
  *
  * Engines: "ours" (gpu_gemv with the defaults memsnap-decode uses), "simt"
  * (the CUDA-core GEMV for every batch), with --sweep every tensor-core
- * variant and warp count ("mma_vV_mMuU_wW": variant V of gpu_mma_variants,
- * W warps, w0 = chosen from the grid), and
+ * variant and warp count ("mma_vV_mMuU_wW" for the register kernels,
+ * "mma_vV_mMsS_wW" for the ring kernels: variant V of gpu_mma_variants, W
+ * warps, w0 = chosen from the grid), and
  * "cublas": cublasGemmEx, bf16 A and B, fp32 compute, bf16 out (fp32 for
  * lm_head), CUBLAS_GEMM_DEFAULT, from libcublas.so.13 opened with dlopen
  * (MEMSNAP_CUBLAS names another file) as the workload opens the driver; its

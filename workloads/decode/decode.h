@@ -142,7 +142,8 @@ typedef struct gemv_tune {
     int variant[2][4];     /* [wide][NT - 1]: an index into gpu_mma_variants */
     int warps[2][4];       /* [wide][NT - 1]: 1..8, or 0 = auto */
     int att_chunk;         /* 16..256, or 0: 64, or 256 from batch x kv_heads >= 128 */
-    int att_o4;            /* 1: ms_attention_g<G>_o4 (64 registers, 4 blocks an SM) */
+    int att_o4;            /* 1: ms_attention_g<G>_o4 (64 registers, 4 blocks an SM)
+                              where G <= 4 (with 8 it spills) */
 } gemv_tune_t;
 #define GPU_MMA_NARROW 4096 /* products of at most this many rows are "narrow" */
 

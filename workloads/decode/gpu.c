@@ -80,7 +80,7 @@ static void tune_from_env(gemv_tune_t *t)
             }
     }
     const char *a = getenv("MEMSNAP_DECODE_ATT");
-    int ch, o4 = 0;
+    int ch, o4 = t->att_o4;
     n = a ? sscanf(a, "%d,%d", &ch, &o4) : 0;
     if (n >= 1 && (ch == 0 || (ch >= 16 && ch <= 256)) && (o4 == 0 || o4 == 1)) {
         t->att_chunk = ch;
@@ -286,7 +286,9 @@ CUresult gpu_attention(gpu_t *g, const shape_t *s, CUdeviceptr qkv, CUdeviceptr 
                     &kvh, &hd, &layers, &scores, &slen, &chunk};
     if (!g->have_kernels)
         return CUDA_SUCCESS;
-    CUresult r = cuLaunchKernel(g->attention[g->tune.att_o4 ? 1 : 0][gi], (unsigned)kvh, (unsigned)batch,
+    /* the 64-register kernel spills with 8 query heads per K/V head */
+    int o4 = g->tune.att_o4 && G <= 4;
+    CUresult r = cuLaunchKernel(g->attention[o4][gi], (unsigned)kvh, (unsigned)batch,
                                 (unsigned)nsplit, 256, 1, 1, 0, g->stream, args, NULL);
     if (r != CUDA_SUCCESS)
         return r;

@@ -17,9 +17,11 @@
 //   ms_mma_nN_mM_uU the same on the tensor cores for chunks of 2..32 (mma.sync
 //                   m16n8k16 bf16, fp32 sums): each weight read once for the
 //                   whole chunk; the same three modes
+//   ms_mmp_nN_mM_sS the same with W and x streamed through a ring of S
+//                   stages in shared memory (cp.async)
 //   ms_attention_gG split-K decode attention with the new token's K/V append
-//                   fused in: one block per (K/V head, request, chunk) serves
-//                   the G query heads of that K/V head; ms_attention_combine
+//   (_o4: held to   fused in: one block per (K/V head, request, chunk) serves
+//   64 registers)   the G query heads of that K/V head; ms_attention_combine
 //                   merges the chunks
 //   ms_argmax       next token = argmax of the fp32 logits
 //
@@ -204,7 +206,8 @@ MS_GEMV(32)
 // for the whole chunk:
 //
 //   A (16 x 16) = a tile of W (16 output rows, 16 k), streamed from global
-//                 memory straight into registers with 16-byte loads;
+//                 memory with 16-byte loads, straight into registers
+//                 (ms_mma_*) or through shared memory (ms_mmp_*, below);
 //   B (16 x 8)  = 8 requests' x (16 k each), 16-byte loads through L1/L2
 //                 (x is small and read by every block);
 //   C (16 x 8)  = fp32 sums, NT tiles of 8 requests (chunk <= 8 NT).
@@ -395,7 +398,7 @@ __device__ __forceinline__ void mma_gemm_body(const bf16 *__restrict__ W,
 
 // ms_mma_n<NT>_m<MT>_u<U>: chunks of up to 8 NT requests; 16 MT rows per
 // block; U steps of 32 k per round of a warp; up to MMA_MAX_WARPS warps.
-// gpu.c's gpu_mma_variants lists the (MT, U) built here.
+// gpu.c's gpu_mma_variants lists the (MT, U, stages) built here and below.
 #define MS_MMA(NT, MT, U)                                                                   \
     extern "C" __global__ void __launch_bounds__(32 * MMA_MAX_WARPS)                        \
         ms_mma_n##NT##_m##MT##_u##U(const bf16 *W, const bf16 *x, void *y, int in, int out, \
