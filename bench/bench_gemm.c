@@ -30,8 +30,9 @@
  * silu(gate) * up.  Then attention: 32 layers of gpu_attention (K/V append,
  * split-K attention, combine) at --ctx tokens per request (default 660,
  * bench_decode.sh's average), KV bytes / time; with --sweep also at the
- * other chunk sizes (the fewest tokens per split: 64, 128, 256) and with the
- * kernel held to 64 registers (o4).
+ * other chunk sizes (the fewest tokens per split: 64, 128, 256) with each
+ * kernel (plain, o4: held to 64 registers, cp: the chunk copied to shared
+ * memory first).
  *
  * Prints one line per measurement ("gemm ...", "attention ...") and writes
  * them to --csv.  No assertion on any figure.  Exit 77 without a real GPU.
@@ -324,15 +325,16 @@ int main(int argc, char **argv)
         CK(cuMemAlloc(&out, (size_t)B * HEADS * HD * 2));
         /* the default chunk, and with --sweep the others */
         static const int chunks[] = {0, 64, 128, 256};
-        for (int ci = 0; ci < (sweep ? 8 : 1); ci++) {
+        static const char *const knames[] = {" auto", "", " o4", " cp"};
+        for (int ci = 0; ci < (sweep ? 12 : 1); ci++) {
             const int chunk = ci & 3 ? chunks[ci & 3] : defaults.att_chunk;
-            const int o4 = ci & 3 ? ci >> 2 : defaults.att_o4;
+            const int kern = ci & 3 ? ci >> 2 : defaults.att_kernel;
             if (ci > 0 && (ci & 3) == 0)
                 continue;
-            if (ci > 0 && chunk == defaults.att_chunk && o4 == defaults.att_o4)
+            if (ci > 0 && chunk == defaults.att_chunk && kern == defaults.att_kernel)
                 continue;
             g.tune.att_chunk = chunk;
-            g.tune.att_o4 = o4;
+            g.tune.att_kernel = kern;
             float t[64];
             for (int r = -1; r < reps; r++) {
                 CK(cuEventRecord(evs[0], g.stream));
@@ -351,11 +353,11 @@ int main(int argc, char **argv)
             double gbs = bytes / (t[reps / 2] / 1e3) / 1e9;
             printf("attention batch %d ctx %d chunk %d%s%s: %.3f ms per step (32 layers, %.1f us "
                    "each), KV %.2f GB, %.0f GB/s\n",
-                   B, ctx, chunk, chunk ? "" : " (auto)", o4 ? " o4" : "", t[reps / 2], t[reps / 2] * 1e3 / LAYERS,
+                   B, ctx, chunk, chunk ? "" : " (auto)", knames[kern + 1], t[reps / 2], t[reps / 2] * 1e3 / LAYERS,
                    bytes / 1e9, gbs);
             if (csv)
                 fprintf(csv, "attention,%d,%d,%.4f,%.1f,%d,%d\n", B, ctx, t[reps / 2], gbs,
-                        chunk, o4);
+                        chunk, kern);
         }
         g.tune = defaults;
         for (int b = 0; b < B; b++)

@@ -432,15 +432,17 @@ int main(void)
     /* attention with the default chunk and kernel, then other chunk sizes
      * (the fewest tokens per split) and the kernel held to 64 registers */
     gemv_tune_t defaults = g.tune;
-    static const int att_configs[][2] = {{0, -1}, {64, 0}, {256, 1}, {128, 0}, {16, 1}};
+    static const int att_configs[][2] = {{0, -1}, {64, 0}, {256, 1}, {128, 0},
+                                         {16, 1},  {0, 2},  {256, 2}, {16, 2}};
+    static const char *const att_kernels[] = {"auto", "plain", "o4", "cp"};
     for (size_t c = 0; c < sizeof att_configs / sizeof *att_configs; c++) {
         g.tune = defaults;
         if (att_configs[c][1] >= 0) {
             g.tune.att_chunk = att_configs[c][0];
-            g.tune.att_o4 = att_configs[c][1];
+            g.tune.att_kernel = att_configs[c][1];
         }
         printf("attention: chunks of at least %d tokens (0: auto), kernel %s\n",
-               g.tune.att_chunk, g.tune.att_o4 ? "o4" : "plain");
+               g.tune.att_chunk, att_kernels[g.tune.att_kernel + 1]);
         for (int paged = 0; paged <= 1; paged++) {
             test_attention(&g, paged, 8, 64, 700);   /* 4 query heads per K/V head */
             test_attention(&g, paged, 8, 128, 760);  /* the 8B head; empty chunks */

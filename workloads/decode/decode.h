@@ -135,15 +135,17 @@ void mem_destroy(mem_t *m);
  * per block (0: chosen from the grid, see gpu_gemv).  gpu_init sets the defaults measured
  * on the H200 (docs/benchmarks.md), or what MEMSNAP_DECODE_GEMM says (a
  * benchmarking knob); bench_gemm sweeps the rest.  att_chunk is the fewest
- * tokens per attention chunk (0: chosen from the grid) and att_o4 picks the
- * attention kernel held to 64 registers (MEMSNAP_DECODE_ATT). */
+ * tokens per attention chunk (0: chosen from the grid) and att_kernel the
+ * attention kernel (MEMSNAP_DECODE_ATT). */
 typedef struct gemv_tune {
     int simt_max;          /* 0: the tensor cores for every chunk */
     int variant[2][4];     /* [wide][NT - 1]: an index into gpu_mma_variants */
     int warps[2][4];       /* [wide][NT - 1]: 1..8, or 0 = auto */
     int att_chunk;         /* 16..256, or 0: 64, or 256 from batch x kv_heads >= 128 */
-    int att_o4;            /* 1: ms_attention_g<G>_o4 (64 registers, 4 blocks an SM)
-                              where G <= 4 (with 8 it spills) */
+    int att_kernel;        /* -1: auto (gpu_attention); 0: ms_attention_g<G>; 1: _o4
+                              (64 registers, 4 blocks an SM, where G <= 4: with 8
+                              it spills); 2: _cp (the chunk copied to shared
+                              memory first) */
 } gemv_tune_t;
 #define GPU_MMA_NARROW 4096 /* products of at most this many rows are "narrow" */
 
@@ -168,7 +170,7 @@ typedef struct gpu {
     CUfunction fill, copy, embed, attention_combine, argmax;
     CUfunction gemv[6]; /* CUDA cores: batch chunk 1, 2, 4, 8, 16, 32 */
     CUfunction mma[4][GPU_MMA_VARIANTS]; /* tensor cores: [NT - 1][variant] */
-    CUfunction attention[2][4]; /* [att_o4][query heads per K/V head <= 1, 2, 4, 8] */
+    CUfunction attention[3][4]; /* [att_kernel][query heads per K/V head <= 1, 2, 4, 8] */
     gemv_tune_t tune;
     CUstream stream;
     CUevent ev0, ev1;
@@ -214,6 +216,9 @@ CUresult gpu_attention(gpu_t *g, const shape_t *s, CUdeviceptr qkv, CUdeviceptr 
                        int max_pages, int page_tokens, CUdeviceptr len, int layer, int batch,
                        CUdeviceptr scores, int max_len, CUdeviceptr out);
 CUresult gpu_argmax(gpu_t *g, CUdeviceptr logits, CUdeviceptr tok, int batch, int vocab);
+/* Dynamic shared memory of the _cp attention kernel for chunks of `chunk`
+ * tokens of head_dim. */
+unsigned gpu_attention_smem(int chunk, int head_dim);
 /* Measures device-to-device copy bandwidth (read + write bytes per second)
  * with the copy kernel over two buffers of `bytes`.  Returns GB/s or 0. */
 double gpu_copy_bandwidth(gpu_t *g, uint64_t bytes);

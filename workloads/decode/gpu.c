@@ -53,13 +53,13 @@ static const gemv_tune_t default_tune = {
     {{0, 5, 5, 5}, {0, 5, 1, 1}}, /* variant [narrow, wide][NT - 1] */
     {{8, 8, 8, 8}, {8, 8, 0, 0}}, /* warps */
     0,                            /* attention chunks: auto (gpu_attention) */
-    1};                           /* ms_attention_g<G>_o4 */
+    -1};                          /* attention kernel: auto (gpu_attention) */
 
 /* MEMSNAP_DECODE_GEMM="V,W" (every product) or "V,W,V2,W2" (narrow, then
  * wide): the tensor-core variant and the warps per block (0 = auto), for
  * benchmarks.  MEMSNAP_DECODE_ATT="CHUNK[,O4]": the fewest tokens per
- * attention chunk (0: auto), and 1 for the attention kernel held to 64
- * registers. */
+ * attention chunk (0: auto), and the attention kernel (-1 auto, 0 plain, 1
+ * held to 64 registers, 2 the chunk copied to shared memory first). */
 static void tune_from_env(gemv_tune_t *t)
 {
     const char *e = getenv("MEMSNAP_DECODE_GEMM");
@@ -80,11 +80,11 @@ static void tune_from_env(gemv_tune_t *t)
             }
     }
     const char *a = getenv("MEMSNAP_DECODE_ATT");
-    int ch, o4 = t->att_o4;
-    n = a ? sscanf(a, "%d,%d", &ch, &o4) : 0;
-    if (n >= 1 && (ch == 0 || (ch >= 16 && ch <= 256)) && (o4 == 0 || o4 == 1)) {
+    int ch, k = t->att_kernel;
+    n = a ? sscanf(a, "%d,%d", &ch, &k) : 0;
+    if (n >= 1 && (ch == 0 || (ch >= 16 && ch <= 256)) && k >= -1 && k <= 2) {
         t->att_chunk = ch;
-        t->att_o4 = o4;
+        t->att_kernel = k;
     }
 }
 
@@ -111,15 +111,25 @@ int gpu_init(gpu_t *g, int load_kernels, char *err, size_t errlen)
                                       "ms_gemv_nb8", "ms_gemv_nb16", "ms_gemv_nb32",
                                       "ms_attention_g1", "ms_attention_g2", "ms_attention_g4",
                                       "ms_attention_g8", "ms_attention_g1_o4", "ms_attention_g2_o4",
-                                      "ms_attention_g4_o4", "ms_attention_g8_o4"};
+                                      "ms_attention_g4_o4", "ms_attention_g8_o4",
+                                      "ms_attention_g1_cp", "ms_attention_g2_cp",
+                                      "ms_attention_g4_cp", "ms_attention_g8_cp"};
         CUfunction *fs[] = {&g->fill, &g->copy, &g->embed, &g->attention_combine, &g->argmax,
                             &g->gemv[0], &g->gemv[1], &g->gemv[2], &g->gemv[3], &g->gemv[4],
                             &g->gemv[5], &g->attention[0][0], &g->attention[0][1],
                             &g->attention[0][2], &g->attention[0][3], &g->attention[1][0],
-                            &g->attention[1][1], &g->attention[1][2], &g->attention[1][3]};
+                            &g->attention[1][1], &g->attention[1][2], &g->attention[1][3],
+                            &g->attention[2][0], &g->attention[2][1], &g->attention[2][2],
+                            &g->attention[2][3]};
         for (size_t i = 0; r == CUDA_SUCCESS && i < sizeof names / sizeof *names; i++)
             if ((r = cuModuleGetFunction(fs[i], g->mod, names[i])) != CUDA_SUCCESS)
                 what = names[i];
+        /* the _cp attention kernels: a chunk's K and V in dynamic shared memory */
+        for (int i = 0; r == CUDA_SUCCESS && i < 4; i++)
+            if ((r = cuFuncSetAttribute(g->attention[2][i],
+                                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        (int)gpu_attention_smem(256, 128))) != CUDA_SUCCESS)
+                what = "cuFuncSetAttribute (shared memory of the attention kernels)";
         static char mma_name[40];
         for (int nt = 1; r == CUDA_SUCCESS && nt <= 4; nt++)
             for (int v = 0; r == CUDA_SUCCESS && v < GPU_MMA_VARIANTS; v++) {
@@ -259,6 +269,11 @@ CUresult gpu_gemv(gpu_t *g, CUdeviceptr w, CUdeviceptr x, CUdeviceptr y, int in,
  * at most 256).  A chunk is then at most 256 tokens (the scratch holds at
  * least ceil(max_len / 256) partials, since head_dim + 2 <= 130 < 256),
  * ATT_MAXCHUNK in kernels.cu. */
+unsigned gpu_attention_smem(int chunk, int head_dim)
+{
+    return 4u * (unsigned)chunk * (unsigned)head_dim; /* K and V rows, bf16 */
+}
+
 static void attention_split(int max_len, int head_dim, int min_chunk, int *nsplit, int *chunk)
 {
     int cap = (int)(gpu_attention_scratch_floats(max_len) / (uint64_t)(head_dim + 2));
@@ -286,10 +301,18 @@ CUresult gpu_attention(gpu_t *g, const shape_t *s, CUdeviceptr qkv, CUdeviceptr 
                     &kvh, &hd, &layers, &scores, &slen, &chunk};
     if (!g->have_kernels)
         return CUDA_SUCCESS;
-    /* the 64-register kernel spills with 8 query heads per K/V head */
-    int o4 = g->tune.att_o4 && G <= 4;
-    CUresult r = cuLaunchKernel(g->attention[o4][gi], (unsigned)kvh, (unsigned)batch,
-                                (unsigned)nsplit, 256, 1, 1, 0, g->stream, args, NULL);
+    /* auto: the chunk copied to shared memory first while the grid is small
+     * (batch x K/V heads <= 32: fewer blocks than SMs per chunk, each can
+     * have its whole chunk on the way), else the 64-register kernel, which
+     * spills with 8 query heads per K/V head: there the plain one */
+    int k = g->tune.att_kernel;
+    if (k < 0)
+        k = batch * kvh <= 32 ? 2 : 1;
+    if (k == 1 && G > 4)
+        k = 0;
+    unsigned smem = k == 2 ? gpu_attention_smem(chunk, hd) : 0;
+    CUresult r = cuLaunchKernel(g->attention[k][gi], (unsigned)kvh, (unsigned)batch,
+                                (unsigned)nsplit, 256, 1, 1, smem, g->stream, args, NULL);
     if (r != CUDA_SUCCESS)
         return r;
     void *cargs[] = {&scores, &slen, &nsplit, &heads, &hd, &out};

@@ -542,71 +542,38 @@ __device__ __forceinline__ const bf16 *kv_at(const unsigned long long *pages, in
     return (const bf16 *)(page + (size_t)(t % page_tokens) * tok_bytes + off_bytes);
 }
 
-// Split-K decode attention ("flash decoding") with the new token's append
-// fused in.  Grid (kv_heads, B, nsplit), 256 threads: a block owns one K/V
-// head, the G = heads / kv_heads query heads that share it (G <= GM), and
-// tokens [z chunk, z chunk + chunk) of request b (chunk <= ATT_MAXCHUNK).
-// Token L - 1 (L = lens[b]) is this step's: its K and V are read from qkv,
-// and the block whose chunk holds it writes them into the cache (once per
-// head and request; no other block reads that slot in this launch).
-//
-// A half-warp reads one token's K (or V) row of head_dim <= 128 bf16 with one
-// 16-byte load per lane (8 dims per lane), 16 token slots per block, ATT_UT
-// tokens per slot in flight.  Scores for the G heads go to shared memory;
-// warp h < G turns head h's into exp(score - max) and their sum; the V pass
-// accumulates p v per head in registers, then across slots.  The partial
-// (max m, sum s, acc[d] = sum exp(score - m) v[d]) of each query head goes to
-// scratch [B][heads][scratch_len] at z * (head_dim + 2), as
-// ms_attention_combine reads it; nsplit * (head_dim + 2) <= scratch_len.
+// Pieces both attention kernels share.
 #define ATT_MAXCHUNK 256
-#define ATT_UT 4
 
-template <int GM>
-__device__ __forceinline__ void attention_body(const bf16 *qkv, const unsigned long long *pages,
-                                               int max_pages, int page_tokens, const int *lens,
-                                               int layer, int heads, int kv_heads, int head_dim,
-                                               int layers, float *scratch, int scratch_len,
-                                               int chunk)
+// A chunk past the request's end: the empty partial (m = -inf, s = 0, acc 0).
+__device__ __forceinline__ void att_empty(float *dst0, int G, int head_dim, int scratch_len)
 {
-    __shared__ float sc[GM][ATT_MAXCHUNK];
-    __shared__ float part[8][GM][128];
-    __shared__ float mh[GM], sh[GM];
-    const int kvh = blockIdx.x, b = blockIdx.y, z = blockIdx.z;
-    const int G = heads / kv_heads;
-    const int L = lens[b];
-    const int t0 = z * chunk, t1 = min(L, t0 + chunk), n = t1 - t0;
-    const int qkv_row = (heads + 2 * kv_heads) * head_dim;
-    const size_t tok_bytes = (size_t)layers * 2 * kv_heads * head_dim * 2;
-    const size_t koff = ((size_t)layer * 2 * kv_heads * head_dim + (size_t)kvh * head_dim) * 2;
-    const size_t voff = koff + (size_t)kv_heads * head_dim * 2;
-    const bf16 *row = qkv + (size_t)b * qkv_row;
-    const bf16 *knew = row + (size_t)(heads + kvh) * head_dim;
-    const bf16 *vnew = row + (size_t)(heads + kv_heads + kvh) * head_dim;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int hl = lane & 15, slot = 2 * warp + (lane >> 4);
-    const bool dim_ok = 8 * hl < head_dim;
-    float *dst0 = scratch + ((size_t)b * heads + (size_t)kvh * G) * scratch_len +
-                  (size_t)z * (head_dim + 2);
-
-    if (n <= 0) { // nothing here: empty partials
-        for (int q = threadIdx.x; q < G * (head_dim + 2); q += blockDim.x) {
-            int hh = q / (head_dim + 2), d = q % (head_dim + 2);
-            dst0[(size_t)hh * scratch_len + d] = d == 0 ? -INFINITY : 0.f;
-        }
-        return;
+    for (int q = threadIdx.x; q < G * (head_dim + 2); q += blockDim.x) {
+        int hh = q / (head_dim + 2), d = q % (head_dim + 2);
+        dst0[(size_t)hh * scratch_len + d] = d == 0 ? -INFINITY : 0.f;
     }
-    if (L - 1 < t1) { // the block that holds the new token appends it
-        bf16 *kd = (bf16 *)kv_at(pages, max_pages, page_tokens, b, L - 1, tok_bytes, koff);
-        bf16 *vd = (bf16 *)kv_at(pages, max_pages, page_tokens, b, L - 1, tok_bytes, voff);
-        for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-            kd[d] = knew[d];
-            vd[d] = vnew[d];
-        }
-    }
+}
 
-    // q of the G heads, 8 dims per lane, scaled by 1/sqrt(head_dim)
+// This step's K and V (from qkv) into the cache at token t.
+__device__ __forceinline__ void att_append(const unsigned long long *pages, int max_pages,
+                                           int page_tokens, int b, int t, size_t tok_bytes,
+                                           size_t koff, size_t voff, const bf16 *knew,
+                                           const bf16 *vnew, int head_dim)
+{
+    bf16 *kd = (bf16 *)kv_at(pages, max_pages, page_tokens, b, t, tok_bytes, koff);
+    bf16 *vd = (bf16 *)kv_at(pages, max_pages, page_tokens, b, t, tok_bytes, voff);
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        kd[d] = knew[d];
+        vd[d] = vnew[d];
+    }
+}
+
+// q of the G heads, 8 dims per lane, scaled by 1/sqrt(head_dim)
+template <int GM>
+__device__ __forceinline__ void att_load_q(float (&q)[GM][8], const bf16 *row, int kvh, int G,
+                                           int head_dim, int hl, bool dim_ok)
+{
     const float scale = rsqrtf((float)head_dim);
-    float q[GM][8];
 #pragma unroll
     for (int hh = 0; hh < GM; hh++) {
         uint4 v = make_uint4(0, 0, 0, 0);
@@ -617,102 +584,98 @@ __device__ __forceinline__ void attention_body(const bf16 *qkv, const unsigned l
         for (int e = 0; e < 8; e++)
             q[hh][e] *= scale;
     }
+}
 
-    // scores: rounds of 16 slots x ATT_UT tokens (the trip count is the
-    // block's, so every lane takes part in the shuffles)
-    for (int base = 0; base < n; base += 16 * ATT_UT) {
-        uint4 kv[ATT_UT];
+// Token i's scores for the G heads from the lane's 8 dims of its K row: a
+// half-warp's sum, stored by its lane 0 (every lane takes part in the
+// shuffles, also where i >= n).
+template <int GM>
+__device__ __forceinline__ void att_score(const float (&q)[GM][8], const uint4 &k,
+                                          float (*sc)[ATT_MAXCHUNK], int i, int n, int G, int hl)
+{
+    float kf[8];
+    bf16x8_to_f32(k, kf);
 #pragma unroll
-        for (int u = 0; u < ATT_UT; u++) {
-            const int i = base + slot + 16 * u, tk = t0 + i;
-            kv[u] = make_uint4(0, 0, 0, 0);
-            if (i < n && dim_ok) {
-                const bf16 *k = tk == L - 1 ? knew
-                                            : kv_at(pages, max_pages, page_tokens, b, tk, tok_bytes, koff);
-                kv[u] = *(const uint4 *)(k + 8 * hl);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < ATT_UT; u++) {
-            const int i = base + slot + 16 * u;
-            float kf[8];
-            bf16x8_to_f32(kv[u], kf);
-#pragma unroll
-            for (int hh = 0; hh < GM; hh++) {
-                float s = 0.f;
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    s = fmaf(q[hh][e], kf[e], s);
-#pragma unroll
-                for (int o = 8; o > 0; o >>= 1)
-                    s += __shfl_xor_sync(0xffffffffu, s, o);
-                if (hl == 0 && i < n && hh < G)
-                    sc[hh][i] = s;
-            }
-        }
-    }
-    __syncthreads();
-
-    // softmax pieces: warp h for head h
-    if (warp < G) {
-        float m = -INFINITY;
-        for (int i = lane; i < n; i += 32)
-            m = fmaxf(m, sc[warp][i]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    for (int hh = 0; hh < GM; hh++) {
         float s = 0.f;
-        for (int i = lane; i < n; i += 32) {
-            float e = __expf(sc[warp][i] - m);
-            sc[warp][i] = e;
-            s += e;
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) {
-            mh[warp] = m;
-            sh[warp] = s;
-        }
-    }
-    __syncthreads();
-
-    // acc[h][d] = sum_t p_h(t) v_t[d]
-    float acc[GM][8];
-#pragma unroll
-    for (int hh = 0; hh < GM; hh++)
 #pragma unroll
         for (int e = 0; e < 8; e++)
-            acc[hh][e] = 0.f;
-    for (int base = 0; base < n; base += 16 * ATT_UT) {
-        uint4 vv[ATT_UT];
+            s = fmaf(q[hh][e], kf[e], s);
 #pragma unroll
-        for (int u = 0; u < ATT_UT; u++) {
-            const int i = base + slot + 16 * u, tk = t0 + i;
-            vv[u] = make_uint4(0, 0, 0, 0);
-            if (i < n && dim_ok) {
-                const bf16 *v = tk == L - 1 ? vnew
-                                            : kv_at(pages, max_pages, page_tokens, b, tk, tok_bytes, voff);
-                vv[u] = *(const uint4 *)(v + 8 * hl);
-            }
-        }
+        for (int o = 8; o > 0; o >>= 1)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (hl == 0 && i < n && hh < G)
+            sc[hh][i] = s;
+    }
+}
+
+// A lane's loads of one round: its 16 bytes of the K (or V: off, cur) rows
+// of tokens i0 + 16 u of the chunk (zeros past n; this step's token from
+// qkv, cur).
+#define ATT_UT 4
+__device__ __forceinline__ void att_round(uint4 (&r)[ATT_UT], const unsigned long long *pages,
+                                          int max_pages, int page_tokens, int b, int t0, int i0,
+                                          int n, int L, size_t tok_bytes, size_t off,
+                                          const bf16 *cur, int hl, bool dim_ok)
+{
 #pragma unroll
-        for (int u = 0; u < ATT_UT; u++) {
-            const int i = base + slot + 16 * u;
-            if (i >= n)
-                break;
-            float vf[8];
-            bf16x8_to_f32(vv[u], vf);
-#pragma unroll
-            for (int hh = 0; hh < GM; hh++) {
-                const float p = hh < G ? sc[hh][i] : 0.f;
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    acc[hh][e] = fmaf(p, vf[e], acc[hh][e]);
-            }
+    for (int u = 0; u < ATT_UT; u++) {
+        const int i = i0 + 16 * u, tk = t0 + i;
+        r[u] = make_uint4(0, 0, 0, 0);
+        if (i < n && dim_ok) {
+            const bf16 *p = tk == L - 1 ? cur
+                                        : kv_at(pages, max_pages, page_tokens, b, tk, tok_bytes, off);
+            r[u] = *(const uint4 *)(p + 8 * hl);
         }
     }
-    // the two half-warps, then the warps
+}
+
+// acc[h] += p_h(i) v_i for the lane's 8 dims of token i's V row.
+template <int GM>
+__device__ __forceinline__ void att_pv(float (&acc)[GM][8], const float (&vf)[8],
+                                       const float (*sc)[ATT_MAXCHUNK], int i, int G)
+{
+#pragma unroll
+    for (int hh = 0; hh < GM; hh++) {
+        const float p = hh < G ? sc[hh][i] : 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            acc[hh][e] = fmaf(p, vf[e], acc[hh][e]);
+    }
+}
+
+// One head's scores sc[0, n) -> exp(score - max), their max and sum (a warp).
+__device__ __forceinline__ void att_softmax(float *sc, float *mh, float *sh, int n, int lane)
+{
+    float m = -INFINITY;
+    for (int i = lane; i < n; i += 32)
+        m = fmaxf(m, sc[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float s = 0.f;
+    for (int i = lane; i < n; i += 32) {
+        float e = __expf(sc[i] - m);
+        sc[i] = e;
+        s += e;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+        *mh = m;
+        *sh = s;
+    }
+}
+
+// The lanes' p v sums: the two half-warps, then the warps, then the partial
+// (m, s, acc[d]) of each query head to the scratch.
+template <int GM>
+__device__ __forceinline__ void att_finish(float (&acc)[GM][8], float (*part)[GM][128],
+                                           const float *mh, const float *sh, float *dst0, int G,
+                                           int head_dim, int scratch_len, int lane, int warp,
+                                           int hl, bool dim_ok)
+{
 #pragma unroll
     for (int hh = 0; hh < GM; hh++)
 #pragma unroll
@@ -739,20 +702,168 @@ __device__ __forceinline__ void attention_body(const bf16 *qkv, const unsigned l
     }
 }
 
+// Split-K decode attention ("flash decoding") with the new token's append
+// fused in.  Grid (kv_heads, B, nsplit), 256 threads: a block owns one K/V
+// head, the G = heads / kv_heads query heads that share it (G <= GM), and
+// tokens [z chunk, z chunk + chunk) of request b (chunk <= ATT_MAXCHUNK).
+// Token L - 1 (L = lens[b]) is this step's: its K and V are read from qkv,
+// and the block whose chunk holds it writes them into the cache (once per
+// head and request; no other block reads that slot in this launch).
+//
+// A half-warp reads one token's K (or V) row of head_dim <= 128 bf16 with one
+// 16-byte load per lane (8 dims per lane), 16 token slots per block, ATT_UT
+// tokens per slot in flight.  Scores for the G heads go to shared memory;
+// warp h < G turns head h's into exp(score - max) and their sum; the V pass
+// accumulates p v per head in registers, then across slots.  The partial
+// (max m, sum s, acc[d] = sum exp(score - m) v[d]) of each query head goes to
+// scratch [B][heads][scratch_len] at z * (head_dim + 2), as
+// ms_attention_combine reads it; nsplit * (head_dim + 2) <= scratch_len.
+//
+// CP (ms_attention_g<GM>_cp): the block first copies its whole chunk's K and
+// V rows (and this step's, from qkv) into shared memory with cp.async, all
+// at once: one trip to memory per block however long the chunk, and no
+// registers held by the copies (loading V with K into registers cost
+// occupancy).  Dynamic shared memory: 2 * chunk * head_dim bf16 (K then V,
+// token-major), gpu_attention_smem() in gpu.c; the passes then read it, a
+// half-warp per token.
+
+template <int GM, bool CP>
+__device__ __forceinline__ void attention_body(const bf16 *qkv, const unsigned long long *pages,
+                                               int max_pages, int page_tokens, const int *lens,
+                                               int layer, int heads, int kv_heads, int head_dim,
+                                               int layers, float *scratch, int scratch_len,
+                                               int chunk)
+{
+    __shared__ float sc[GM][ATT_MAXCHUNK];
+    __shared__ float part[8][GM][128];
+    __shared__ float mh[GM], sh[GM];
+    const int kvh = blockIdx.x, b = blockIdx.y, z = blockIdx.z;
+    const int G = heads / kv_heads;
+    const int L = lens[b];
+    const int t0 = z * chunk, t1 = min(L, t0 + chunk), n = t1 - t0;
+    const int qkv_row = (heads + 2 * kv_heads) * head_dim;
+    const size_t tok_bytes = (size_t)layers * 2 * kv_heads * head_dim * 2;
+    const size_t koff = ((size_t)layer * 2 * kv_heads * head_dim + (size_t)kvh * head_dim) * 2;
+    const size_t voff = koff + (size_t)kv_heads * head_dim * 2;
+    const bf16 *row = qkv + (size_t)b * qkv_row;
+    const bf16 *knew = row + (size_t)(heads + kvh) * head_dim;
+    const bf16 *vnew = row + (size_t)(heads + kv_heads + kvh) * head_dim;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hl = lane & 15, slot = 2 * warp + (lane >> 4);
+    const bool dim_ok = 8 * hl < head_dim;
+    const int d8 = head_dim >> 3; // 16-byte pieces per row (CP)
+    uint4 *kvs = mma_dyn;         // CP: [2][chunk][d8]
+    float *dst0 = scratch + ((size_t)b * heads + (size_t)kvh * G) * scratch_len +
+                  (size_t)z * (head_dim + 2);
+
+    if (n <= 0) { // nothing here: empty partials
+        att_empty(dst0, G, head_dim, scratch_len);
+        return;
+    }
+    if constexpr (CP) {
+        // K rows, then V rows: two groups, so the scores start once K is in
+        for (int kv = 0; kv < 2; kv++) {
+            for (int q = threadIdx.x; q < n * d8; q += blockDim.x) {
+                const int i = q / d8, d = q % d8, tk = t0 + i;
+                const bf16 *src = tk == L - 1 ? (kv ? vnew : knew)
+                                              : kv_at(pages, max_pages, page_tokens, b, tk,
+                                                      tok_bytes, kv ? voff : koff);
+                cp_async16(kvs + ((size_t)kv * chunk + i) * d8 + d, (const uint4 *)src + d, 16);
+            }
+            cp_async_commit();
+        }
+    }
+    if (L - 1 < t1) // the block that holds the new token appends it
+        att_append(pages, max_pages, page_tokens, b, L - 1, tok_bytes, koff, voff, knew, vnew,
+                   head_dim);
+
+    float q[GM][8];
+    att_load_q<GM>(q, row, kvh, G, head_dim, hl, dim_ok);
+
+    if constexpr (CP) {
+        cp_async_wait<1>(); // this thread's K copies
+        __syncthreads();    // everyone's
+        // scores: token i by half-warp slot i % 16 (the trip count is the
+        // block's: every lane takes part in the shuffles)
+        for (int base = 0; base < n; base += 16) {
+            const int i = base + slot;
+            uint4 k = make_uint4(0, 0, 0, 0);
+            if (i < n && dim_ok)
+                k = kvs[(size_t)i * d8 + hl];
+            att_score<GM>(q, k, sc, i, n, G, hl);
+        }
+    } else {
+        // scores: rounds of 16 slots x ATT_UT tokens (the trip count is the
+        // block's, so every lane takes part in the shuffles)
+        for (int base = 0; base < n; base += 16 * ATT_UT) {
+            uint4 kv[ATT_UT];
+            att_round(kv, pages, max_pages, page_tokens, b, t0, base + slot, n, L, tok_bytes,
+                      koff, knew, hl, dim_ok);
+#pragma unroll
+            for (int u = 0; u < ATT_UT; u++) {
+                const int i = base + slot + 16 * u;
+                att_score<GM>(q, kv[u], sc, i, n, G, hl);
+            }
+        }
+    }
+    __syncthreads();
+
+    if (warp < G) // softmax pieces: warp h for head h
+        att_softmax(sc[warp], mh + warp, sh + warp, n, lane);
+    if constexpr (CP)
+        cp_async_wait<0>(); // this thread's V copies
+    __syncthreads();
+
+    // acc[h][d] = sum_t p_h(t) v_t[d]
+    float acc[GM][8];
+#pragma unroll
+    for (int hh = 0; hh < GM; hh++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            acc[hh][e] = 0.f;
+    if constexpr (CP) {
+        const uint4 *vs = kvs + (size_t)chunk * d8;
+        for (int i = slot; i < n; i += 16) {
+            float vf[8];
+            bf16x8_to_f32(dim_ok ? vs[(size_t)i * d8 + hl] : make_uint4(0, 0, 0, 0), vf);
+            att_pv<GM>(acc, vf, sc, i, G);
+        }
+    } else {
+        for (int base = 0; base < n; base += 16 * ATT_UT) {
+            uint4 vv[ATT_UT];
+            att_round(vv, pages, max_pages, page_tokens, b, t0, base + slot, n, L, tok_bytes,
+                      voff, vnew, hl, dim_ok);
+#pragma unroll
+            for (int u = 0; u < ATT_UT; u++) {
+                const int i = base + slot + 16 * u;
+                if (i >= n)
+                    break;
+                float vf[8];
+                bf16x8_to_f32(vv[u], vf);
+                att_pv<GM>(acc, vf, sc, i, G);
+            }
+        }
+    }
+    att_finish<GM>(acc, part, mh, sh, dst0, G, head_dim, scratch_len, lane, warp, hl, dim_ok);
+}
+
 // ms_attention_g<GM>: up to GM query heads per K/V head; ms_attention_g<GM>_o4
 // the same held to 64 registers a thread, so that 4 blocks fit on an SM (more
-// loads in flight when the grid is many waves: large batches)
-#define MS_ATTENTION_K(NAME, GM, ...)                                                       \
+// loads in flight when the grid is many waves: large batches);
+// ms_attention_g<GM>_cp the chunk copied to shared memory first (CP above)
+#define MS_ATTENTION_K(NAME, GM, CP, ...)                                                   \
     extern "C" __global__ void __launch_bounds__(__VA_ARGS__) NAME(                        \
         const bf16 *qkv, const unsigned long long *pages, int max_pages, int page_tokens,   \
         const int *lens, int layer, int heads, int kv_heads, int head_dim, int layers,      \
         float *scratch, int scratch_len, int chunk)                                         \
     {                                                                                       \
-        attention_body<GM>(qkv, pages, max_pages, page_tokens, lens, layer, heads, kv_heads, \
-                           head_dim, layers, scratch, scratch_len, chunk);                  \
+        attention_body<GM, CP>(qkv, pages, max_pages, page_tokens, lens, layer, heads,      \
+                               kv_heads, head_dim, layers, scratch, scratch_len, chunk);    \
     }
 #define MS_ATTENTION(GM)                                                                    \
-    MS_ATTENTION_K(ms_attention_g##GM, GM, 256) MS_ATTENTION_K(ms_attention_g##GM##_o4, GM, 256, 4)
+    MS_ATTENTION_K(ms_attention_g##GM, GM, false, 256)                                      \
+    MS_ATTENTION_K(ms_attention_g##GM##_o4, GM, false, 256, 4)                              \
+    MS_ATTENTION_K(ms_attention_g##GM##_cp, GM, true, 256)
 MS_ATTENTION(1)
 MS_ATTENTION(2)
 MS_ATTENTION(4)
