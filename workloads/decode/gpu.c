@@ -57,7 +57,7 @@ static const gemv_tune_t default_tune = {
 
 /* MEMSNAP_DECODE_GEMM="V,W" (every product) or "V,W,V2,W2" (narrow, then
  * wide): the tensor-core variant and the warps per block (0 = auto), for
- * benchmarks.  MEMSNAP_DECODE_ATT="CHUNK[,O4]": the fewest tokens per
+ * benchmarks.  MEMSNAP_DECODE_ATT="CHUNK[,KERNEL]": the fewest tokens per
  * attention chunk (0: auto), and the attention kernel (-1 auto, 0 plain, 1
  * held to 64 registers, 2 the chunk copied to shared memory first). */
 static void tune_from_env(gemv_tune_t *t)
