@@ -699,7 +699,7 @@ static int fill_segment(sm_model *m, sm_layout *l, size_t *cap, sm_segment *sg,
 /* Builds the layout of the live objects objs[0..n) (the moment after
  * event ev_idx, at x) into *l.  0 ok, -1 no memory. */
 static int layout_build(sm_model *m, const msnap_obj *objs, size_t n, uint64_t ev_idx,
-                        uint64_t x, sm_layout *l)
+                        uint64_t t_ns, sm_layout *l)
 {
     memset(l, 0, sizeof *l);
     size_t ns = 0, nb = 0, nm = 0;
@@ -829,7 +829,7 @@ static int layout_build(sm_model *m, const msnap_obj *objs, size_t n, uint64_t e
         }
     }
     l->valid = 1;
-    l->t_ns = x;
+    l->t_ns = t_ns; /* the time, whatever the x axis is (events, marks) */
     l->event_index = ev_idx;
     rc = 0;
 out:
@@ -867,7 +867,7 @@ static int oom_record(sm_model *m, const msnap_event *e)
     size_t n;
     if (an_live_objects(m->f, &objs, &n))
         return -1;
-    int rc = layout_build(m, objs, n, m->ev_idx, m->cur_x, &l);
+    int rc = layout_build(m, objs, n, m->ev_idx, e->t_ns, &l);
     free(objs);
     if (rc)
         return -1;
@@ -1114,7 +1114,7 @@ static int capture(sm_model *m, an_moment *k)
     uint64_t idx, t;
     if (an_moment_objects(k, &objs, &n, &idx, &t))
         return -1;
-    int rc = layout_build(m, objs, n, idx, sm_x_of_event(m, idx, t), &m->layout);
+    int rc = layout_build(m, objs, n, idx, t, &m->layout);
     free(objs);
     m->layout.at = m->capture_at;
     return rc;
