@@ -61,7 +61,9 @@ struct msnap_reader {
     char *in;
     size_t in_len, in_pos, in_cap;
     int in_eof;
-    size_t zret;          /* last ZSTD_decompressStream result: 0 = frame done */
+#define ZSTD_BLOCK_HEADER 3 /* bytes (the zstd format, RFC 8878 3.1.1.2) */
+    size_t zret;          /* last ZSTD_decompressStream result that moved data: 0 =
+                             the frame is done, else it was cut off at the end */
     /* decoded text: [start, end) not yet handed out */
     char *buf;
     size_t cap, start, end;
@@ -153,11 +155,14 @@ static int fill(msnap_reader *r)
         ZSTD_inBuffer in = {r->in, r->in_len, r->in_pos};
         ZSTD_outBuffer out = {r->buf + r->end, room, 0};
         size_t ret = ZSTD_decompressStream(r->dctx, &out, &in);
-        r->in_pos = in.pos;
         if (ZSTD_isError(ret))
             return fail(r, "line %llu: zstd data is corrupt (%s)",
                         (unsigned long long)r->lineno + 1, ZSTD_getErrorName(ret));
-        r->zret = ret;
+        /* a call with nothing to do says nothing of the frame (after the
+         * last frame's end it gives the next frame's header size) */
+        if (in.pos > r->in_pos || out.pos)
+            r->zret = ret;
+        r->in_pos = in.pos;
         r->end += out.pos;
         if (out.pos)
             return 0;
@@ -951,6 +956,12 @@ int msnap_reader_next(msnap_reader *r, msnap_record *rec)
         size_t len;
         int complete;
         int rc = next_line(r, &line, &len, &complete);
+        /* the data ended between two lines, inside a zstd block: the rest
+         * of the block was cut off (a frame flushed but not yet ended, as
+         * a recording still being written, stops at a block's end, where
+         * the decoder asks for no more than a block header) */
+        if (rc == 0 && r->dctx && r->zret > ZSTD_BLOCK_HEADER)
+            r->truncated = 1;
         if (rc <= 0)
             return rc;
         r->lineno++;

@@ -478,6 +478,40 @@ static void test_truncated_zstd(void)
     CHECK(errors == 0);
     CHECK(prev > 1); /* late cuts recover events */
     free(z);
+
+    /* the header flushed (as the recorder does), then events in one block
+     * never flushed, cut inside that block: the text decoded so far ends at
+     * the header's end, and still the reader says it was cut off */
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    o = msnap_out_fdopen(fd, 1);
+    n = msnap_fmt_header(text, sizeof text, &h);
+    CHECK(msnap_out_write(o, text, n) == 0);
+    CHECK(msnap_out_flush(o) == 0);
+    size_t header_end = (size_t)msnap_out_bytes(o);
+    for (int i = 0; i < 20000; i++) {
+        msnap_event e = {.t_ns = (uint64_t)i * 1000, .addr = 0x7f0000000000ull + (uint64_t)i * 512,
+                         .size = 512, .stack = (uint32_t)(i % 50), .tid = 7,
+                         .action = (uint16_t)(i % 2 ? MSNAP_A_FREE : MSNAP_A_ALLOC)};
+        size_t k = msnap_fmt_event(text, sizeof text, &e);
+        CHECK(msnap_out_write(o, text, k) == 0);
+    }
+    CHECK(msnap_out_close(o) == 0);
+    z = read_raw(path, &zn);
+    CHECK(count_records(path, err, &trunc, &nev) == 20001 && !trunc);
+    /* the header alone, flushed: a recording still being written */
+    write_raw(tpath("zcut.msnap.zst"), z, header_end);
+    CHECK(count_records(tpath("zcut.msnap.zst"), err, &trunc, &nev) == 1 && !trunc);
+    write_raw(tpath("zcut.msnap.zst"), z, header_end + 40);
+    CHECK(count_records(tpath("zcut.msnap.zst"), err, &trunc, &nev) == 1 && trunc);
+    int cut_seen = 0;
+    for (size_t cut = zn / 4; cut < zn - 8; cut += zn / 7) {
+        write_raw(tpath("zcut.msnap.zst"), z, cut);
+        long k = count_records(tpath("zcut.msnap.zst"), err, &trunc, &nev);
+        CHECK(k >= 0 && k < 20001 && trunc);
+        cut_seen++;
+    }
+    CHECK(cut_seen >= 3);
+    free(z);
 }
 
 /* ---- 4. Forward compatibility. ------------------------------------------ */
