@@ -1515,6 +1515,7 @@ uint64_t sm_first_event_t(const sm_model *m) { return m->t_first; }
 int sm_counters_seen(const sm_model *m) { return m->counters_seen; }
 uint64_t sm_cap(const sm_model *m) { return m->o.cap ? m->o.cap : m->cap_header; }
 int sm_ring_mode(const sm_model *m) { return !strcmp(m->mode, "ring"); }
+uint64_t sm_truncated_after(const sm_model *m) { return m->f && m->f->truncated ? m->f->lines : 0; }
 const sm_layout *sm_layout_at(const sm_model *m) { return &m->layout; }
 
 const msnap_header *sm_header_info(const sm_model *m, char *mode, size_t len)

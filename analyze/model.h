@@ -322,6 +322,9 @@ const sm_symtab *sm_symtab_of(const sm_model *m);
 const char *sm_str(const sm_model *m, uint32_t id);
 const msnap_header *sm_header_info(const sm_model *m, char *mode, size_t modelen);
 int sm_ring_mode(const sm_model *m);
+/* The last whole line of a file cut off (a recording whose process died,
+ * a copy cut short), 0 when the file ended cleanly. */
+uint64_t sm_truncated_after(const sm_model *m);
 /* Frame i of a stack as "fn (file:line)", "module+0xoff" or "0xip"; returns
  * the stack's depth (0 unknown).  Names are as the file has them. */
 int sm_frame(const sm_model *m, uint32_t stack, int i, char *buf, size_t cap);

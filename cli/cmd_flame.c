@@ -213,6 +213,25 @@ int cmd_flame(int argc, char **argv)
         if (vs && !(mv = read_model(vs, at, at_t, palloc)))
             goto out;
     }
+    if (sm_truncated_after(m))
+        fprintf(stderr, "memsnap flame: %s is cut off after line %" PRIu64 " (the process "
+                "probably died): drawn up to there\n", path, sm_truncated_after(m));
+    /* a moment or a device the file does not have: say so, draw nothing */
+    if (at == SM_AT_OOM && sm_layout_at(m)->at != SM_AT_OOM) {
+        fprintf(stderr, "memsnap flame: --at oom: %s has no OOM; try --at peak or --at end\n",
+                path);
+        goto out;
+    }
+    if (dev >= 0 && (dev >= SM_NDEV - 1 || !sm_device(m, dev)->seen)) {
+        char have[256] = "";
+        for (int d = 0; d < SM_NDEV - 1; d++)
+            if (sm_device(m, d)->seen)
+                snprintf(have + strlen(have), sizeof have - strlen(have), "%s%d",
+                         have[0] ? ", " : "", d);
+        fprintf(stderr, "memsnap flame: --device %d: %s has no device %d (%s%s)\n", dev, path,
+                dev, have[0] ? "it has " : "no device is seen", have);
+        goto out;
+    }
     int layer = layer_s ? (!strcmp(layer_s, "allocated") ? MSNAP_LAYER_ALLOCATED
                                                          : MSNAP_LAYER_RESERVED)
                         : (sm_blocks_seen(m) ? MSNAP_LAYER_ALLOCATED : MSNAP_LAYER_RESERVED);

@@ -2,6 +2,7 @@
 #include "viz_args.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,10 @@ int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models)
             fprintf(stderr, "%s\n", err);
             return 2;
         }
+        uint64_t cut = sm_truncated_after(models[i]);
+        if (cut)
+            fprintf(stderr, "memsnap %s: %s is cut off after line %" PRIu64 " (the process "
+                    "probably died): drawn up to there\n", a->cmd, paths[i], cut);
         if (a->o.x_mode == SM_X_MARKS && !sm_marks(models[i], NULL)) {
             if (a->o.x_word[0])
                 fprintf(stderr, "memsnap %s: --x marks: %s has no mark with a "
@@ -165,5 +170,21 @@ int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models)
             fprintf(stderr, "memsnap %s: out of memory\n", a->cmd);
             return 2;
         }
+    /* --at oom where no file has one: say so (where only some have one,
+     * the others' maps are at their end, and each says so in its title) */
+    if (a->o.at == SM_AT_OOM) {
+        int any = 0;
+        for (int i = 0; i < n; i++)
+            any |= sm_layout_at(models[i])->at == SM_AT_OOM;
+        if (!any) {
+            if (n > 1)
+                fprintf(stderr, "memsnap %s: --at oom: none of these files has an OOM; try "
+                        "--at peak or --at end\n", a->cmd);
+            else
+                fprintf(stderr, "memsnap %s: --at oom: %s has no OOM; try --at peak or "
+                        "--at end\n", a->cmd, paths[0]);
+            return 2;
+        }
+    }
     return 0;
 }
