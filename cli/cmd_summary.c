@@ -481,6 +481,15 @@ static void rank_of(const cJSON *root, const char *path, rank_file *r)
         rank_add(r, site);
 }
 
+/* Keeps the first `top` sites of each layer's list (--top). */
+static void trim_sites(cJSON *root, int top)
+{
+    cJSON *layer;
+    cJSON_ArrayForEach(layer, jo(root, "top_sites"))
+        while (cJSON_GetArraySize(layer) > top)
+            cJSON_DeleteItemFromArray(layer, cJSON_GetArraySize(layer) - 1);
+}
+
 /* Prints a result: JSON text or the summary's text. */
 static void print_result(const cJSON *root, const breakdown *bd, int json, int top)
 {
@@ -523,18 +532,22 @@ static int summarize_several(char **paths, int n, int json, int marks, int top,
     for (int i = 0; i < n; i++) {
         cJSON *root = NULL;
         breakdown *bd = NULL;
-        int r = summarize(paths[i], marks, top, rules, &root, &bd);
+        /* the comparison sees up to RANK_SITES sites of each file, whatever
+         * --top shows (a site beyond one file's top N is still its site) */
+        int r = summarize(paths[i], marks, top > RANK_SITES ? top : RANK_SITES, rules, &root,
+                          &bd);
         if (r == 2) {
             free(rf);
             cJSON_Delete(all);
             return 2;
         }
+        rank_of(root, paths[i], &rf[i]);
+        trim_sites(root, top);
         if (!json) {
             printf("%s==== %s (%d of %d) ====\n", i ? "\n" : "", paths[i], i + 1, n);
             print_result(root, bd, 0, top);
         }
         bd_free(bd);
-        rank_of(root, paths[i], &rf[i]);
         cJSON_AddItemToArray(files, root);
         if (r > rc)
             rc = r;
