@@ -644,9 +644,25 @@ static size_t lower_bound(const msnap_obj *arr, size_t n, uint64_t a)
 
 /* Fills the spans of [a, b) given the mapped intervals maps[0..nm) (sorted,
  * clamped by the caller) and the sorted blocks. */
+/* Whether driver memory made with `stack` belongs to a library that uses it
+ * itself (cuBLAS's workspaces, cuDNN, NCCL): with an allocator's blocks in
+ * the file, such memory is neither the allocator's cache nor free. */
+static int other_library(const sm_model *m, uint32_t stack)
+{
+    static const char *const libs[] = {"cuBLAS", "cuDNN", "NCCL"};
+    char buf[128];
+    if (!m->f || !stack)
+        return 0;
+    const char *lib = cat_library_stack(&m->f->tab, stack, buf, sizeof buf);
+    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++)
+        if (!strcmp(lib, libs[i]))
+            return 1;
+    return 0;
+}
+
 static int fill_segment(sm_model *m, sm_layout *l, size_t *cap, sm_segment *sg,
                         const msnap_obj *maps, size_t nm, const msnap_obj *blocks,
-                        size_t nb)
+                        size_t nb, int other)
 {
     uint64_t a = sg->addr, b = sg->addr + sg->size, pos = a;
     size_t bi = lower_bound(blocks, nb, a);
@@ -663,7 +679,7 @@ static int fill_segment(sm_model *m, sm_layout *l, size_t *cap, sm_segment *sg,
         if (span_push(l, cap, sg, pos, ma, SM_SPAN_UNMAPPED, NO_SITE))
             return -1;
         pos = ma;
-        if (m->blocks_seen) {
+        if (m->blocks_seen && !other) {
             /* Blocks are sorted and do not overlap, so their ends are
              * sorted too.  A block may span several mappings (expandable
              * segments map 2 MiB pages): it fills its part of each, and
@@ -766,15 +782,15 @@ static int layout_build(sm_model *m, const msnap_obj *objs, size_t n, uint64_t e
         *sg = (sm_segment){.addr = segs[i].addr, .size = segs[i].size,
                            .kind = segs[i].kind, .device = segs[i].device,
                            .site = segs[i].site, .first_span = l->nspans};
-        int r;
+        int r, other = m->blocks_seen && other_library(m, segs[i].stack);
         if (segs[i].kind == MSNAP_A_VMM_RESERVE) {
             size_t j = lower_bound(maps, nm, segs[i].addr), k = j;
             while (k < nm && maps[k].addr < segs[i].addr + segs[i].size)
                 k++;
-            r = fill_segment(m, l, &cap_spans, sg, maps + j, k - j, blocks, nb);
+            r = fill_segment(m, l, &cap_spans, sg, maps + j, k - j, blocks, nb, other);
         } else {
             msnap_obj whole = segs[i];
-            r = fill_segment(m, l, &cap_spans, sg, &whole, 1, blocks, nb);
+            r = fill_segment(m, l, &cap_spans, sg, &whole, 1, blocks, nb, other);
         }
         if (r)
             goto out;
@@ -787,6 +803,8 @@ static int layout_build(sm_model *m, const msnap_obj *objs, size_t n, uint64_t e
                 dl->mapped_bytes += sp->size;
             if (sp->what == SM_SPAN_BLOCK)
                 dl->block_bytes += sp->size;
+            if (sp->what == SM_SPAN_USED && other)
+                dl->other_bytes += sp->size;
             if (sp->what == SM_SPAN_FREE)
                 dl->total_free += sp->size;
         }

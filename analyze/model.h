@@ -143,6 +143,9 @@ typedef struct sm_segment {
 typedef struct sm_dev_layout {
     uint64_t segments, segment_bytes, mapped_bytes, block_bytes;
     uint64_t total_free, largest_free;   /* free = mapped but in no block */
+    uint64_t other_bytes;  /* with blocks: driver memory of other libraries
+                              (cuBLAS, cuDNN, NCCL), used by them, never free
+                              (SM_SPAN_USED spans) */
 } sm_dev_layout;
 
 typedef struct sm_layout {

@@ -255,6 +255,7 @@ static cJSON *json_findings(sm_model *m)
         msnap_json_u64(o, "address_space_bytes", dl->segment_bytes);
         if (sm_blocks_seen(m)) {
             msnap_json_u64(o, "block_bytes", dl->block_bytes);
+            msnap_json_u64(o, "other_library_bytes", dl->other_bytes);
             msnap_json_u64(o, "total_free", dl->total_free);
             msnap_json_u64(o, "largest_free", dl->largest_free);
             cJSON_AddNumberToObject(o, "frag_free",

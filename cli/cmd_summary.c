@@ -250,7 +250,12 @@ static void print_findings(const cJSON *f)
     cJSON_ArrayForEach(x, jo(fr, "devices")) {
         printf("  device %d: %" PRIu64 " segments, %s of memory", ji(x, "device"),
                ju(x, "segments"), jsize(x, "memory_bytes", a));
-        if (blocks)
+        if (blocks && ju(x, "other_library_bytes"))
+            printf(", %s in blocks, %s other libraries' (cuBLAS, cuDNN, NCCL); free "
+                   "inside reserved %s, largest free block %s\n",
+                   jsize(x, "block_bytes", b), jsize(x, "other_library_bytes", t),
+                   jsize(x, "total_free", c), jsize(x, "largest_free", d));
+        else if (blocks)
             printf(", %s in blocks; free inside reserved %s, largest free "
                    "block %s\n", jsize(x, "block_bytes", b),
                    jsize(x, "total_free", c), jsize(x, "largest_free", d));

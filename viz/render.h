@@ -31,6 +31,8 @@
 #define VIZ_OTHER 0xb4b4b4u      /* "other" sites */
 #define VIZ_FREE 0xffffffu       /* free inside a segment */
 #define VIZ_UNMAPPED 0xd2d2d2u   /* reserved address space, not mapped */
+#define VIZ_OTHER_LIB 0x7a7a7au  /* beside an allocator's blocks: another
+                                    library's driver memory (cuBLAS, ...) */
 #define VIZ_RESERVED 0x1f1f1fu   /* reserved line */
 #define VIZ_OOM 0xd62728u
 #define VIZ_LEAK 0x4a0a0au       /* hatch, outline and label of a leak suspect's band */

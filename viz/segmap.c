@@ -56,6 +56,10 @@ static uint32_t span_colour(const sm_model *m, const sm_span *s)
     switch (s->what) {
     case SM_SPAN_FREE: return VIZ_FREE;
     case SM_SPAN_UNMAPPED: return VIZ_UNMAPPED;
+    case SM_SPAN_USED:
+        if (sm_blocks_seen(m)) /* beside blocks: another library's memory */
+            return VIZ_OTHER_LIB;
+        /* fall through */
     default:
         if (s->site == UINT32_MAX || s->site >= ns)
             return VIZ_OTHER;
@@ -274,13 +278,24 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         }
         free(labs);
     }
-    for (size_t i = 0; i < l->nspans; i++)
-        if ((l->spans[i].what == SM_SPAN_BLOCK || l->spans[i].what == SM_SPAN_USED) &&
-            (l->spans[i].site >= nsites || sites[l->spans[i].site].rank < 0))
+    uint64_t other_lib = 0;
+    for (size_t i = 0; i < l->nspans; i++) {
+        const sm_span *sp = &l->spans[i];
+        if (sp->what == SM_SPAN_USED && sm_blocks_seen(m))
+            other_lib += sp->size;
+        else if ((sp->what == SM_SPAN_BLOCK || sp->what == SM_SPAN_USED) &&
+                 (sp->site >= nsites || sites[sp->site].rank < 0))
             other = 1;
+    }
     if (other) {
         snprintf(it[nit].text, sizeof it[nit].text, "other sites");
         it[nit++].colour = VIZ_OTHER;
+    }
+    if (other_lib) {
+        snprintf(it[nit].text, sizeof it[nit].text,
+                 "other libraries' memory (cuBLAS, cuDNN, NCCL)  %s",
+                 msnap_size_text_short(other_lib, a, sizeof a));
+        it[nit++].colour = VIZ_OTHER_LIB;
     }
     if (sm_blocks_seen(m)) {
         snprintf(it[nit].text, sizeof it[nit].text,
@@ -485,9 +500,16 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
         y += (CANVAS_LINE_H + 3) * ts;
         if (sm_blocks_seen(m)) {
-            snprintf(buf, sizeof buf, "  free inside reserved %s, largest free block %s",
-                     msnap_size_text(dl->total_free, a, sizeof a),
-                     msnap_size_text(dl->largest_free, b, sizeof b));
+            if (dl->other_bytes)
+                snprintf(buf, sizeof buf, "  other libraries' memory %s; free inside reserved "
+                         "%s, largest free block %s",
+                         msnap_size_text(dl->other_bytes, d1, sizeof d1),
+                         msnap_size_text(dl->total_free, a, sizeof a),
+                         msnap_size_text(dl->largest_free, b, sizeof b));
+            else
+                snprintf(buf, sizeof buf, "  free inside reserved %s, largest free block %s",
+                         msnap_size_text(dl->total_free, a, sizeof a),
+                         msnap_size_text(dl->largest_free, b, sizeof b));
             text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
             y += (CANVAS_LINE_H + 3) * ts;
             if (dl->total_free)

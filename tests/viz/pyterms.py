@@ -66,6 +66,15 @@ for m, n in said:
     check(m["devices"][0]["allocated"] == n,
           f"at \"{m['message']}\" allocated is {m['devices'][0]['allocated']}")
 check(s["pytorch"] is True, "not seen as a PyTorch run")
+# fragmentation at the peak of reserved: PyTorch's segments are its blocks and
+# its cache (free inside reserved), cuBLAS's and cuDNN's driver memory neither
+fr = s["findings"]["fragmentation"]["devices"][0]
+check(fr["block_bytes"] + fr["total_free"] == oracle["max_memory_reserved"],
+      f"blocks {fr['block_bytes']} + free {fr['total_free']} != max_memory_reserved "
+      f"{oracle['max_memory_reserved']}")
+check(fr["memory_bytes"] - fr["other_library_bytes"] == oracle["max_memory_reserved"],
+      f"memory {fr['memory_bytes']} - other libraries {fr['other_library_bytes']} != "
+      f"max_memory_reserved {oracle['max_memory_reserved']}")
 
 sites = s["top_sites"]["allocated"]
 labels = [x["label"] for x in sites]
