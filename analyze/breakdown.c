@@ -507,17 +507,30 @@ static const bd_moment *moment_of(const bd_device *v)
     return v->at_peak.valid ? &v->at_peak : NULL;
 }
 
-/* PyTorch reserved at a moment: torch segments when the file has them,
- * else the PyTorch allocator's driver memory. */
-static uint64_t torch_reserved(const breakdown *b, const bd_device *v,
-                               const bd_moment *m)
+/* The PyTorch allocator's driver memory at a moment. */
+static uint64_t torch_driver(const breakdown *b, const bd_moment *m)
 {
-    if (v->torch_segments_seen)
-        return m->torch_reserved;
     for (int i = 0; i < b->nlibs; i++)
         if (strcmp(b->libs[i], CAT_LIB_TORCH) == 0)
             return m->by_lib[i];
     return 0;
+}
+
+/* Whether PyTorch reserved at a moment comes from its segment events: at an
+ * NVML sample (a quiet moment), when the file has them.  At the peak of
+ * recorded memory, the moment right after a driver allocation, PyTorch's
+ * record of the new segment comes an event later: its driver memory then,
+ * so that the two lines of the table agree. */
+static int torch_from_segments(const breakdown *b, const bd_device *v, const bd_moment *m)
+{
+    return v->torch_segments_seen && (m == &v->at_used || !torch_driver(b, m));
+}
+
+/* PyTorch reserved at a moment (torch_from_segments says from what). */
+static uint64_t torch_reserved(const breakdown *b, const bd_device *v,
+                               const bd_moment *m)
+{
+    return torch_from_segments(b, v, m) ? m->torch_reserved : torch_driver(b, m);
 }
 
 /* Whether PyTorch's allocator is seen on a device at all: its segment or
@@ -604,8 +617,8 @@ void bd_print_text(const breakdown *b)
         if (uses_torch(b, v)) {
             printf("  PyTorch reserved              %s%s\n",
                    msnap_size_text(torch_reserved(b, v, m), a, sizeof a),
-                   v->torch_segments_seen ? " (its segment events)"
-                                          : " (driver memory from libc10_cuda)");
+                   torch_from_segments(b, v, m) ? " (its segment events)"
+                                                : " (driver memory from libc10_cuda)");
             if (v->torch_blocks_seen)
                 printf("  PyTorch allocated             %s\n",
                        msnap_size_text(m->torch_allocated, a, sizeof a));
@@ -702,7 +715,8 @@ void bd_add_json(const breakdown *b, cJSON *root)
             if (uses_torch(b, v)) {
                 add_u64(o, "torch_reserved", torch_reserved(b, v, m));
                 cJSON_AddStringToObject(o, "torch_reserved_from",
-                                        v->torch_segments_seen ? "segments" : "libc10_cuda");
+                                        torch_from_segments(b, v, m) ? "segments"
+                                                                     : "libc10_cuda");
             } else {
                 cJSON_AddNullToObject(o, "torch_reserved");
                 cJSON_AddNullToObject(o, "torch_reserved_from");

@@ -66,6 +66,19 @@ for m, n in said:
     check(m["devices"][0]["allocated"] == n,
           f"at \"{m['message']}\" allocated is {m['devices'][0]['allocated']}")
 check(s["pytorch"] is True, "not seen as a PyTorch run")
+# the driver table without NVML counters is taken at the peak of recorded
+# memory, right after a driver allocation: PyTorch reserved there is the
+# allocator's driver memory, the same figure as the table's own line for it
+nc = f"{scratch}/pyterms-no-counters.msnap"
+with open(nc, "w") as out:
+    text = subprocess.run(["zstd", "-dc", train], capture_output=True, text=True, check=True).stdout
+    out.writelines(l for l in text.splitlines(True) if '"type":"counters"' not in l)
+rec = json.loads(run("summary", "--json", nc))["reconcile"][0]
+lib = {x["library"]: x["bytes"] for x in rec["libraries"]}
+check(rec["moment"] == "peak_recorded", f"no-counters moment {rec['moment']}")
+check(rec["torch_reserved"] == lib.get("PyTorch allocator"),
+      f"without counters: PyTorch reserved {rec['torch_reserved']} != the table's PyTorch "
+      f"allocator {lib.get('PyTorch allocator')}")
 # fragmentation at the peak of reserved: PyTorch's segments are its blocks and
 # its cache (free inside reserved), cuBLAS's and cuDNN's driver memory neither
 fr = s["findings"]["fragmentation"]["devices"][0]
