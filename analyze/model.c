@@ -86,6 +86,8 @@ struct sm_model {
      * of reserved, at the first OOM, or after the last event at or before
      * --at TIME (analysis.h moments), kept as the read passes them */
     an_moment *mk_peak, *mk_oom, *mk_time, *mk_end;
+    int peak_block_pending;      /* mk_peak was just marked at a new peak of
+                                    reserved: the next block joins it */
     an_moment *mk_capture;       /* the one the layout was taken at */
     uint64_t peak_idx;
     uint64_t peak_reserved1, peak_stacked1; /* the process's peaks after pass 1
@@ -1021,8 +1023,17 @@ static int ev_after(sm_model *m, an_file *f, const msnap_event *e)
      * at or before --at TIME */
     int pl = m->o.peak_allocated && f->st.allocated_seen ? MSNAP_LAYER_ALLOCATED
                                                          : MSNAP_LAYER_RESERVED;
-    if (m->mk_peak && f->st.all[pl].peak_ev == f->ev_idx)
+    if (m->mk_peak && f->st.all[pl].peak_ev == f->ev_idx) {
         an_moment_mark(m->mk_peak);
+        m->peak_block_pending = pl == MSNAP_LAYER_RESERVED && m->blocks_seen;
+    } else if (m->peak_block_pending) {
+        /* the new peak of reserved was a segment made for a request: the
+         * allocator's block for it comes next, and the moment is after it
+         * (as the allocator's own counters see it, and a replay) */
+        m->peak_block_pending = 0;
+        if (e->action == MSNAP_A_BLOCK_ALLOC)
+            an_moment_mark(m->mk_peak);
+    }
     if (m->mk_time && e->t_ns <= m->o.at_t_ns)
         an_moment_mark(m->mk_time);
     return 0;

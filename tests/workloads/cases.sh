@@ -243,6 +243,14 @@ frag-replay)      # replay answers "would another config have avoided this OOM?"
     grep -E "^1 +\(defaults\) .* $want \(x1\)" "$T/t1.txt" >/dev/null ||
         fail "the recorded config does not OOM at the recorded request ($want bytes)"
     grep -E "^1 +\(defaults\) +OOM again" "$T/t1.txt" >/dev/null || fail "defaults: not OOM again"
+    # the recorded config's fragmentation at its peak of reserved is the
+    # segment map's at the recording's (the moment after the block that the
+    # new segment was made for, as the allocator's own counters see it)
+    "$DUMP_MODEL" "$T/s.msnap" peak > "$T/peak.model" || fail "dump_model"
+    frag_map=$(awk '/^device 0: [0-9]+ segments/ { f=$(NF-3); l=$NF; sub(",","",f); printf "%.4f", 1 - l / f }' "$T/peak.model")
+    frag_rp=$(awk '$1 == 1 && $2 == "(defaults)" { print $5; exit }' "$T/t1.txt")
+    echo "fragmentation at the peak of reserved: segment map $frag_map, replay $frag_rp"
+    [ -n "$frag_map" ] && [ "$frag_map" = "$frag_rp" ] || fail "segment map $frag_map, replay $frag_rp"
     grep -E "^2 +expandable_segments:true +served: avoided" "$T/t1.txt" >/dev/null ||
         fail "expandable segments should get past the OOM"
     grep -E "^3 +max_split_size_mb:128 +served: avoided" "$T/t1.txt" >/dev/null ||
