@@ -354,6 +354,7 @@ static void event_json(FILE *f, const msnap_event *e, uint64_t i)
     if (e->aux) fprintf(f, ",\"x\":%" PRIu64, e->aux);
     if (e->aux2) fprintf(f, ",\"y\":%" PRIu64, e->aux2);
     if (e->stack) fprintf(f, ",\"k\":%u", e->stack);
+    if (e->seq) fprintf(f, ",\"q\":%" PRIu64, e->seq);
     if (e->tid) fprintf(f, ",\"th\":%u", e->tid);
     if (e->api) fprintf(f, ",\"f\":\"%s\"", msnap_api_name(e->api));
     if (e->result) fprintf(f, ",\"r\":%d", e->result);

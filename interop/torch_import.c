@@ -239,6 +239,7 @@ static int ext_event(timp *m, const ival *v, msnap_event *e, uint64_t *idx)
     e->aux = iv_u64(GET(v, "x"), &ok);
     e->aux2 = iv_u64(GET(v, "y"), &ok);
     e->stack = (uint32_t)iv_u64(GET(v, "k"), &ok);
+    e->seq = iv_u64(GET(v, "q"), &ok);
     e->tid = (uint32_t)iv_u64(GET(v, "th"), &ok);
     const char *f = iv_str(GET(v, "f"));
     int api = f ? msnap_api_from_name(f) : 0;
@@ -820,8 +821,10 @@ static int write_ext_tables(timp *m, wr *w, ival *ext)
         }
         m->in->steps += (uint64_t)n;
         msnap_stack s = {(uint32_t)iv_u64(GET(l->u.a.v[i], "id"), &ok), n, v};
-        if (s.id)
+        if (s.id) {
             ext_line(m, w, msnap_fmt_stack(w->buf, sizeof w->buf, &s));
+            m->st->stacks++;
+        }
     }
     l = GET(ext, "modules");
     for (size_t i = 0; l && l->type == IV_LIST && i < l->u.a.n; i++) {
