@@ -135,11 +135,10 @@ int cmd_export(int argc, char **argv)
         case 'T': {
             uint64_t v;
             int ix;
-            if (parse_point(optarg, &v, &ix)) {
-                fprintf(stderr, "memsnap export: --%s wants a time (2.5s, 300ms, 40us, 1500ns, 2m) or "
-                                "an event index (#120000), got \"%s\"\n", c == 'F' ? "from" : "to", optarg);
-                return 2;
-            }
+            if (parse_point(optarg, &v, &ix))
+                return cli_usage_error("export", "--%s wants a time (2.5s, 300ms, 40us, 1500ns, "
+                                       "2m) or an event index (#120000), got \"%s\"",
+                                       c == 'F' ? "from" : "to", optarg);
             if (c == 'F') { eo.from_set = 1; eo.from = v; eo.from_is_index = ix; }
             else { eo.to_set = 1; eo.to = v; eo.to_is_index = ix; }
             break;
@@ -166,9 +165,8 @@ int cmd_export(int argc, char **argv)
         return cli_usage_error("export", "--format is needed: torch, torch-json, perfetto or sqlite");
     if (strcmp(format, "torch") && strcmp(format, "torch-json") && strcmp(format, "perfetto") &&
         strcmp(format, "sqlite")) {
-        fprintf(stderr, "memsnap export: unknown format %s; choose torch, torch-json, perfetto or "
-                        "sqlite\n", format);
-        return 2;
+        return cli_usage_error("export", "unknown format %s; choose torch, torch-json, perfetto "
+                               "or sqlite", format);
     }
     int torch = !strcmp(format, "torch") || !strcmp(format, "torch-json");
     if (!strcmp(format, "torch-json"))
@@ -180,10 +178,8 @@ int cmd_export(int argc, char **argv)
         return export_sqlite(argc - optind, argv + optind, outp);
     if (optind != argc - 1)
         return cli_usage_error("export", "expected one snapshot");
-    if (eo.from_set && eo.to_set && eo.from_is_index == eo.to_is_index && eo.from > eo.to) {
-        fprintf(stderr, "memsnap export: --from is after --to\n");
-        return 2;
-    }
+    if (eo.from_set && eo.to_set && eo.from_is_index == eo.to_is_index && eo.from > eo.to)
+        return cli_usage_error("export", "--from is after --to");
     eo.json = json;
     if (!max_set)
         eo.max_entries = json ? MSNAP_EXPORT_MAX_ENTRIES_JSON : MSNAP_EXPORT_MAX_ENTRIES_PICKLE;

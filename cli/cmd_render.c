@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "compare.h"
 #include "model.h"
+#include "options.h"
 #include "render.h"
 #include "viz_args.h"
 
@@ -296,7 +297,7 @@ int cmd_render(int argc, char **argv)
     sm_opts *o = &a.o;
     const char *prefix = NULL;
     const char *rules_path = getenv("MEMSNAP_CATEGORY_RULES");
-    int c, rc;
+    int c, rc, rules_given = 0;
     optind = 1;
     opterr = 0;
     a.shortopts = "ho:";
@@ -314,7 +315,7 @@ int cmd_render(int argc, char **argv)
             else if (!strcmp(optarg, "category")) o->by = SM_BY_CATEGORY;
             else return viz_args_bad(&a, "--by wants site or category, got", optarg);
             break;
-        case 'r': rules_path = optarg; break;
+        case 'r': rules_path = optarg; rules_given = 1; break;
         case 'c':
             if (parse_size(optarg, &o->cap))
                 return viz_args_bad(&a, "--cap wants a size like 40G or 512M, got", optarg);
@@ -324,6 +325,9 @@ int cmd_render(int argc, char **argv)
                 return rc;
         }
     }
+    if (rules_given && o->by != SM_BY_CATEGORY)
+        return cli_usage_error("render", "--category-rules goes with --by category (the bands "
+                               "are sites otherwise)");
     char **paths;
     int nfiles;
     if ((rc = viz_args_files(&a, argc, argv, &paths, &nfiles)) != 0)

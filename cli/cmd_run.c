@@ -271,9 +271,21 @@ int cmd_run(int argc, char **argv)
         case O_NOEXIT:
             setenv("MEMSNAP_DUMP_AT_EXIT", "0", 1);
             break;
-        case O_COMPRESS:
+        case O_COMPRESS: {
+            /* what the recorder takes (recorder/config.c): checked here, so a
+             * bad value is this option's error, not a recording turned off */
+            char *end = NULL;
+            long lv = 0;
+            if (!strncmp(optarg, "zstd:", 5))
+                lv = strtol(optarg + 5, &end, 10);
+            if (strcmp(optarg, "none") && strcmp(optarg, "zstd") &&
+                (strncmp(optarg, "zstd:", 5) || !end || end == optarg + 5 || *end || lv < 1 ||
+                 lv > 19))
+                return cli_usage_error("run", "--compress wants zstd, zstd:LEVEL (1-19) or "
+                                       "none, got \"%s\"", optarg);
             setenv("MEMSNAP_COMPRESS", optarg, 1);
             break;
+        }
         case O_NOSYM:
             setenv("MEMSNAP_SYMBOLIZE", "0", 1);
             break;

@@ -203,7 +203,10 @@ int main(int argc, char **argv)
             progress_clear();
             return rc;
         }
-    if (cmd[0] == '-')
+    if (!strcmp(cmd, "-q") || !strcmp(cmd, "--quiet"))
+        fprintf(stderr, "memsnap: %s goes with a subcommand (memsnap %s summary FILE); try "
+                "memsnap --help\n", cmd, cmd);
+    else if (cmd[0] == '-')
         fprintf(stderr, "memsnap: unknown option \"%s\"; try memsnap --help\n",
                 cmd);
     else

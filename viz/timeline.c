@@ -759,7 +759,14 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
                  "(between marks: in proportion to events)", mword,
                  *mword ? ", " : "", sm_marks(m, NULL),
                  sm_marks(m, NULL) == 1 ? "" : "s");
-    else if (xlo > 0)
+    else if (xlo > 0 && sm_first_event_t(m) > xlo) {
+        /* several files on one axis: it starts at the earliest of them */
+        char own[32];
+        snprintf(xt, sizeof xt, "time since the recorder started (the plot "
+                 "starts at %s, the first event of all the files; this file's is at %s; "
+                 "--from 0 shows from 0)", msnap_time_text(xlo, a, sizeof a),
+                 msnap_time_text(sm_first_event_t(m), own, sizeof own));
+    } else if (xlo > 0)
         snprintf(xt, sizeof xt, "time since the recorder started (the plot "
                  "starts at the first event, %s; --from 0 shows from 0)",
                  msnap_time_text(xlo, a, sizeof a));

@@ -39,6 +39,10 @@ expect import 'memsnap import: option "--json" takes no value; try memsnap impor
 expect replay 'memsnap replay: option "--jobs" needs a value; try memsnap replay --help' x.msnap --jobs
 expect run 'memsnap run: option "--mode" needs a value; try memsnap run --help' --mode
 expect torch-setup 'memsnap torch-setup: option "--python" needs a value; try memsnap torch-setup --help' --python
+# a value an option does not take: the same one line, pointing at the help
+expect export 'memsnap export: --from wants a time (2.5s, 300ms, 40us, 1500ns, 2m) or an event index (#120000), got "5x"; try memsnap export --help' x.msnap --format torch --from 5x
+expect run 'memsnap run: --compress wants zstd, zstd:LEVEL (1-19) or none, got "zstd:30"; try memsnap run --help' --compress zstd:30 -- true
+expect render 'memsnap render: --category-rules goes with --by category (the bands are sites otherwise); try memsnap render --help' x.msnap --category-rules r.txt
 # a picture's name says its format: .png or .svg, and --format may not disagree
 expect compare 'memsnap compare: -o wants a .png or .svg file, got "x.jpg"; try memsnap compare --help' a.msnap b.msnap -o x.jpg
 expect compare 'memsnap compare: --format svg does not match -o "x.png"; try memsnap compare --help' a.msnap b.msnap -o x.png --format svg
