@@ -164,13 +164,8 @@ int cmd_compare(int argc, char **argv)
     /* the format: the output name's extension (which --format, when given,
      * must agree with), else --format, else PNG */
     if (out) {
-        size_t ol = strlen(out);
         canvas_format ext;
-        if (ol > 4 && !strcasecmp(out + ol - 4, ".png"))
-            ext = CANVAS_PNG;
-        else if (ol > 4 && !strcasecmp(out + ol - 4, ".svg"))
-            ext = CANVAS_SVG;
-        else
+        if (canvas_format_of(out, &ext))
             return cli_usage_error("compare", "-o wants a .png or .svg file, got \"%s\"", out);
         if (a.format_set && a.format != ext)
             return cli_usage_error("compare", "--format %s does not match -o \"%s\"",

@@ -166,13 +166,8 @@ int cmd_flame(int argc, char **argv)
         strncat(def_out, "-flame.svg", sizeof def_out - strlen(def_out) - 1);
         out = def_out;
     }
-    size_t ol = strlen(out);
     canvas_format fmt;
-    if (ol > 4 && !strcasecmp(out + ol - 4, ".png"))
-        fmt = CANVAS_PNG;
-    else if (ol > 4 && !strcasecmp(out + ol - 4, ".svg"))
-        fmt = CANVAS_SVG;
-    else
+    if (canvas_format_of(out, &fmt))
         return cli_usage_error("flame", "-o wants a .png or .svg file, got \"%s\"", out);
     /* --vs: a time of SNAP or another file */
     int vs_at = 0;

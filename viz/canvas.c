@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "outfile.h"
@@ -912,6 +913,18 @@ static void svg_write(const canvas *c, FILE *f)
 const char *canvas_format_ext(canvas_format f)
 {
     return f == CANVAS_SVG ? "svg" : "png";
+}
+
+int canvas_format_of(const char *path, canvas_format *f)
+{
+    size_t n = strlen(path);
+    if (n > 4 && !strcasecmp(path + n - 4, ".png"))
+        *f = CANVAS_PNG;
+    else if (n > 4 && !strcasecmp(path + n - 4, ".svg"))
+        *f = CANVAS_SVG;
+    else
+        return -1;
+    return 0;
 }
 
 int canvas_write(const canvas *c, const char *path, canvas_format fmt,

@@ -113,6 +113,9 @@ int canvas_write_png(const canvas *c, const char *path, char *err,
                      size_t errlen);
 /* "png" or "svg" (the file extension of a format). */
 const char *canvas_format_ext(canvas_format f);
+/* The format a file name's extension says (.png or .svg, any case) into
+ * *f: 0, or -1 for any other name. */
+int canvas_format_of(const char *path, canvas_format *f);
 
 /* 0xRRGGBB mixed with white: f = 0 gives rgb, f = 255 gives white. */
 uint32_t rgb_lighten(uint32_t rgb, int f);
