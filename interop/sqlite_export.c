@@ -274,7 +274,7 @@ static int sq_record(void *ctx, an_file *f, const msnap_record *rec)
         size_t o = 0;
         for (int i = 0; i < h->argc && o < sizeof argv - 1; i++)
             o += (size_t)snprintf(argv + o, sizeof argv - o, "%s%s", i ? " " : "", h->argv[i]);
-        int rc = row(q, q->file, "tiitin", f->path, (int64_t)h->pid, h->host, argv,
+        int rc = row(q, q->file, "tittin", f->path, (int64_t)h->pid, h->host, argv,
                      (int64_t)h->t0_unix_ns);
         for (int i = 0; !rc && i < h->ndevices; i++)
             rc = row(q, q->dev, "iti", (int64_t)h->devices[i].index, h->devices[i].name,

@@ -54,6 +54,14 @@ leak_rows = list(con.execute(q_leak))
 file_ranks = [row[0] for row in con.execute("SELECT rank FROM files ORDER BY file_id")]
 if file_ranks != ranks:
     fail("ranks %s, want %s" % (file_ranks, ranks))
+# each file's header: host, pid and command line as summary reads them
+for (host, pid, argv), path in zip(con.execute("SELECT host, pid, argv FROM files ORDER BY file_id"),
+                                   files):
+    h = json.loads(subprocess.run([M, "summary", "--json", path], capture_output=True,
+                                  text=True).stdout)["header"]
+    if (host, pid, argv) != (h["host"], h["pid"], " ".join(h["argv"])):
+        fail("files row %r, the header says %r" % ((host, pid, argv),
+                                                   (h["host"], h["pid"], " ".join(h["argv"]))))
 
 for fid, (path, rank) in enumerate(zip(files, ranks)):
     sj = subprocess.run([M, "summary", "--json", path], capture_output=True, text=True)
