@@ -472,6 +472,14 @@ int cmd_predict(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    /* inputs that say little of the parameter: a line on stderr each */
+    if (!pr_grows(m) && pr_shrinks(m))
+        fprintf(stderr, "memsnap predict: warning: every request that changes between the "
+                "recordings (%" PRIu64 ") gets smaller as %s grows: are the values after @ "
+                "the right way round?\n", pr_shrinks(m), param);
+    else if (!pr_grows(m))
+        fprintf(stderr, "memsnap predict: warning: no request changes size between the "
+                "recordings: do they differ in %s?\n", param);
     const char *show = progress_enabled() ? "predicting" : NULL;
     if (find_max) {
         pr_result fit, next;
@@ -497,6 +505,8 @@ int cmd_predict(int argc, char **argv)
                 cJSON_AddItemToObject(o, "next", json_result(m, &next));
             else
                 cJSON_AddNullToObject(o, "next");
+            /* no value tried failed: max is the largest tried, not a limit */
+            cJSON_AddBoolToObject(o, "unbounded", fit.at > 0 && next.at <= 0);
             cJSON_AddItemToArray(list, o);
             rc = print_json(list);
         } else {

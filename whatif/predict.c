@@ -77,7 +77,8 @@ struct pr_model {
     uint64_t nreq;
     pr_site *sites;
     size_t nsites, capsites;
-    int grows;
+    int grows;                  /* some aligned request is larger at a larger value */
+    uint64_t shrink;            /* aligned requests smaller at a larger value */
     pr_alignment al;
 };
 
@@ -503,6 +504,18 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
         eng0 = eng;
     }
     m->torch = eng0 == MSNAP_ENGINE_TORCH;
+    /* one recording given twice (or a copy of it) says nothing of the size */
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            const msnap_header *hi = &qs[i]->f.hdr, *hj = &qs[j]->f.hdr;
+            if (qs[i]->f.have_header && qs[j]->f.have_header && hi->pid == hj->pid &&
+                hi->t0_unix_ns == hj->t0_unix_ns && !strcmp(hi->host, hj->host)) {
+                snprintf(err, errlen, "%s and %s are the same recording (one process, one "
+                         "start): predict needs recordings of runs at different values",
+                         paths[i], paths[j]);
+                goto out;
+            }
+        }
     for (int i = 0; i < n; i++) {
         if (collect(qs[i], m->torch, i == m->tmpl, &rs[i])) {
             snprintf(err, errlen, "%s: %s", paths[i], errno == ENOMEM ? "out of memory"
@@ -578,6 +591,7 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
     }
     m->nreq = t->n;
     m->sm = sms[m->tmpl];
+    uint64_t shrink = 0;
     for (uint64_t k = 0; k < t->n; k++) {
         pr_req *r = &m->req[k];
         double xs[PR_MAX_INPUTS], ss[PR_MAX_INPUTS];
@@ -600,13 +614,21 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
         al->aligned += all;
         al->fits[r->fit]++;
         al->bent += r->bent;
-        if (r->fit == PR_FIT_LINEAR || r->fit == PR_FIT_QUAD)
-            m->grows = 1;
+        if (r->fit == PR_FIT_LINEAR || r->fit == PR_FIT_QUAD) {
+            /* growing or shrinking with x, at the template's value */
+            double d = r->b + 2 * r->c * m->x[m->tmpl];
+            if (d > 0)
+                m->grows = 1;
+            else if (d < 0)
+                shrink++;
+        }
         if (site_of(m, &by_key, &by_stack, t->stack[k], &r->site)) {
             snprintf(err, errlen, "out of memory");
             goto out;
         }
     }
+    /* what the fits say of the inputs, for the caller to warn about */
+    m->shrink = shrink;
     /* keep the template's stream and labels; the others are done with */
     m->q = qs[m->tmpl];
     qs[m->tmpl] = NULL;
@@ -654,6 +676,7 @@ double pr_value(const pr_model *m, int i) { return m->x[i]; }
 int pr_engine(const pr_model *m) { return m->torch ? MSNAP_ENGINE_TORCH : MSNAP_ENGINE_MEMSNAP; }
 uint64_t pr_device_total(const pr_model *m) { return m->q->device_total; }
 int pr_grows(const pr_model *m) { return m->grows; }
+uint64_t pr_shrinks(const pr_model *m) { return m->shrink; }
 
 /* ---- the predicted stream -------------------------------------------------------- */
 

@@ -120,7 +120,8 @@ const char *pr_path(const pr_model *m, int i);
 double pr_value(const pr_model *m, int i);
 int pr_engine(const pr_model *m);          /* MSNAP_ENGINE_TORCH or _MEMSNAP */
 uint64_t pr_device_total(const pr_model *m); /* the template's device memory, 0 unknown */
-int pr_grows(const pr_model *m);            /* some aligned request's size changes */
+int pr_grows(const pr_model *m);            /* some aligned request is larger at a larger value */
+uint64_t pr_shrinks(const pr_model *m);     /* aligned requests smaller at a larger value */
 
 /* One prediction: a value under a config. */
 typedef struct pr_result {

@@ -178,6 +178,22 @@ usage)
     [ $rc = 2 ] && [ "$(wc -l <"$T/err")" = 1 ] && grep -q "^memsnap predict: bad config \"bogus_key:1\"" "$T/err" ||
         fail "a bad config: exit $rc: $(cat "$T/err")"
     "$M" predict --help | grep -q "^usage: memsnap predict SNAP@VALUE" || fail "--help"
+    # one recording given twice (or a copy): an error; no size changing, or
+    # every one shrinking as the value grows: a warning, the prediction made
+    cp "$T/s2.msnap" "$T/copy.msnap"
+    expect "$T/s2.msnap and $T/copy.msnap are the same recording (one process, one start): predict needs recordings of runs at different values" \
+        "$T/s2.msnap@2" "$T/copy.msnap@3" --at 4
+    "$M" predict "$T/s2.msnap@3" "$T/s3.msnap@2" --at 4 -p batch >/dev/null 2>"$T/err" || fail "swapped values: exit $?"
+    grep -q "^memsnap predict: warning: every request that changes between the recordings ([0-9]*) gets smaller as batch grows: are the values after @ the right way round?$" "$T/err" ||
+        fail "swapped values: no warning: $(cat "$T/err")"
+    sed 's/"pid":1002/"pid":1003/' "$T/s2.msnap" > "$T/twin.msnap"
+    "$M" predict "$T/s2.msnap@2" "$T/twin.msnap@3" --find-max -p batch --json >"$T/p.json" 2>"$T/err" ||
+        fail "nothing changes: exit $?"
+    grep -q "^memsnap predict: warning: no request changes size between the recordings: do they differ in batch?$" "$T/err" ||
+        fail "nothing changes: no warning: $(cat "$T/err")"
+    python3 -c 'import json,sys
+o = json.load(open(sys.argv[1]))[0]
+assert o["unbounded"] is True and o["next"] is None, o' "$T/p.json" || fail "nothing changes: the JSON"
     ;;
 h200)
     D=$HERE/data/predict_h200
