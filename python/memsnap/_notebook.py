@@ -11,7 +11,8 @@ top sites with their Python lines.  -o keeps the snapshot (else it goes to
 a temporary file, removed once shown); --no-torch records only what calls
 the recorder's API itself (memsnap.record's torch=False).  The cell runs as
 any cell (its output, its exceptions); a cell that raises still shows what
-it allocated up to then.
+it allocated up to then, and the magic then fails too (CellFailed, one line),
+so that Run All stops there.
 
 report(path) builds the same (SVG text, HTML text) from any snapshot, and
 record_cell() runs code the same way without IPython (tests/gpu).
@@ -36,7 +37,9 @@ def render_svg(path, width=900):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out = prefix + "-timeline.svg"
         if r.returncode not in (0, 1) or not os.path.exists(out):
-            raise RuntimeError("memsnap render: %s" % r.stderr.decode(errors="replace").strip())
+            # its one line already says "memsnap render: ..."
+            raise RuntimeError(r.stderr.decode(errors="replace").strip() or
+                               "memsnap render: exit %d" % r.returncode)
         with open(out, encoding="utf-8") as f:
             return f.read()
 
@@ -81,14 +84,41 @@ def report(path, top=5, width=900):
     return render_svg(path, width), highlights(path, top)
 
 
+class UsageError(ValueError):
+    """A bad %%memsnap line (IPython shows it as a usage error)."""
+
+
+class CellFailed(Exception):
+    """The cell under %%memsnap raised: the magic fails too (so Run All
+    stops there), after showing what the cell allocated.  The cell's own
+    traceback is already shown: IPython prints this one as one line."""
+
+    def _render_traceback_(self):
+        return [str(self)]
+
+
 def _parse(line):
     import argparse
-    ap = argparse.ArgumentParser(prog="%%memsnap", add_help=False)
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):      # not SystemExit: the notebook goes on
+            raise UsageError("%%%%memsnap: %s" % message)
+
+    ap = Parser(prog="%%memsnap", add_help=False)
     ap.add_argument("-o", "--output", default=None)
     ap.add_argument("--top", type=int, default=5)
     ap.add_argument("--width", type=int, default=900)
     ap.add_argument("--no-torch", action="store_true")
-    return ap.parse_args(shlex.split(line or ""))
+    try:
+        words = shlex.split(line or "")
+    except ValueError as e:            # an unclosed quote
+        raise UsageError("%%%%memsnap: %s" % e) from None
+    a = ap.parse_args(words)
+    if a.top < 0 or a.top > 24:
+        raise UsageError("%%%%memsnap: --top wants 0 to 24, got %d" % a.top)
+    if a.width < 300 or a.width > 20000:
+        raise UsageError("%%%%memsnap: --width wants 300 to 20000 pixels, got %d" % a.width)
+    return a
 
 
 def record_cell(code, run=None, path=None, top=5, width=900, torch=True):
@@ -121,13 +151,26 @@ def register(ipython):
     """Registers %%memsnap with an IPython shell."""
     from IPython.display import HTML, SVG, display
 
+    from IPython.core.error import UsageError as IPythonUsageError
+
     def memsnap(line, cell):
-        a = _parse(line)
-        svg, text, _ = record_cell(cell, run=lambda c: ipython.run_cell(c), path=a.output,
-                                   top=a.top, width=a.width, torch=not a.no_torch)
+        try:
+            a = _parse(line)
+        except UsageError as e:
+            raise IPythonUsageError(str(e)) from None
+        svg, text, result = record_cell(cell, run=lambda c: ipython.run_cell(c),
+                                        path=a.output, top=a.top, width=a.width,
+                                        torch=not a.no_torch)
         display(SVG(svg))
         display(HTML(text + ("<p>snapshot: <code>%s</code></p>" % html.escape(a.output)
                              if a.output else "")))
+        # a cell that raised is a failed cell (Run All stops there), after
+        # showing what it allocated
+        if result is not None and not result.success:
+            e = result.error_in_exec or result.error_before_exec
+            raise CellFailed("%%%%memsnap: the cell raised %s (its traceback is above; the "
+                             "recording up to then is shown)" % (type(e).__name__ if e else
+                                                                "an error"))
 
     memsnap.__doc__ = __doc__
     ipython.register_magic_function(memsnap, magic_kind="cell", magic_name="memsnap")

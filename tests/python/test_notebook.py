@@ -76,7 +76,18 @@ def test_magic_in_ipython(tmp_path):
     assert str(out) in htmls[0] and os.path.exists(out)
     # the cell's variables are the notebook's, as for any cell
     assert "allocate_cache" in ip.user_ns
-    # a cell that raises: IPython shows its error, the magic what it recorded
+    # a cell that raises: IPython shows its error, the magic what it recorded,
+    # and the cell counts as failed (Run All stops there)
     with capture_output() as cap:
-        ip.run_cell_magic("memsnap", "--no-torch", CELL + "\nraise ValueError('boom')\n")
+        with pytest.raises(_notebook.CellFailed, match="the cell raised ValueError"):
+            ip.run_cell_magic("memsnap", "--no-torch", CELL + "\nraise ValueError('boom')\n")
     assert any("image/svg+xml" in o.data for o in cap.outputs)
+    with capture_output() as cap:
+        r = ip.run_cell("%%memsnap --no-torch\n" + CELL + "\nraise ValueError('boom')\n")
+    assert not r.success and isinstance(r.error_in_exec, _notebook.CellFailed), r
+    assert any("image/svg+xml" in o.data for o in cap.outputs)
+    # a bad line: a usage error, nothing run (no SystemExit)
+    from IPython.core.error import UsageError
+    for line in ("--bogus", "--width -5", "--top 99", "-o 'unclosed"):
+        with pytest.raises(UsageError, match="%%memsnap"):
+            ip.run_cell_magic("memsnap", line, "raise AssertionError('ran')")
