@@ -785,6 +785,8 @@ int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay
                     res->rec_oom_index = res->requests;
                 }
                 if (arc == 0) {
+                    probe_t pa;
+                    eng_probe(g, r, d, 0, &pa);
                     msnap_event o = *e;
                     o.action = MSNAP_A_BLOCK_ALLOC;
                     o.api = MSNAP_API_ALLOCATOR;
@@ -792,10 +794,15 @@ int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay
                     o.size = size;
                     o.device = (int16_t)d;
                     o.aux = o.aux2 = 0;
+                    if (g->torch && pa.allocated > pb.allocated) {
+                        /* as the recorder writes PyTorch's blocks: the block's
+                         * size (what PyTorch's allocated counts), the request
+                         * beside it */
+                        o.size = pa.allocated - pb.allocated;
+                        o.aux2 = size;
+                    }
                     o.result = 0;
                     emit(r, &o);
-                    probe_t pa;
-                    eng_probe(g, r, d, 0, &pa);
                     if (pa.reserved != pb.reserved || r->reserve_changes != before || res->requests == 1)
                         note_peak(g, r, d);
                     if (failed) {
