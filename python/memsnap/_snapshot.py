@@ -6,6 +6,7 @@ labels and summary as the `memsnap` command, so the figures agree with
 `memsnap summary`.  Tables come over as numpy arrays built in C (no Python
 object per event) and are returned as pandas DataFrames.  docs/python.md.
 """
+import numbers
 import os
 
 from . import _lib
@@ -59,8 +60,13 @@ class Snapshot:
         OOMs, top sites per layer, findings, categories.  category_rules: a
         rules file (docs/cli.md), default $MEMSNAP_CATEGORY_RULES as the
         command."""
+        if isinstance(top, bool) or not isinstance(top, numbers.Integral) or \
+                not 0 <= top <= 1000000:
+            raise ValueError("top: a count from 0 to 1000000 (memsnap summary --top), "
+                             "got %r" % (top,))
         if category_rules is None:
             category_rules = os.environ.get("MEMSNAP_CATEGORY_RULES") or None
+        top = int(top)
         key = (top, bool(marks), category_rules)
         if key not in self._summary:
             self._summary[key] = _lib.summary_json(self.path, int(top), marks, category_rules)[0]

@@ -141,6 +141,10 @@ def test_state_at_moments_and_labels():
         s.state_at("oom")
     with pytest.raises(ValueError, match="bad moment"):
         s.state_at("sometime")
+    for top in (-1, 2**31, 2**32 + 3, 2.5, "3", True):
+        with pytest.raises(ValueError, match="top: a count"):
+            s.summary(top=top)
+    assert len(s.summary(top=1)["top_sites"]["reserved"]) <= 1
     oom = memsnap.load(fixture("tests/cli/data/oom.msnap")).state_at("oom")
     assert oom.attrs["event_index"] > 0
 
