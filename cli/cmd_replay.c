@@ -8,6 +8,7 @@
  * and in docs/interop.md).
  * Exit status: 0 ok (OOMs in a replay are results), 2 bad usage or input.
  */
+#include <ctype.h>
 #include <getopt.h>
 #include <limits.h>
 #include <inttypes.h>
@@ -257,6 +258,47 @@ static void print_suggest(int nin, const char *const *confs, int nconf,
     }
 }
 
+/* A config as key:value pairs, the last value of each key, keys and values
+ * in lower case, keys sorted: two spellings of one config compare equal. */
+static void conf_canon(const char *conf, char *out, size_t n)
+{
+    char keys[32][128], vals[32][128];
+    int nk = 0;
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s", conf);
+    for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+        char *c = strchr(t, ':');
+        char k[128], v[128];
+        snprintf(k, sizeof k, "%.*s", c ? (int)(c - t) : (int)strlen(t), t);
+        snprintf(v, sizeof v, "%s", c ? c + 1 : "");
+        for (char *p = k; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        for (char *p = v; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        int j = 0;
+        while (j < nk && strcmp(keys[j], k))
+            j++;
+        if (j == nk) {
+            if (nk == 32)
+                continue;
+            snprintf(keys[nk++], sizeof keys[0], "%s", k);
+        }
+        snprintf(vals[j], sizeof vals[0], "%s", v);
+    }
+    /* keys sorted (insertion sort, a handful) */
+    for (int i = 1; i < nk; i++)
+        for (int j = i; j > 0 && strcmp(keys[j - 1], keys[j]) > 0; j--) {
+            char tk[128], tv[128];
+            memcpy(tk, keys[j], sizeof tk), memcpy(tv, vals[j], sizeof tv);
+            memcpy(keys[j], keys[j - 1], sizeof tk), memcpy(vals[j], vals[j - 1], sizeof tv);
+            memcpy(keys[j - 1], tk, sizeof tk), memcpy(vals[j - 1], tv, sizeof tv);
+        }
+    size_t o = 0;
+    out[0] = 0;
+    for (int i = 0; i < nk && o < n; i++)
+        o += (size_t)snprintf(out + o, n - o, "%s%s:%s", i ? "," : "", keys[i], vals[i]);
+}
+
 /* Replays every stream through every config and prints the tables (or,
  * with --suggest, the ranking).  Returns the exit status. */
 static int replay_all(rq_stream *qs, char **ins, int nin, const char **confs, int nconf,
@@ -273,6 +315,7 @@ static int replay_all(rq_stream *qs, char **ins, int nin, const char **confs, in
     const char *base = nconf ? confs[0] : "";
     if (suggest) {
         const char *const *grid = torch ? grid_torch : grid_memsnap;
+        static char canon[GRID_N][600];
         nconf = 0;
         for (int i = 0; i < GRID_N; i++) {
             /* PyTorch collects garbage only under a memory fraction */
@@ -280,6 +323,13 @@ static int replay_all(rq_stream *qs, char **ins, int nin, const char **confs, in
                 continue;
             snprintf(gridbuf[nconf], sizeof gridbuf[nconf], "%s%s%s", base,
                      base[0] && grid[i][0] ? "," : "", grid[i]);
+            /* a grid entry the base already says is the same config: once */
+            conf_canon(gridbuf[nconf], canon[nconf], sizeof canon[nconf]);
+            int dup = 0;
+            for (int j = 0; j < nconf && !dup; j++)
+                dup = !strcmp(canon[j], canon[nconf]);
+            if (dup)
+                continue;
             confs[nconf] = gridbuf[nconf];
             nconf++;
         }
