@@ -231,5 +231,9 @@ int cmd_export(int argc, char **argv)
     if (rep.no_wall_clock)
         fprintf(stderr, "memsnap export: the snapshot has no wall-clock start (t0_unix_ns); "
                         "time_us counts from the recording start\n");
+    if (!rep.entries_written && (eo.from_set || eo.to_set) && st.events_in)
+        fprintf(stderr, "memsnap export: warning: no event of the %" PRIu64 " falls in the "
+                        "window of --from/--to: the file holds the state at the window's start "
+                        "only\n", st.events_in);
     return 0;
 }
