@@ -84,6 +84,25 @@ def _limit(mark, name):
         raise pytest.UsageError("%s: %s" % (name, e))
 
 
+def _warmup(mark):
+    w = mark.kwargs.get("warmup", 1)
+    if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+        raise pytest.UsageError("limit_gpu_leaks: warmup is a count of runs (0 or more), "
+                                "got %r" % (w,))
+    return w
+
+
+def _check_marks(item):
+    """The markers' arguments, checked wherever the tests run (a bad limit
+    is a usage error even on a machine where the limits are skipped)."""
+    mem, leak = _marks(item)
+    if mem:
+        _limit(mem, "limit_gpu_memory")
+    if leak:
+        _limit(leak, "limit_gpu_leaks")
+        _warmup(leak)
+
+
 _why_not = {}                 # cached reason the markers cannot be honoured here
 
 
@@ -124,6 +143,8 @@ def pytest_collection_modifyitems(session, config, items):
     marked = [i for i in items if any(_marks(i))]
     if not marked:
         return
+    for i in marked:
+        _check_marks(i)
     reason = _unavailable()
     if reason:                       # skipped where the test is, with the reason
         for i in marked:
@@ -144,10 +165,7 @@ def pytest_runtest_setup(item):
     mem, leak = _marks(item)
     if not (mem or leak):
         return
-    if mem:
-        _limit(mem, "limit_gpu_memory")
-    if leak:
-        _limit(leak, "limit_gpu_leaks")
+    _check_marks(item)
     reason = _unavailable()
     if reason:
         pytest.skip("memsnap: %s" % reason)
@@ -229,7 +247,7 @@ def _call_before(item):
     from . import _record
     st = {"mem": _limit(mem, "limit_gpu_memory") if mem else None,
           "leak": _limit(leak, "limit_gpu_leaks") if leak else None,
-          "warmup": int(leak.kwargs.get("warmup", 1)) if leak else 0, "warm_ok": True}
+          "warmup": _warmup(leak) if leak else 0, "warm_ok": True}
     for _ in range(st["warmup"]):
         try:
             item.runtest()

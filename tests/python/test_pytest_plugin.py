@@ -237,5 +237,26 @@ def test_x():
     pass
 ''')
     r = pytester.runpytest_subprocess(*plugin_args())
-    r.stdout.fnmatch_lines(["*limit_gpu_memory: not a size: 'lots'*"])
+    # pytest prints a usage error on stderr ("ERROR: ...")
+    r.stderr.fnmatch_lines(["*limit_gpu_memory: not a size: 'lots'*"])
+    assert r.ret != 0
+
+
+@pytest.mark.parametrize("mark, says", [
+    ('limit_gpu_memory("two gigs")', "*limit_gpu_memory: not a size: 'two gigs'*"),
+    ("limit_gpu_memory()", "*limit_gpu_memory needs a limit*"),
+    ('limit_gpu_leaks("1 MiB", warmup=-1)', "*warmup is a count of runs (0 or more), got -1*"),
+])
+def test_bad_marker_fails_where_the_limits_are_skipped(pytester, mark, says):
+    """Without the stand-in: where the limits themselves would be skipped (no
+    PyTorch, no GPU), a bad marker still fails the run, at collection."""
+    pytester.makepyfile(test_bad='''
+import pytest
+
+@pytest.mark.%s
+def test_x():
+    pass
+''' % mark)
+    r = pytester.runpytest_subprocess(*plugin_args())
+    r.stderr.fnmatch_lines([says])
     assert r.ret != 0
