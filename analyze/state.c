@@ -464,7 +464,11 @@ static int take_live(msnap_state *st, const msnap_live *l)
 
 int msnap_state_record(msnap_state *st, const msnap_record *r)
 {
-    if (r->type != MSNAP_REC_LIVE)
+    /* a state section is its live lines; the table lines a writer puts
+     * between them (the stacks a live line names, written when first
+     * needed) do not end it */
+    if (r->type != MSNAP_REC_LIVE && r->type != MSNAP_REC_STACK &&
+        r->type != MSNAP_REC_MODULE && r->type != MSNAP_REC_SYMBOL && r->type != MSNAP_REC_STR)
         st->in_state = 0;
     switch (r->type) {
     case MSNAP_REC_EVENT:
