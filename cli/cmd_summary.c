@@ -326,6 +326,11 @@ static void print_text(const cJSON *r, int top)
         printf("trailer    reason %s, %" PRIu64 " events written, %" PRIu64
                " dropped, %" PRIu64 " without stack\n", js(tr, "reason"),
                ju(tr, "events"), ju(tr, "dropped"), ju(tr, "stacks_dropped"));
+    else if (!strcmp(js(h, "mode"), "stream") || !strcmp(js(h, "mode"), "ring"))
+        /* the recorder writes one at exit and at every dump */
+        printf("trailer    none: the process did not end through the recorder (killed, "
+               "crashed, _exit, or still running); what came after the last flush "
+               "(MEMSNAP_FLUSH_MS, 100 ms by default) is not here\n");
 
     const cJSON *ev = jo(r, "events");
     printf("\nevents     %" PRIu64 "\n", ju(ev, "total"));
