@@ -142,6 +142,26 @@ static int check_output(void)
     const char *pat = getenv("MEMSNAP_OUTPUT");
     if (!pat || !*pat)
         pat = "memsnap-%p.msnap";
+    /* relative to where memsnap run was started, not to wherever the
+     * program (or a child of it) has changed directory by the time it
+     * writes */
+    static char abs_pat[PATH_MAX + 8];
+    if (pat[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd) ||
+            (size_t)snprintf(abs_pat, sizeof abs_pat, "%s/%s", strcmp(cwd, "/") ? cwd : "",
+                             pat) >= sizeof abs_pat) {
+            fprintf(stderr, "memsnap run: the snapshot path %s is too long\n", pat);
+            return 2;
+        }
+        setenv("MEMSNAP_OUTPUT", abs_pat, 1);
+        pat = getenv("MEMSNAP_OUTPUT");
+    }
+    if (pat[strlen(pat) - 1] == '/') {
+        fprintf(stderr, "memsnap run: the snapshot path %s names a folder: give a file name "
+                        "(e.g. %smemsnap-%%p.msnap); nothing was run\n", pat, pat);
+        return 2;
+    }
     const char *slash = strrchr(pat, '/');
     for (const char *p = pat; slash && p < slash; p++)
         if (p[0] == '%' && (p[1] == 'p' || p[1] == 'n' || p[1] == 't'))
@@ -152,6 +172,16 @@ static int check_output(void)
         return 2;
     }
     struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        fprintf(stderr, "memsnap run: the snapshot path %s is a symbolic link, which memsnap "
+                        "does not write through; nothing was run\n", path);
+        return 2;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "memsnap run: the snapshot path %s is a folder: give a file name "
+                        "(e.g. %s/memsnap-%%p.msnap); nothing was run\n", path, path);
+        return 2;
+    }
     if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
         if (access(path, W_OK) == 0)
             return 0;

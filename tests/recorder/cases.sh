@@ -137,10 +137,32 @@ no-cuda)  # a program that never touches CUDA: no file, exit code passed through
 symlink)  # a symlink planted at the output path is never followed
     echo "precious" > "$T/victim"
     ln -s "$T/victim" "$T/s.msnap"
-    run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null 2>"$T/err" || fail "program failed"
+    # memsnap run refuses it before running anything
+    run -o "$T/s.msnap" -- "$ROUTE_TEST" direct > /dev/null 2>"$T/err"; rc=$?
+    [ $rc = 2 ] || fail "memsnap run: exit $rc, expected 2"
+    grep -q "is a symbolic link, which memsnap does not write through; nothing was run" "$T/err" ||
+        fail "memsnap run: no message about the output: $(cat "$T/err")"
+    # the recorder itself (preloaded without memsnap run): the program runs,
+    # unrecorded, and the link is not followed
+    MEMSNAP_OUTPUT="$T/s.msnap" LD_PRELOAD="$MEMSNAP_LIB" LD_LIBRARY_PATH="$MEMSNAP_SIMDEV_DIR" \
+        "$ROUTE_TEST" direct > /dev/null 2>"$T/err" || fail "program failed"
     [ "$(cat "$T/victim")" = precious ] || fail "the symlink was followed"
     grep -q "cannot create" "$T/err" || fail "no message about the output: $(cat "$T/err")"
-    echo "2 passed, 0 failed"
+    echo "3 passed, 0 failed"
+    ;;
+output-paths)  # -o names a file: a folder is refused before running; a relative
+               # path is where memsnap run was started, whatever folder the program moves to
+    mkdir -p "$T/dir.msnap" "$T/sub"
+    for o in "$T/dir.msnap" "$T/sub/"; do
+        run -o "$o" -- "$ROUTE_TEST" direct > /dev/null 2>"$T/err"; rc=$?
+        [ $rc = 2 ] || fail "-o $o: exit $rc, expected 2"
+        grep -q "a folder.*nothing was run" "$T/err" || fail "-o $o: $(cat "$T/err")"
+    done
+    (cd "$T" && run -q -o rel.msnap -- sh -c "cd sub && \"$ROUTE_TEST\" direct > /dev/null") ||
+        fail "the relative run failed"
+    [ -s "$T/rel.msnap" ] && [ ! -e "$T/sub/rel.msnap" ] ||
+        fail "rel.msnap went to the program's folder: $(ls "$T" "$T/sub")"
+    echo "3 passed, 0 failed"
     ;;
 hardlink)  # an existing file or a hard link at the output path is replaced, never written through
     echo "precious" > "$T/victim"
