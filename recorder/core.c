@@ -347,7 +347,10 @@ static void on_dump_signal(int sig)
 {
     (void)sig;
     int saved = errno;
-    writer_request_signal_dump();
+    /* before recording started (no CUDA call yet) there is nothing to dump:
+     * the signal is taken, so that it never kills the program */
+    if (atomic_load(&g_state) == 1)
+        writer_request_signal_dump();
     errno = saved;
 }
 
@@ -602,4 +605,10 @@ __attribute__((constructor)) static void memsnap_init(void)
     }
     preloaded = in_ld_preload();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    /* preloaded (memsnap run): the dump signal is ours from the start, so
+     * that one sent before the program's first CUDA call, or to a wrapper
+     * (a shell) that never makes one, does not kill it; a handler the
+     * program installs later is its own (install_signal_handler leaves it) */
+    if (preloaded)
+        install_signal_handler();
 }

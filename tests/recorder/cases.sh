@@ -150,6 +150,20 @@ symlink)  # a symlink planted at the output path is never followed
     grep -q "cannot create" "$T/err" || fail "no message about the output: $(cat "$T/err")"
     echo "3 passed, 0 failed"
     ;;
+signal-early)  # the dump signal before the program's first CUDA call, or to a wrapper
+               # that never makes one (a shell, python starting): taken, never fatal
+    for prog in "sh -c 'sleep 1; echo alive'" "python3 -c 'import time; time.sleep(1); print(\"alive\")'"; do
+        # memsnap run itself in the background (not a subshell around it), as a
+        # user's `kill -USR1 <its pid>` reaches it
+        eval "exec \"$MEMSNAP\" run --sim-device 8G -q -o \"$T/e.msnap\" -- $prog" > "$T/out" 2>"$T/err" &
+        p=$!
+        sleep 0.3
+        kill -USR1 $p
+        wait $p; rc=$?
+        [ $rc = 0 ] && grep -q "^alive$" "$T/out" || fail "$prog: exit $rc after the dump signal: $(cat "$T/err")"
+    done
+    echo "2 passed, 0 failed"
+    ;;
 output-paths)  # -o names a file: a folder is refused before running; a relative
                # path is where memsnap run was started, whatever folder the program moves to
     mkdir -p "$T/dir.msnap" "$T/sub"
