@@ -9,5 +9,9 @@ int memsnap_cli_check_settings(void);
  * line per bad value. */
 int memsnap_cli_check_settings(void)
 {
-    return config_load();
+    extern int config_for_run;
+    config_for_run = 1;
+    int rc = config_load();
+    config_for_run = 0;
+    return rc;
 }

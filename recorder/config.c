@@ -18,9 +18,18 @@
 
 rec_config g_cfg;
 
+/* Set by memsnap run, which checks the settings before it runs anything:
+ * a bad value then stops it, and the message says so. */
+int config_for_run;
+
 static int bad(const char *var, const char *val, const char *want)
 {
-    fprintf(stderr, "memsnap: %s=\"%s\" is not valid (%s); recording off\n", var, val, want);
+    if (config_for_run)
+        fprintf(stderr, "memsnap run: %s=\"%s\" is not valid (%s); nothing was run\n", var,
+                val, want);
+    else
+        fprintf(stderr, "memsnap: %s=\"%s\" is not valid (%s); recording off\n", var, val,
+                want);
     return -1;
 }
 
@@ -89,8 +98,11 @@ static int parse_signal(const char *s, int *out)
             return 0;
         }
     uint64_t v;
-    if (parse_u64(s, &v, 0) == 0 && v > 0 && v < 65 && v != SIGKILL && v != SIGSTOP &&
-        v != SIGSEGV && v != SIGBUS && v != SIGFPE && v != SIGILL) {
+    /* not the ones that cannot be caught or that mean a fault, and not the
+     * C library's own below SIGRTMIN (32, 33: glibc's threads) */
+    if (parse_u64(s, &v, 0) == 0 && v > 0 && (v < 32 || ((int)v >= SIGRTMIN && (int)v <= SIGRTMAX)) &&
+        v != SIGKILL && v != SIGSTOP && v != SIGSEGV && v != SIGBUS && v != SIGFPE &&
+        v != SIGILL) {
         *out = (int)v;
         return 0;
     }
