@@ -378,6 +378,16 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "memsnap run: recorder library %s not found; set MEMSNAP_LIB\n", lib);
         return 2;
     }
+    /* The dump signals are taken from here on: one sent while the PyTorch
+     * plugin builds (seconds), or before the program runs, is passed on once
+     * there is a program, never fatal to memsnap run itself */
+    struct sigaction early;
+    memset(&early, 0, sizeof early);
+    early.sa_handler = forward;
+    early.sa_flags = SA_RESTART;
+    sigemptyset(&early.sa_mask);
+    sigaction(SIGUSR1, &early, NULL);
+    sigaction(SIGUSR2, &early, NULL);
     /* Before the environment is changed: the build is not recorded. */
     if (torch_build)
         torch_autobuild(&argv[optind], real_lib);
