@@ -16,6 +16,7 @@
  * stderr (torch_autobuild, torch_setup.h; --no-torch-build skips it).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -391,6 +392,16 @@ int cmd_run(int argc, char **argv)
     /* Before the environment is changed: the build is not recorded. */
     if (torch_build)
         torch_autobuild(&argv[optind], real_lib);
+    if (!sim) {
+        /* no driver here: the program will say it has no GPU; say what to do */
+        void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+        if (drv)
+            dlclose(drv);
+        else if (!getenv("MEMSNAP_QUIET") || strcmp(getenv("MEMSNAP_QUIET"), "1"))
+            fprintf(stderr, "memsnap run: no CUDA driver on this machine (libcuda.so.1 not "
+                            "found): the program finds no GPU; --sim-device SIZE (e.g. 80G) "
+                            "runs it on the simulated device\n");
+    }
     if (sim) {
         char real_sim[PATH_MAX];
         if (memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, simdir, sizeof simdir) != 0 ||

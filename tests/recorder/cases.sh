@@ -132,7 +132,15 @@ no-cuda)  # a program that never touches CUDA: no file, exit code passed through
     [ -z "$(ls "$T")" ] || fail "files written: $(ls "$T")"
     "$MEMSNAP" run -- /nonexistent/prog 2>/dev/null; rc=$?
     [ $rc = 127 ] || fail "missing program: exit $rc, expected 127"
-    echo "2 passed, 0 failed"
+    # no driver here and no --sim-device: a line says what to do (not with -q)
+    if ! ldconfig -p 2>/dev/null | grep -q "libcuda.so.1 "; then
+        "$MEMSNAP" run -- true 2>"$T/../nocuda.err"
+        grep -q "^memsnap run: no CUDA driver on this machine.*--sim-device SIZE" "$T/../nocuda.err" ||
+            fail "no hint: $(cat "$T/../nocuda.err")"
+        "$MEMSNAP" run -q -- true 2>"$T/../nocuda.err"
+        [ ! -s "$T/../nocuda.err" ] || fail "-q: $(cat "$T/../nocuda.err")"
+    fi
+    echo "3 passed, 0 failed"
     ;;
 symlink)  # a symlink planted at the output path is never followed
     echo "precious" > "$T/victim"
