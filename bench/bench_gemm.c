@@ -46,17 +46,7 @@
 
 #include "decode.h"
 
-#define CK(call)                                                                           \
-    do {                                                                                   \
-        CUresult e_ = (call);                                                              \
-        if (e_ != CUDA_SUCCESS) {                                                          \
-            const char *s_ = NULL;                                                         \
-            cuGetErrorName(e_, &s_);                                                       \
-            fprintf(stderr, "bench_gemm: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,      \
-                    s_ ? s_ : "?");                                                        \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#define CK(call) CUDRV_CHECK("bench_gemm", call)
 
 enum { QKV, O, GU, DOWN, LM, NSHAPE };
 static const char *shape_names[NSHAPE] = {"qkv", "o", "gate_up", "down", "lm_head"};

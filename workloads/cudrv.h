@@ -52,6 +52,21 @@ extern cudrv_table cudrv;
  * again: later calls return the first answer. */
 int cudrv_load(char *why, size_t len);
 
+/* For test and benchmark programs: call, and on an error print
+ * "PROG: file:line: call: CUDA_ERROR_..." and exit(1).  Needs <stdio.h>
+ * and <stdlib.h>. */
+#define CUDRV_CHECK(prog, call)                                                            \
+    do {                                                                                   \
+        CUresult e_ = (call);                                                              \
+        if (e_ != CUDA_SUCCESS) {                                                          \
+            const char *s_ = NULL;                                                         \
+            cuGetErrorName(e_, &s_);                                                       \
+            fprintf(stderr, "%s: %s:%d: %s: %s\n", prog, __FILE__, __LINE__, #call,        \
+                    s_ ? s_ : "?");                                                        \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
 /* From here on the driver names are the table's entries (cudrv.c, which
  * needs the names themselves, defines CUDRV_NO_RENAMES). */
 #ifndef CUDRV_NO_RENAMES

@@ -49,17 +49,7 @@ static float bf2f(uint16_t h)
     return f;
 }
 
-#define CK(call)                                                                           \
-    do {                                                                                   \
-        CUresult e_ = (call);                                                              \
-        if (e_ != CUDA_SUCCESS) {                                                          \
-            const char *s_ = NULL;                                                         \
-            cuGetErrorName(e_, &s_);                                                       \
-            fprintf(stderr, "kernel_test: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,     \
-                    s_ ? s_ : "?");                                                        \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#define CK(call) CUDRV_CHECK("kernel_test", call)
 
 static void expect(int ok, const char *what, double got, double want, double tol)
 {
