@@ -9,7 +9,6 @@ int memsnap_cli_check_settings(void);
  * line per bad value. */
 int memsnap_cli_check_settings(void)
 {
-    extern int config_for_run;
     config_for_run = 1;
     int rc = config_load();
     config_for_run = 0;

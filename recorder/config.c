@@ -18,9 +18,7 @@
 
 rec_config g_cfg;
 
-/* Set by memsnap run, which checks the settings before it runs anything:
- * a bad value then stops it, and the message says so. */
-int config_for_run;
+int config_for_run; /* recorder.h */
 
 static int bad(const char *var, const char *val, const char *want)
 {

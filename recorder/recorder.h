@@ -77,6 +77,9 @@ extern rec_config g_cfg;
  * stderr naming the variable and the value, sets g_cfg.enabled = 0 and
  * returns -1.  Never calls CUDA. */
 int config_load(void);
+/* Set while memsnap run checks the settings before running anything: a bad
+ * value's message then says that nothing was run (not "recording off"). */
+extern int config_for_run;
 /* Writes g_cfg as a JSON object (for the header's "settings"). */
 size_t config_to_json(char *buf, size_t cap);
 
