@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "util/size.h"
 
 MS_EXPORT void memsnap_alloc_config_default(memsnap_alloc_config *cfg)
 {
@@ -59,36 +60,10 @@ static int ms_parse_u64(const char *v, uint64_t *out)
     return 0;
 }
 
-/* Sizes: a number with an optional binary unit: 512, 64K, 64KiB, 80G, 1.5T. */
+/* Sizes: util/size.h (512, 64K, 64KiB, 80G, 1.5T). */
 static int ms_parse_size(const char *v, uint64_t *out)
 {
-    if (!isdigit((unsigned char)v[0]))
-        return -1;
-    errno = 0;
-    char *end;
-    double x = strtod(v, &end);
-    if (errno || x < 0)
-        return -1;
-    double mul = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 0: break;
-    case 'B': mul = 1; end++; break;
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: return -1;
-    }
-    if (mul > 1 && (!strcmp(end, "iB") || !strcmp(end, "ib") || !strcmp(end, "B") ||
-                    !strcmp(end, "b")))
-        end += strlen(end);
-    if (*end)
-        return -1;
-    double bytes = x * mul;
-    if (bytes >= 18446744073709551615.0)
-        return -1;
-    *out = (uint64_t)bytes;
-    return 0;
+    return msnap_size_parse(v, out);
 }
 
 static const char *ms_opt_expandable(memsnap_alloc_config *cfg, const char *v)

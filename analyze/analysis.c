@@ -15,13 +15,15 @@
  *            follows); then the time as a zigzag delta from the previous
  *            EVENT's.  Written lazily, before the first other entry of an
  *            event, so events that change nothing cost nothing.
- *   CHANGE   bit 3: added (else removed); bit 4: api torch; site, size, the
- *            object's key (an_obj_key: which object, for observers that
- *            follow objects).
+ *   CHANGE   bit 3: added (else removed); bit 4: api torch; bit 5: a pool
+ *            follows; site, size, the object's key (an_obj_key: which
+ *            object, for observers that follow objects), the pool index
+ *            (a private pool's block only).
  *   COUNTERS device + 1, t, reserved, allocated, async, managed, host,
  *            vmm_mapped, device_used.
  *   NVTX     bit 3: push (else pop); tid; string id (push only).
- *   SEGMENT  bit 3: made (else given back); device + 1; size.
+ *   SEGMENT  bit 3: made (else given back); bit 4: a pool follows; device
+ *            + 1; size; the pool index (a private pool's segment only).
  *   OOM      device + 1 (an oom event; alloc_error is not logged).
  *
  * A typical event costs 6-10 bytes (an EVENT of 2-3 bytes and a CHANGE of
@@ -38,12 +40,13 @@
 #include "analysis.h"
 
 #include <inttypes.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "readahead.h"
-#include "u64map.h"
+#include "util/u64map.h"
 
 /* ---- the log ------------------------------------------------------------- */
 
@@ -142,11 +145,12 @@ static void log_flush_event(an_log *l)
 }
 
 static void log_change(an_log *l, uint32_t site, int sign, uint64_t size, int torch,
-                       uint64_t key)
+                       uint64_t key, uint32_t pool)
 {
     log_flush_event(l);
-    uint64_t v[3] = {site, size, key};
-    log_put(l, L_CHANGE | (sign > 0 ? 8u : 0u) | (torch ? 16u : 0u), v, 3);
+    uint64_t v[4] = {site, size, key, pool};
+    log_put(l, L_CHANGE | (sign > 0 ? 8u : 0u) | (torch ? 16u : 0u) | (pool ? 32u : 0u), v,
+            pool ? 4 : 3);
 }
 
 static void log_free(an_log *l)
@@ -187,10 +191,17 @@ int an_replay(const an_file *f, const an_visitor *v)
     if (!l || l->err)
         return -1;
     const msnap_state *st = &f->st;
-    for (size_t i = 0; i < st->npre; i++)
-        if (l->pre_site[i] != MSNAP_NO_SITE && v->change)
-            v->change(v->ctx, l->pre_site[i], 1, st->pre[i].o.size,
-                      st->pre[i].o.api == MSNAP_API_TORCH, an_obj_key(&st->pre[i].o));
+    for (size_t i = 0; i < st->npre; i++) {
+        if (l->pre_site[i] == MSNAP_NO_SITE)
+            continue;
+        const msnap_obj *o = &st->pre[i].o;
+        if (v->change)
+            v->change(v->ctx, l->pre_site[i], 1, o->size, o->api == MSNAP_API_TORCH,
+                      an_obj_key(o));
+        if (v->pchange)
+            v->pchange(v->ctx, l->pre_site[i], 1, o->size, o->api == MSNAP_API_TORCH,
+                       an_obj_key(o), an_obj_pool(f, o));
+    }
     uint64_t idx = 0, t = 0;
     for (const log_chunk *c = l->head; c; c = c->next) {
         const unsigned char *p = c->b, *end = c->b + c->used;
@@ -207,8 +218,11 @@ int an_replay(const an_file *f, const an_visitor *v)
                 uint32_t site = (uint32_t)get_varint(&p);
                 uint64_t size = get_varint(&p);
                 uint64_t key = get_varint(&p);
+                uint32_t pool = tag & 32 ? (uint32_t)get_varint(&p) : 0;
                 if (v->change)
                     v->change(v->ctx, site, tag & 8 ? 1 : -1, size, (tag & 16) != 0, key);
+                if (v->pchange)
+                    v->pchange(v->ctx, site, tag & 8 ? 1 : -1, size, (tag & 16) != 0, key, pool);
                 break;
             }
             case L_COUNTERS: {
@@ -236,8 +250,11 @@ int an_replay(const an_file *f, const an_visitor *v)
             case L_SEGMENT: {
                 int dev = (int)get_varint(&p) - 1;
                 uint64_t size = get_varint(&p);
+                uint32_t pool = tag & 16 ? (uint32_t)get_varint(&p) : 0;
                 if (v->segment)
                     v->segment(v->ctx, dev, tag & 8 ? 1 : -1, size);
+                if (v->psegment)
+                    v->psegment(v->ctx, dev, tag & 8 ? 1 : -1, size, pool);
                 break;
             }
             case L_OOM: {
@@ -454,8 +471,18 @@ void an_init(an_file *f, const char *path)
     msnap_state_init(&f->st);
 }
 
+const sm_labels *an_labels(an_file *f)
+{
+    if (sm_labels_current(f->labels))
+        return f->labels;
+    sm_labels_free(f->labels);
+    f->labels = sm_labels_new(&f->tab, f->have_header && !strcmp(f->hdr.mode, "ring"));
+    return f->labels;
+}
+
 void an_free(an_file *f)
 {
+    sm_labels_free(f->labels);
     for (int i = 0; f->argv && i < f->hdr.argc; i++)
         free(f->argv[i]);
     free(f->argv);
@@ -464,6 +491,8 @@ void an_free(an_file *f)
     msnap_state_free(&f->st);
     u64map_free(&f->fwd_stack);
     u64map_free(&f->bwd_stack);
+    u64map_free(&f->pool_map);
+    free(f->pools);
     free(f->pre_freed);
     log_free(f->log);
     for (int i = 0; i < f->nmoments; i++)
@@ -515,7 +544,8 @@ static int dispatch_after(void *ctx, const msnap_state *st, const msnap_obj *o, 
         if (moment_change(f->moments[i], o, sign))
             return -1;
     if (f->log && o->site != MSNAP_NO_SITE)
-        log_change(f->log, o->site, sign, o->size, o->api == MSNAP_API_TORCH, an_obj_key(o));
+        log_change(f->log, o->site, sign, o->size, o->api == MSNAP_API_TORCH, an_obj_key(o),
+                   an_obj_pool(f, o));
     for (int i = 0; i < f->nobs; i++)
         if (f->obs[i].change && f->obs[i].change(f->obs[i].ctx, f, o, sign))
             return -1;
@@ -526,14 +556,15 @@ static int dispatch_after(void *ctx, const msnap_state *st, const msnap_obj *o, 
 static int dispatch_pre(void *ctx, const msnap_state *st, size_t i)
 {
     an_file *f = ctx;
-    if (sm_grow((void **)&f->pre_freed, &f->cap_pre_freed, i, sizeof *f->pre_freed))
+    if (msnap_grow((void **)&f->pre_freed, &f->cap_pre_freed, i, sizeof *f->pre_freed))
         return -1;
     f->pre_freed[i] = f->ev_idx;
     if (f->log) {
         uint32_t site = msnap_state_site_for(&f->st, &st->pre[i].o);
         if (site != MSNAP_NO_SITE)
             log_change(f->log, site, -1, st->pre[i].o.size,
-                       st->pre[i].o.api == MSNAP_API_TORCH, an_obj_key(&st->pre[i].o));
+                       st->pre[i].o.api == MSNAP_API_TORCH, an_obj_key(&st->pre[i].o),
+                       an_obj_pool(f, &st->pre[i].o));
     }
     return 0;
 }
@@ -579,6 +610,8 @@ static void take_device(an_file *f, const msnap_device_info *d)
 /* ---- backward stacks (analysis.h) ------------------------------------------ */
 
 #define AN_STACK_BASE 0xC0000000u   /* ids of the stacks made here */
+#define AN_BWD_FRAMES 255           /* forward frames a backward stack copies, at most */
+#define AN_BWD_OUTER 64             /* of which the outermost */
 
 /* Adds a stack of n frames to the tables under a new id.  0 when out of
  * memory. */
@@ -601,6 +634,45 @@ static const uint64_t *stack_ips(const an_file *f, uint32_t id, int *depth)
     return ix ? f->tab.stacks[*ix].ips : NULL;
 }
 
+/* Whether a backward allocation's own stack (node first) names where it was
+ * made better than the forward allocation would: its innermost Python
+ * frame is a hook's or a Python autograd function's (FSDP's all-gathers and
+ * reduce-scatters run there), not autograd's entry (torch/autograd/,
+ * Tensor.backward: the thread that called backward() running a node). */
+static int own_python_frames(const an_file *f, uint32_t stack, int depth)
+{
+    for (int i = 1; i < depth; i++) {
+        sm_frame_info fi;
+        sm_symtab_frame_get(&f->tab, stack, i, &fi);
+        if (!msnap_ip_is_python(fi.ip) || msnap_ip_is_autograd(fi.ip))
+            continue;
+        const char *file = fi.file ? fi.file : "";
+        return !(fnmatch("*/torch/autograd/*", file, 0) == 0 ||
+                 fnmatch("*/torch/_tensor.py", file, 0) == 0);
+    }
+    return 0;
+}
+
+/* Whether the frames of stack a from its frame `from` on read as stack b's
+ * (function, file, line): a backward allocation whose own stack already
+ * is its node on the forward allocation's frames (an import of PyTorch's
+ * snapshot that memsnap exported writes them so). */
+static int same_frames(const an_file *f, uint32_t a, int from, uint32_t b)
+{
+    sm_frame_info x, y;
+    int na = sm_symtab_frame_get(&f->tab, a, 0, &x), nb = b ? sm_symtab_frame_get(&f->tab, b, 0, &y) : 0;
+    if (!nb || na - from != nb)
+        return 0;
+    for (int i = 0; i < nb; i++) {
+        sm_symtab_frame_get(&f->tab, a, from + i, &x);
+        sm_symtab_frame_get(&f->tab, b, i, &y);
+        if (x.line != y.line || strcmp(x.fn ? x.fn : "", y.fn ? y.fn : "") ||
+            strcmp(x.file ? x.file : "", y.file ? y.file : ""))
+            return 0;
+    }
+    return 1;
+}
+
 /* The stack event e is seen with: a backward allocation's as described in
  * analysis.h; a forward one's is remembered under its sequence key.  Its
  * own stack otherwise; 0 when out of memory. */
@@ -618,28 +690,116 @@ static uint32_t torch_stack(an_file *f, const msnap_event *e)
     }
     const uint64_t *fx = e->seq ? u64map_get(&f->fwd_stack, 0, e->seq) : NULL;
     uint32_t fwd = fx ? (uint32_t)*fx : 0;
+    if (depth > 1 && own_python_frames(f, e->stack, depth) && !same_frames(f, e->stack, 1, fwd))
+        return e->stack;
     uint64_t key = (ips[0] & 0xffffffffu) << 32 | fwd;
     const uint64_t *bx = u64map_get(&f->bwd_stack, 0, key);
     if (bx)
         return (uint32_t)*bx;
     int fd;
     const uint64_t *fips = stack_ips(f, fwd, &fd);
-    uint64_t *n = malloc(((size_t)fd + 1) * sizeof *n);
+    /* at most AN_BWD_FRAMES of the forward stack are copied: its innermost
+     * and its outermost (the program's line); a real stack is far shorter,
+     * and a hostile one (100,000 frames, a node each) would otherwise cost
+     * 8 x depth x nodes bytes */
+    int in = fd, out = 0;
+    if (fd > AN_BWD_FRAMES) {
+        in = AN_BWD_FRAMES - AN_BWD_OUTER;
+        out = AN_BWD_OUTER;
+    }
+    uint64_t *n = malloc(((size_t)in + (size_t)out + 1) * sizeof *n);
     if (!n)
         return 0;
     n[0] = ips[0];
-    if (fd)
-        memcpy(n + 1, fips, (size_t)fd * sizeof *n);
-    uint32_t id = make_stack(f, n, fd + 1);
+    if (in)
+        memcpy(n + 1, fips, (size_t)in * sizeof *n);
+    if (out)
+        memcpy(n + 1 + in, fips + fd - out, (size_t)out * sizeof *n);
+    uint32_t id = make_stack(f, n, in + out + 1);
     free(n);
     if (!id || u64map_put(&f->bwd_stack, 0, key, id))
         return 0;
     return id;
 }
 
+/* ---- pools (analysis.h) ------------------------------------------------------ */
+
+const char *an_pool_kind_name(int kind)
+{
+    static const char *const names[AN_POOL_KINDS] = {"default", "graph", "mempool"};
+    return kind >= 0 && kind < AN_POOL_KINDS ? names[kind] : "?";
+}
+
+int an_pool_kind(const an_file *f, uint32_t idx)
+{
+    if (!idx || idx > f->npools)
+        return AN_POOL_DEFAULT;
+    const an_pool *p = &f->pools[idx - 1];
+    return !(p->id & MSNAP_POOL_HANDLE) || p->capturing ? AN_POOL_GRAPH : AN_POOL_MEMPOOL;
+}
+
+uint32_t an_pool_lookup(const an_file *f, int slot, uint64_t x)
+{
+    uint64_t id = msnap_pool_id(x);
+    if (!id)
+        return 0;
+    const uint64_t *v = u64map_get(&f->pool_map, (uint32_t)slot + 1, id);
+    return v ? (uint32_t)*v : 0;
+}
+
+uint32_t an_obj_pool(const an_file *f, const msnap_obj *o)
+{
+    return o->kind == MSNAP_A_BLOCK_ALLOC && o->aux ? an_pool_lookup(f, o->device, o->aux) : 0;
+}
+
+int an_pool_torch_id(const an_file *f, uint64_t id, uint64_t out[2])
+{
+    int known = f->hdr.major > 1 || f->hdr.minor >= 3;
+    out[0] = id & MSNAP_POOL_HANDLE ? 0 : id;
+    out[1] = id & MSNAP_POOL_HANDLE ? id & ~MSNAP_POOL_HANDLE : 0;
+    return known;
+}
+
+/* Notes the pool x names on slot (a new one gets the next index).  -1 out
+ * of memory. */
+static int pool_note(an_file *f, int slot, uint64_t x)
+{
+    uint64_t id = msnap_pool_id(x);
+    if (!id)
+        return 0;
+    uint32_t i = an_pool_lookup(f, slot, x);
+    if (!i) {
+        if (msnap_grow((void **)&f->pools, &f->cap_pools, f->npools, sizeof *f->pools) ||
+            u64map_put(&f->pool_map, (uint32_t)slot + 1, id, f->npools + 1))
+            return -1;
+        f->pools[f->npools] = (an_pool){.id = id, .device = (int16_t)slot};
+        i = ++f->npools;
+    }
+    if (x & MSNAP_POOL_CAPTURING)
+        f->pools[i - 1].capturing = 1;
+    return 0;
+}
+
+/* The pool an event names, noted before the state applies it: a block's
+ * (x of a block_alloc), a PyTorch segment's (format 1.3). */
+static int pool_of_event(an_file *f, const msnap_event *e)
+{
+    if (!e->aux)
+        return 0;
+    switch (e->action) {
+    case MSNAP_A_BLOCK_ALLOC:
+        return pool_note(f, msnap_st_slot(e->device), e->aux);
+    case MSNAP_A_SEGMENT_ALLOC: case MSNAP_A_SEGMENT_MAP:
+    case MSNAP_A_SEGMENT_FREE: case MSNAP_A_SEGMENT_UNMAP:
+        return e->api == MSNAP_API_TORCH ? pool_note(f, msnap_st_slot(e->device), e->aux) : 0;
+    default:
+        return 0;
+    }
+}
+
 /* What an event adds to the log besides its changes (which the state's
  * observer logs as they happen). */
-static void log_event_extra(an_log *l, const msnap_event *e)
+static void log_event_extra(an_file *f, an_log *l, const msnap_event *e)
 {
     switch (e->action) {
     case MSNAP_A_NVTX_PUSH: {
@@ -658,8 +818,10 @@ static void log_event_extra(an_log *l, const msnap_event *e)
     case MSNAP_A_SEGMENT_FREE: case MSNAP_A_SEGMENT_UNMAP: {
         log_flush_event(l);
         int made = e->action == MSNAP_A_SEGMENT_ALLOC || e->action == MSNAP_A_SEGMENT_MAP;
-        uint64_t v[2] = {(uint64_t)(e->device + 1), e->size};
-        log_put(l, L_SEGMENT | (made ? 8u : 0u), v, 2);
+        uint32_t pool = e->api == MSNAP_API_TORCH
+                            ? an_pool_lookup(f, msnap_st_slot(e->device), e->aux) : 0;
+        uint64_t v[3] = {(uint64_t)(e->device + 1), e->size, pool};
+        log_put(l, L_SEGMENT | (made ? 8u : 0u) | (pool ? 16u : 0u), v, pool ? 3 : 2);
         break;
     }
     case MSNAP_A_OOM: {
@@ -706,11 +868,18 @@ static int feed_record(an_file *f, const msnap_record *r)
             f->log->pending_idx = f->ev_idx;
             f->log->pending_t = e->t_ns;
         }
+        if (pool_of_event(f, e))
+            return -1;
         for (int i = 0; i < f->nobs; i++)
             if (f->obs[i].event_before && f->obs[i].event_before(f->obs[i].ctx, f, e))
                 return -1;
         break;
     }
+    case MSNAP_REC_LIVE:
+        if (r->u.live.kind == MSNAP_A_BLOCK_ALLOC && r->u.live.aux &&
+            pool_note(f, msnap_st_slot(r->u.live.device), r->u.live.aux))
+            return -1;
+        break;
     case MSNAP_REC_STACK: case MSNAP_REC_MODULE: case MSNAP_REC_SYMBOL: case MSNAP_REC_STR:
         if (sm_symtab_take(&f->tab, r))
             return -1;
@@ -731,7 +900,7 @@ static int feed_record(an_file *f, const msnap_record *r)
     if (msnap_state_record(&f->st, r))
         return -1;
     if (r->type == MSNAP_REC_EVENT && f->log)
-        log_event_extra(f->log, &r->u.event);
+        log_event_extra(f, f->log, &r->u.event);
     for (int i = 0; i < f->nobs; i++)
         if (f->obs[i].record && f->obs[i].record(f->obs[i].ctx, f, r))
             return -1;
@@ -776,6 +945,9 @@ typedef struct fold {
     const msnap_state *st;
     msnap_level lv[MSNAP_ST_NDEV][MSNAP_LAYER_COUNT];
     msnap_level all[MSNAP_LAYER_COUNT];
+    /* the levels in 128 bits: pre-window objects of a hostile file add up
+     * past 2^64, and a level that saturated must come back down exactly */
+    unsigned __int128 wlv[MSNAP_ST_NDEV][MSNAP_LAYER_COUNT], wall[MSNAP_LAYER_COUNT];
     uint64_t idx, t;
 } fold;
 
@@ -786,9 +958,12 @@ static void fold_event(void *ctx, uint64_t idx, uint64_t t)
     x->t = t;
 }
 
-static void fold_move(msnap_level *l, int sign, uint64_t n, uint64_t idx, uint64_t t)
+static void fold_move(msnap_level *l, unsigned __int128 *w, int sign, uint64_t n, uint64_t idx,
+                      uint64_t t)
 {
-    l->cur = sign > 0 ? l->cur + n : l->cur - (n < l->cur ? n : l->cur);
+    *w = sign > 0 ? *w + n : *w - (n < *w ? n : *w);
+    /* a level past 2^64 - 1 bytes reads 2^64 - 1 (16 EiB), as state.c's */
+    l->cur = *w > UINT64_MAX ? UINT64_MAX : (uint64_t)*w;
     if (sign > 0 && l->cur > l->peak) {
         l->peak = l->cur;
         l->peak_t = t;
@@ -804,8 +979,8 @@ static void fold_change(void *ctx, uint32_t site, int sign, uint64_t n, int torc
     if (site >= x->st->nsites)
         return;
     const msnap_site *s = &x->st->sites[site];
-    fold_move(&x->lv[s->device][s->layer], sign, n, x->idx, x->t);
-    fold_move(&x->all[s->layer], sign, n, x->idx, x->t);
+    fold_move(&x->lv[s->device][s->layer], &x->wlv[s->device][s->layer], sign, n, x->idx, x->t);
+    fold_move(&x->all[s->layer], &x->wall[s->layer], sign, n, x->idx, x->t);
 }
 
 static int fold_pre(an_file *f)
@@ -841,7 +1016,7 @@ static int finish(an_file *f)
     size_t before = f->st.npre;
     if (msnap_state_finish(&f->st))
         return -1;
-    if (f->st.npre && sm_grow((void **)&f->pre_freed, &f->cap_pre_freed, f->st.npre - 1,
+    if (f->st.npre && msnap_grow((void **)&f->pre_freed, &f->cap_pre_freed, f->st.npre - 1,
                               sizeof *f->pre_freed))
         return -1;
     for (size_t i = before; i < f->st.npre; i++)
@@ -868,6 +1043,46 @@ void an_want_text(an_file *f)
     f->want_text = 1;
 }
 
+/* Hooks the state's changes to the moments, the log and the observers. */
+static void feed_begin(an_file *f)
+{
+    static const msnap_state_observer so = {dispatch_before, dispatch_after, dispatch_pre, NULL};
+    msnap_state_observer o = so;
+    o.ctx = f;
+    msnap_state_observe(&f->st, &o);
+}
+
+/* One record of the read: the header check, then feed.  0 ok, 2 with
+ * "PATH: why" in err. */
+static int feed_checked(an_file *f, const msnap_record *rec, char *err, size_t errlen)
+{
+    f->lines = rec->line;
+    if (!f->have_header && rec->type != MSNAP_REC_HEADER) {
+        snprintf(err, errlen, "%s: line %" PRIu64 ": not a memsnap snapshot "
+                 "(the first line is not a header)", f->path, rec->line);
+        return 2;
+    }
+    if (feed(f, rec)) {
+        snprintf(err, errlen, "%s: %s", f->path, f->fail[0] ? f->fail : "out of memory");
+        return 2;
+    }
+    return 0;
+}
+
+/* After the last record: the header check, then finish.  0 ok, 2. */
+static int feed_end(an_file *f, char *err, size_t errlen)
+{
+    if (!f->have_header) {
+        snprintf(err, errlen, "%s: not a memsnap snapshot (no header line)", f->path);
+        return 2;
+    }
+    if (finish(f)) {
+        snprintf(err, errlen, "%s: %s", f->path, f->fail[0] ? f->fail : "out of memory");
+        return 2;
+    }
+    return 0;
+}
+
 int an_read(an_file *f, char *err, size_t errlen)
 {
     char rerr[512] = "";
@@ -878,39 +1093,44 @@ int an_read(an_file *f, char *err, size_t errlen)
         return 2;
     }
     f->zstd = ra_zstd(r);
-    static const msnap_state_observer so = {dispatch_before, dispatch_after, dispatch_pre, NULL};
-    msnap_state_observer o = so;
-    o.ctx = f;
-    msnap_state_observe(&f->st, &o);
+    feed_begin(f);
     const msnap_record *rec;
     int rc, ret = 0;
-    while ((rc = ra_next(r, &rec)) == 1) {
-        f->lines = rec->line;
-        if (!f->have_header && rec->type != MSNAP_REC_HEADER) {
-            snprintf(err, errlen, "%s: line %" PRIu64 ": not a memsnap snapshot "
-                     "(the first line is not a header)", path, rec->line);
-            ret = 2;
+    while ((rc = ra_next(r, &rec)) == 1)
+        if ((ret = feed_checked(f, rec, err, errlen)))
             break;
-        }
-        if (feed(f, rec)) {
-            snprintf(err, errlen, "%s: %s", path, f->fail[0] ? f->fail : "out of memory");
-            ret = 2;
-            break;
-        }
-    }
     if (!ret && rc < 0) {
         snprintf(err, errlen, "%s: %s", path, ra_error(r));
         ret = 2;
     }
-    if (!ret && !f->have_header) {
-        snprintf(err, errlen, "%s: not a memsnap snapshot (no header line)", path);
-        ret = 2;
-    }
     f->truncated = ra_truncated(r);
     ra_close(r);
-    if (!ret && finish(f)) {
-        snprintf(err, errlen, "%s: %s", path, f->fail[0] ? f->fail : "out of memory");
-        ret = 2;
-    }
+    if (!ret)
+        ret = feed_end(f, err, errlen);
     return ret;
+}
+
+/* ---- records fed one at a time (analysis.h) ------------------------------ */
+
+void an_feed_begin(an_file *f, int zstd)
+{
+    f->zstd = zstd;
+    feed_begin(f);
+}
+
+int an_feed(an_file *f, const msnap_record *rec, char *err, size_t errlen)
+{
+    return feed_checked(f, rec, err, errlen);
+}
+
+int an_feed_end(an_file *f, int truncated, char *err, size_t errlen)
+{
+    f->truncated = truncated;
+    return feed_end(f, err, errlen);
+}
+
+void an_forget_log(an_file *f)
+{
+    log_free(f->log);
+    f->log = NULL;
 }

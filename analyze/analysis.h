@@ -1,6 +1,36 @@
 /* The analysis library's core: one read of one input, and everything every
  * reading command builds on (docs/architecture.md).
  *
+ * The main types of the reading side, from the file up:
+ *
+ *   msnap_record  (memsnap/format.h) one line of a snapshot, parsed: the
+ *                 header, an event (msnap_event), a stack, sym, module or
+ *                 str line, counters, a ring dump's live lines, the trailer.
+ *   an_file       (here) one read of one input, in file order, and what it
+ *                 owns: the header, the tables, the state, the labels, the
+ *                 change log and the moments; up to AN_MAX_OBSERVERS
+ *                 observers borrow it during the read and after.
+ *   sm_symtab     (symtab.h) the tables: stacks (id -> ips), syms (ip ->
+ *                 function, file, line), modules, strings; the text of a
+ *                 frame.  Complete only after the read (sym lines come last).
+ *   msnap_state   (state.h) the one state model: every live object by key
+ *                 space, levels and peaks per device and layer, sites
+ *                 (stack, layer, device).  What an event does to live
+ *                 memory is decided there alone.
+ *   sm_labels     (label.h) one label per site, named by the user's code,
+ *                 from the tables; made on first use, owned by the an_file.
+ *   sm_model      (model.h) the findings model, an observer: per-site
+ *                 figures and the top sites, site groups, the timeline's
+ *                 columns (pass 2, from the log), the segment layout at one
+ *                 moment, OOM stories and leak suspects (findings.h).
+ *   breakdown     (breakdown.h) an observer: device used against what was
+ *                 recorded, by library; the categories (category.h).
+ *   summary       (summary.h) an observer: counts by action and API,
+ *                 failures, marks; report.h makes the JSON of `summary`.
+ *
+ * Lifetimes: the an_file outlives every observer attached to it; what an
+ * observer hands out (a model's sites, a layout) lives as long as it.
+ *
  * An an_file reads a snapshot ("-" = stdin) once, in file order, and owns
  * what every view needs:
  *
@@ -34,7 +64,17 @@
  * once per (node, forward stack) pair and added to the tables with an id
  * above the file's; without a forward allocation to name it, the autograd
  * frame alone (the recorder's own frames below it say nothing about the
- * program).  Every observer and every view sees only these stacks.
+ * program).  An allocation made by Python code while the node ran (a hook
+ * the engine calls, a Python autograd function's backward: FSDP's
+ * all-gathers and reduce-scatters) keeps its own stack, node first: its
+ * innermost Python frame, unless it is autograd's entry (torch/autograd/,
+ * Tensor.backward), says where it was made, unless those frames are the
+ * forward allocation's already (an import of memsnap's own export).  Every
+ * observer and every view sees only these stacks.  A forward stack of more
+ * than 255 frames gives its innermost 191 and its outermost 64 (the
+ * program's line) to each backward stack: a real one is far shorter, and a
+ * hostile file (one 100,000-frame stack, a node for each of its
+ * allocations) would otherwise cost 8 x depth x nodes bytes.
  *
  * Observers (an_observer) see every record after the tables and the state
  * took it, every event before the state applies it, and every change of
@@ -56,7 +96,8 @@
 #include <stdint.h>
 
 #include "memsnap/format.h"
-#include "state.h"
+#include "label.h"
+#include "format/state.h"
 #include "symtab.h"
 
 typedef struct an_file an_file;
@@ -84,6 +125,15 @@ typedef struct an_observer {
 
 typedef struct an_log an_log;
 typedef struct an_moment an_moment;
+
+/* A private memory pool of PyTorch's caching allocator (a CUDA graph's,
+ * one graph_pool_handle() shares, a torch.cuda.MemPool), as the file names
+ * it (memsnap/format.h, "Memory pools"): one per (device slot, pool id). */
+typedef struct an_pool {
+    uint64_t id;          /* msnap_pool_id of x (MSNAP_POOL_HANDLE kept) */
+    int16_t device;       /* slot */
+    uint8_t capturing;    /* an allocation in it was made during a graph capture */
+} an_pool;
 
 struct an_file {
     const char *path;             /* as given; borrowed */
@@ -116,6 +166,11 @@ struct an_file {
     int nmoments;
     an_observer obs[AN_MAX_OBSERVERS];
     int nobs;
+    sm_labels *labels;            /* an_labels: the site labels of the tables */
+    an_pool *pools;               /* the private pools, in the order first named */
+    uint32_t npools;              /* pool index i (from 1) is pools[i - 1] */
+    size_t cap_pools;
+    u64map pool_map;              /* (slot + 1, id) -> index */
     char fail[256];               /* an observer's message (an_fail) */
 };
 
@@ -141,12 +196,60 @@ void an_want_text(an_file *f);
  * f->truncated); 2 with "PATH: why" in err. */
 int an_read(an_file *f, char *err, size_t errlen);
 
+/* The same read, fed by a reader of the caller's (analyze/live.c follows a
+ * recording as it is written, a step at a time): an_feed_begin before the
+ * first record (zstd: whether the input is compressed), an_feed per
+ * record in file order (0 ok; 2 with "PATH: why" in err, the header check
+ * and an observer's stop included), an_feed_end after the last one
+ * (truncated: the last line was cut off; 0 or 2 as an_read).  Records fed
+ * so far are in the tables and the state at once. */
+void an_feed_begin(an_file *f, int zstd);
+int an_feed(an_file *f, const msnap_record *rec, char *err, size_t errlen);
+int an_feed_end(an_file *f, int truncated, char *err, size_t errlen);
+
+/* Drops the change log and keeps none from now on (an observer asked for
+ * it; a reader that follows a recording for hours cannot keep 8-10 bytes
+ * an event): an_replay is then refused, and objects live before the first
+ * event are not folded into the levels at the end. */
+void an_forget_log(an_file *f);
+
 /* an_read's message without its leading "PATH: " (for libraries whose
  * callers name the input themselves). */
 void an_strip_path(const an_file *f, char *err);
 
 /* An observer's reason for stopping the read (printed as "PATH: msg"). */
 void an_fail(an_file *f, const char *msg);
+
+/* The site labels of the file's stacks (label.h): made on the first call
+ * after the read (or in an observer's end: the tables are complete then),
+ * kept by f and made again when its tables or the site rules changed
+ * since; freed with f.  NULL when out of memory (every label function
+ * takes NULL: "stack N"). */
+const sm_labels *an_labels(an_file *f);
+
+/* ---- pools ---------------------------------------------------------------
+ * The read numbers the private pools of PyTorch's allocator as the file
+ * names them (a block_alloc's x, from format 1.3 also a segment_*'s and a
+ * live block's), from 1; 0 is a device's default pool.  Its kind: a graph
+ * pool when PyTorch made it for a capture (MempoolId_t's first half) or a
+ * block of it was allocated while capturing; else a torch.cuda.MemPool (or
+ * a graph_pool_handle() no graph used).  Files before format 1.3 do not say
+ * which half: every private pool of theirs is a graph pool. */
+enum { AN_POOL_DEFAULT = 0, AN_POOL_GRAPH, AN_POOL_MEMPOOL, AN_POOL_KINDS };
+
+/* "default", "graph", "mempool" ("?" out of range). */
+const char *an_pool_kind_name(int kind);
+/* The kind of pool index idx (AN_POOL_DEFAULT for 0 and out of range). */
+int an_pool_kind(const an_file *f, uint32_t idx);
+/* The pool of a live object: a block's (its x) index, 0 for the default
+ * pool and for objects that are not blocks. */
+uint32_t an_obj_pool(const an_file *f, const msnap_obj *o);
+/* The pool index of x on device slot slot (0 when x names none or the read
+ * never met it). */
+uint32_t an_pool_lookup(const an_file *f, int slot, uint64_t x);
+/* PyTorch's MempoolId_t of a pool id: {first, second}; the half is unknown
+ * in files before format 1.3 (returns 0), else 1. */
+int an_pool_torch_id(const an_file *f, uint64_t id, uint64_t out[2]);
 
 /* ---- the log, replayed ----------------------------------------------------
  * In file order: first every pre-window object as an added change at event
@@ -168,6 +271,12 @@ typedef struct an_visitor {
     void (*segment)(void *ctx, int device, int sign, uint64_t size);
     /* an oom event */
     void (*oom)(void *ctx, int device);
+    /* The same change and segment record with its pool (0: the device's
+     * default pool; an_pool_kind), for an observer that follows pools;
+     * called beside change and segment. */
+    void (*pchange)(void *ctx, uint32_t site, int sign, uint64_t size, int torch, uint64_t key,
+                    uint32_t pool);
+    void (*psegment)(void *ctx, int device, int sign, uint64_t size, uint32_t pool);
 } an_visitor;
 
 /* Replays the log (an_want_log before the read).  0 ok, -1 no log. */

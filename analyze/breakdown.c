@@ -17,8 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "human.h"
-#include "u64map.h"
+#include "rangemap.h"
+#include "util/human.h"
+#include "util/u64map.h"
+
+/* A block kind beside category.h's CT_*: a reduce-scatter's buffer, whose
+ * category its fate decides (block_category). */
+enum { CT_REDUCE = CT_OTHER + 1 };
 
 /* What a site's memory is, decided at the end. */
 typedef struct site_info {
@@ -27,30 +32,31 @@ typedef struct site_info {
     uint8_t bview;      /* counts in the categories' blocks view */
     uint8_t kind;       /* cat_torch_kind of its stack (blocks) */
     uint8_t fixed;      /* cat decided by the frames alone (a user rule, ...) */
+    uint8_t user;       /* ... by the user's rules */
+    uint8_t outside;    /* driver memory outside an allocator: no block was
+                           ever in it, and not an allocator's library */
 } site_info;
 
-/* What became of one block (the first replay), by allocation ordinal. */
-enum { FATE_KEPT = 0, FATE_SAME_PHASE = 1 };
-
-/* A live driver-level range blocks may lie in (a segment, or a mapping
- * of a VMM handle), and the site of its memory. */
-typedef struct range {
-    uint64_t addr, size;
-    uint32_t site;
-} range;
+/* What became of one block (the first replay), by allocation ordinal:
+ * freed in the phase that made it (else kept); made before the first
+ * step; still live at the end. */
+enum { FATE_KEPT = 0, FATE_SAME_PHASE = 1, FATE_EARLY = 2, FATE_TO_END = 4 };
 
 struct breakdown {
     const cat_rules *rules;
     const an_file *f;
-    /* during the read: the live ranges by address, and the sites whose
-     * memory ever held an allocator block (an allocator's segments, whoever
-     * made them: their blocks are counted instead) */
-    range *ranges;
-    size_t nranges, cap_ranges;
+    /* during the read: the live driver-level ranges blocks may lie in (a
+     * segment, or a mapping of a VMM handle) by address, each with the
+     * site of its memory (rangemap.h: O(log n) a change, where a sorted
+     * array with a memmove per change was quadratic in the live set), and
+     * the sites whose memory ever held an allocator block (an allocator's
+     * segments, whoever made them: their blocks are counted instead) */
+    rangemap ranges;
     uint8_t *holds_blocks;
     size_t cap_holds;
     int cur_kind;              /* phase of the last allocation replayed */
     uint64_t epoch;            /* changes of phase so far */
+    int stepped;               /* the first step began (see life_change) */
     /* following blocks through the replays: live key -> ordinal and epoch
      * (first), or -> category (second); fate by ordinal */
     u64map objs;
@@ -86,7 +92,7 @@ void bd_free(breakdown *b)
         return;
     u64map_free(&b->stack_class);
     u64map_free(&b->objs);
-    free(b->ranges);
+    rangemap_free(&b->ranges);
     free(b->holds_blocks);
     free(b->fate);
     free(b->sites);
@@ -143,6 +149,7 @@ static void take_moment(const bd_device *v, bd_moment *m, uint64_t t)
     m->recorded = v->recorded;
     m->torch_reserved = v->torch_seg;
     m->torch_allocated = v->torch_blk;
+    m->outside = v->outside;
     memcpy(m->by_lib, v->by_lib, sizeof m->by_lib);
 }
 
@@ -165,6 +172,44 @@ static void cats_change(bd_cats *c, int cat, uint64_t n, int sign, uint64_t t)
     }
 }
 
+/* A block's site: which part of a PyTorch program made it (si->kind); its
+ * category (si->cat, the rules' on entry) waits for how it lived
+ * (si->fixed 0), unless the user's rules or the frames say outright. */
+static void block_class(const cat_rules *rules, const sm_symtab *t, uint32_t stack,
+                        site_info *si)
+{
+    cat_frame fr[MSNAP_MAX_FRAMES];
+    int n = cat_frames_of(t, stack, fr, MSNAP_MAX_FRAMES);
+    const char *node;
+    si->kind = (uint8_t)cat_torch_kind(fr, n, &node);
+    int user = cat_classify_user(rules, fr, n);
+    const char *rc = cat_name(rules, si->cat);
+    si->fixed = 1;
+    if (user >= 0)
+        si->cat = user, si->user = 1;
+    else if (si->kind == CT_KV)
+        si->cat = cat_index_of(rules, "kv_cache");
+    else if (!strcmp(rc, "kv_cache") || !strcmp(rc, "workspaces") ||
+             !strcmp(rc, "communication") || !strcmp(rc, "parameters") ||
+             !strcmp(rc, "gradients") || !strcmp(rc, "all_gather"))
+        ;   /* what the frames say outright (the default rules) */
+    else if (!strcmp(rc, "reduce_scatter")) {
+        /* FSDP's reduced shard becomes .grad: kept past the backward, a
+         * gradient; freed within it, the collective's buffer */
+        si->kind = CT_REDUCE;
+        si->fixed = 0;
+    } else if (si->kind == CT_INIT)
+        si->cat = cat_index_of(rules, "parameters");
+    else if (si->kind == CT_OTHER)
+        /* the program's own code around the model: inputs, or parameters
+         * made before the first step (block_category) */
+        si->cat = cat_index_of(rules, "inputs"), si->fixed = 0;
+    else if (node && !strcmp(node, "AccumulateGrad"))
+        si->cat = cat_index_of(rules, "gradients");
+    else if (si->kind != CT_NONE)
+        si->fixed = 0;      /* how its blocks live decides */
+}
+
 /* What site i's memory is (the tables are complete).  -1 out of memory. */
 static int site_classify(breakdown *b, uint32_t i, site_info *si)
 {
@@ -178,33 +223,8 @@ static int site_classify(breakdown *b, uint32_t i, site_info *si)
         return 0;
     if (classify(b, s->stack, &si->lib, &si->cat))
         return -1;
-    if (si->use == 2) {
-        /* a block: which part of a PyTorch program made it; the category
-         * waits for how it lived, unless the user's rules say */
-        cat_frame fr[MSNAP_MAX_FRAMES];
-        int n = cat_frames_of(&b->f->tab, s->stack, fr, MSNAP_MAX_FRAMES);
-        const char *node;
-        si->kind = (uint8_t)cat_torch_kind(fr, n, &node);
-        int user = cat_classify_user(b->rules, fr, n);
-        const char *rc = cat_name(b->rules, si->cat);
-        si->fixed = 1;
-        if (user >= 0)
-            si->cat = user;
-        else if (si->kind == CT_KV)
-            si->cat = cat_index_of(b->rules, "kv_cache");
-        else if (!strcmp(rc, "kv_cache") || !strcmp(rc, "workspaces") ||
-                 !strcmp(rc, "communication") || !strcmp(rc, "parameters") ||
-                 !strcmp(rc, "gradients"))
-            ;   /* what the frames say outright (the default rules) */
-        else if (si->kind == CT_INIT)
-            si->cat = cat_index_of(b->rules, "parameters");
-        else if (si->kind == CT_OTHER)
-            si->cat = cat_index_of(b->rules, "inputs");
-        else if (node && !strcmp(node, "AccumulateGrad"))
-            si->cat = cat_index_of(b->rules, "gradients");
-        else if (si->kind != CT_NONE)
-            si->fixed = 0;      /* how its blocks live decides */
-    }
+    if (si->use == 2)
+        block_class(b->rules, &b->f->tab, s->stack, si);
     const char *ln = b->libs[si->lib];
     /* Driver memory of an unknown library is left out of the blocks view
      * too: without frames it cannot be told from an allocator's segment. */
@@ -212,6 +232,8 @@ static int site_classify(breakdown *b, uint32_t i, site_info *si)
     si->bview = si->use == 2 ||
                 (!container && strcmp(ln, CAT_LIB_TORCH) != 0 &&
                  strcmp(ln, CAT_LIB_MEMSNAP) != 0 && strcmp(ln, CAT_LIB_UNKNOWN) != 0);
+    si->outside = si->use == 1 && !container && strcmp(ln, CAT_LIB_TORCH) != 0 &&
+                  strcmp(ln, CAT_LIB_MEMSNAP) != 0;
     return 0;
 }
 
@@ -228,11 +250,19 @@ static void rp_event(void *ctx, uint64_t idx, uint64_t t)
 /* The category of a block: its site's, or, when that waits on how the
  * block lived, the part of the program that made it and whether the
  * block outlived that part (a backward's gradients, an optimizer's state,
- * a forward's activations; else temporaries). */
+ * a forward's activations; else temporaries; a reduce-scatter's, part of
+ * the backward: gradients, else reduce_scatter). */
 static int block_category(const breakdown *b, const site_info *si, int fate)
 {
-    int kept = fate != FATE_SAME_PHASE;
+    int kept = !(fate & FATE_SAME_PHASE);
     switch (si->fixed ? CT_NONE : si->kind) {
+    case CT_REDUCE:
+        return cat_index_of(b->rules, kept ? "gradients" : "reduce_scatter");
+    case CT_OTHER:
+        /* weights made as plain tensors (no nn.Module): made before the
+         * first step, alive at the end */
+        return b->stepped && (fate & FATE_EARLY) && (fate & FATE_TO_END)
+                   ? cat_index_of(b->rules, "parameters") : si->cat;
     case CT_BACKWARD:
         return cat_index_of(b->rules, kept ? "gradients" : "temporaries");
     case CT_OPTIM:
@@ -244,6 +274,16 @@ static int block_category(const breakdown *b, const site_info *si, int fate)
     }
 }
 
+int bd_live_category(const cat_rules *rules, const sm_symtab *t, uint32_t stack, int block)
+{
+    site_info si = {.cat = cat_classify_stack(rules, t, stack)};
+    if (!block)
+        return si.cat;
+    block_class(rules, t, stack, &si);
+    breakdown b = {.rules = rules};
+    return block_category(&b, &si, FATE_KEPT);
+}
+
 /* Keeps the byte of the change the second replay is at (the array was
  * sized by the first replay, which met the same changes). */
 static void keep_change(breakdown *b, uint8_t c)
@@ -253,7 +293,7 @@ static void keep_change(breakdown *b, uint8_t c)
 }
 
 static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
-                        uint64_t key)
+                      uint64_t key, uint32_t pool)
 {
     breakdown *b = ctx;
     const site_info *si = &b->sites[site];
@@ -262,7 +302,11 @@ static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
         return;
     }
     int cat = si->cat;
-    if (si->use == 2 && si->kind && !si->fixed) {
+    if (si->use == 2 && pool && !si->user && an_pool_kind(b->f, pool) == AN_POOL_GRAPH) {
+        /* a CUDA graph's pool: what its captures hold, whatever made it
+         * (a user's rule still says otherwise) */
+        cat = cat_index_of(b->rules, "graph_pool");
+    } else if (si->use == 2 && si->kind && !si->fixed) {
         /* a block followed: its category from its fate (first replay) */
         uint64_t v;
         if (sign > 0) {
@@ -287,6 +331,8 @@ static void rp_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
     } else {
         ADJ(v->recorded);
         ADJ(v->by_lib[si->lib]);
+        if (si->outside)
+            ADJ(v->outside);
         cats_change(&v->driver_view, cat, n, sign, t);
         if (sign > 0 && v->recorded > v->at_peak.recorded)
             take_moment(v, &v->at_peak, t);
@@ -348,7 +394,7 @@ static void rp_oom(void *ctx, int device)
  * names no stack); a new phase starts an epoch; a block freed in its own
  * epoch lived within its phase. */
 static void life_change(void *ctx, uint32_t site, int sign, uint64_t n, int torch,
-                        uint64_t key)
+                        uint64_t key, uint32_t pool)
 {
     (void)torch;
     (void)n;
@@ -357,26 +403,33 @@ static void life_change(void *ctx, uint32_t site, int sign, uint64_t n, int torc
     b->changes++;
     if (si->use == 2)   /* which view each device shows, before the second replay */
         b->dev[b->f->st.sites[site].device].blocks_seen = 1;
+    /* the first step: the first block of a model's forward, a backward, an
+     * optimizer, a KV cache or a private pool (a graph's capture) */
+    if (si->use == 2 && sign > 0 &&
+        (pool || si->kind == CT_FORWARD || si->kind == CT_BACKWARD || si->kind == CT_OPTIM ||
+         si->kind == CT_KV))
+        b->stepped = 1;
     if (si->use != 2 || !si->kind || si->fixed)
         return;
     uint64_t v;
     if (sign > 0) {
-        int k = si->kind == CT_KV ? CT_FORWARD : si->kind;
-        if (k != b->cur_kind) {
+        int k = si->kind == CT_KV ? CT_FORWARD : si->kind == CT_REDUCE ? CT_BACKWARD : si->kind;
+        if (k != b->cur_kind && k != CT_OTHER) {
+            /* the program's own code between the phases starts none */
             b->cur_kind = k;
             b->epoch++;
         }
         size_t o = b->ord++;
-        if (sm_grow((void **)&b->fate, &b->cap_fate, o, 1) ||
+        if (msnap_grow((void **)&b->fate, &b->cap_fate, o, 1) ||
             u64map_put(&b->objs, 2, key, (uint64_t)o | b->epoch << 32)) {
             b->err = 1;
             return;
         }
-        b->fate[o] = FATE_KEPT;
+        b->fate[o] = (uint8_t)(FATE_KEPT | (b->stepped ? 0 : FATE_EARLY));
         b->nfate = o + 1;
     } else if (u64map_del(&b->objs, 2, key, &v)) {
-        if (v >> 32 == (b->epoch & 0xffffffffu))
-            b->fate[v & 0xffffffffu] = FATE_SAME_PHASE;
+        if (v >> 32 == (b->epoch & 0xffffffffu) && si->kind != CT_OTHER)
+            b->fate[v & 0xffffffffu] |= FATE_SAME_PHASE;
     }
 }
 
@@ -390,9 +443,16 @@ static int on_end(void *ctx, an_file *f)
     for (size_t i = 0; i < f->st.nsites; i++)
         if (site_classify(b, (uint32_t)i, &b->sites[i]))
             return -1;
-    an_visitor life = {.ctx = b, .change = life_change};
+    an_visitor life = {.ctx = b, .pchange = life_change};
     if (an_replay(f, &life) || b->err)
         return -1;
+    /* what is still live at the end */
+    for (size_t i = 0; i < b->objs.cap; i++)
+        if (b->objs.slots && b->objs.slots[i].used) {
+            uint64_t o = b->objs.slots[i].value & 0xffffffffu;
+            if (o < b->nfate)
+                b->fate[o] |= FATE_TO_END;
+        }
     u64map_free(&b->objs);
     b->ord = 0;
     if (b->keep_changes) {
@@ -400,25 +460,11 @@ static int on_end(void *ctx, an_file *f)
         if (!(b->chg = malloc(b->changes + 1)))
             return -1;
     }
-    an_visitor v = {.ctx = b, .event = rp_event, .change = rp_change,
+    an_visitor v = {.ctx = b, .event = rp_event, .pchange = rp_change,
                     .counters = rp_counters, .segment = rp_segment, .oom = rp_oom};
     int rc = an_replay(f, &v) || b->err ? -1 : 0;
     u64map_free(&b->objs);
     return rc;
-}
-
-/* The index of the first range at or above addr. */
-static size_t range_lb(const breakdown *b, uint64_t addr)
-{
-    size_t lo = 0, hi = b->nranges;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (b->ranges[mid].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* During the read: keeps the live ranges; a new block marks the site of
@@ -429,12 +475,12 @@ static int on_change(void *ctx, an_file *f, const msnap_obj *o, int sign)
     if (o->kind == MSNAP_A_BLOCK_ALLOC) {
         if (sign < 0)
             return 0;
-        size_t i = range_lb(b, o->addr + 1);
-        if (i && o->addr < b->ranges[i - 1].addr + b->ranges[i - 1].size) {
-            uint32_t site = b->ranges[i - 1].site;
+        const rm_node *r = rangemap_floor(&b->ranges, o->addr);
+        if (r && o->addr < r->addr + r->size) {
+            uint32_t site = (uint32_t)r->val;
             if (site != MSNAP_NO_SITE) {
                 size_t had = b->cap_holds;
-                if (sm_grow((void **)&b->holds_blocks, &b->cap_holds, site, 1))
+                if (msnap_grow((void **)&b->holds_blocks, &b->cap_holds, site, 1))
                     return -1;
                 memset(b->holds_blocks + had, 0, b->cap_holds - had);
                 b->holds_blocks[site] = 1;
@@ -446,14 +492,8 @@ static int on_change(void *ctx, an_file *f, const msnap_obj *o, int sign)
               o->kind == MSNAP_A_MANAGED_ALLOC;
     if (!mem && o->kind != MSNAP_A_VMM_MAP)
         return 0;
-    size_t i = range_lb(b, o->addr);
     if (sign < 0) {
-        while (i < b->nranges && b->ranges[i].addr == o->addr && b->ranges[i].size != o->size)
-            i++;
-        if (i < b->nranges && b->ranges[i].addr == o->addr) {
-            memmove(&b->ranges[i], &b->ranges[i + 1], (b->nranges - i - 1) * sizeof *b->ranges);
-            b->nranges--;
-        }
+        rangemap_remove(&b->ranges, o->addr, o->size);
         return 0;
     }
     uint32_t site = o->site;
@@ -462,12 +502,7 @@ static int on_change(void *ctx, an_file *f, const msnap_obj *o, int sign)
         const msnap_obj *h = msnap_state_find(&f->st, MSNAP_SP_PHYS, o->aux);
         site = h ? h->site : MSNAP_NO_SITE;
     }
-    if (sm_grow((void **)&b->ranges, &b->cap_ranges, b->nranges, sizeof *b->ranges))
-        return -1;
-    memmove(&b->ranges[i + 1], &b->ranges[i], (b->nranges - i) * sizeof *b->ranges);
-    b->ranges[i] = (range){o->addr, o->size, site};
-    b->nranges++;
-    return 0;
+    return rangemap_insert(&b->ranges, o->addr, o->size, site);
 }
 
 void bd_keep_change_categories(breakdown *b)
@@ -584,90 +619,6 @@ const bd_cats *bd_cats_shown(const breakdown *b, int dev, const char **layer)
     return k;
 }
 
-void bd_print_text(const breakdown *b)
-{
-    char a[32], c[32], d[32], t[32];
-    for (int dv = 0; dv < BD_NDEV; dv++) {
-        const bd_device *v = &b->dev[dv];
-        const bd_moment *m = moment_of(v);
-        if (!v->seen || !m)
-            continue;
-        int dn = dv == MSNAP_MAX_DEVICES ? -1 : dv;
-        printf("\ndevice %d against the driver (at %s, t = %s)\n", dn,
-               m->used_recorded ? "the counters sample with the highest device used"
-                                : "the peak of recorded memory",
-               msnap_time_text(m->t, t, sizeof t));
-        if (m->used_recorded && v->at_peak.valid && v->at_peak.recorded > m->recorded)
-            printf("  (recorded memory peaked between samples: %s at %s)\n",
-                   msnap_size_text(v->at_peak.recorded, a, sizeof a),
-                   msnap_time_text(v->at_peak.t, c, sizeof c));
-        if (m->used_recorded)
-            printf("  device used (NVML, nvidia-smi) %s\n",
-                   msnap_size_text(m->device_used, a, sizeof a));
-        else
-            printf("  device used: not recorded (no NVML in the recording, or a "
-                   "file from before format 1.1)\n");
-        printf("  recorded, all libraries       %s\n",
-               msnap_size_text(m->recorded, a, sizeof a));
-        int order[BD_MAX_LIBS];
-        int n = libs_sorted(b, m, order);
-        for (int i = 0; i < n; i++)
-            printf("    %-27s %s\n", b->libs[order[i]],
-                   msnap_size_text(m->by_lib[order[i]], a, sizeof a));
-        if (uses_torch(b, v)) {
-            printf("  PyTorch reserved              %s%s\n",
-                   msnap_size_text(torch_reserved(b, v, m), a, sizeof a),
-                   torch_from_segments(b, v, m) ? " (its segment events)"
-                                                : " (driver memory from libc10_cuda)");
-            if (v->torch_blocks_seen)
-                printf("  PyTorch allocated             %s\n",
-                       msnap_size_text(m->torch_allocated, a, sizeof a));
-            else
-                printf("  PyTorch allocated             n/a (no torch block "
-                       "events)\n");
-        }
-        if (m->used_recorded) {
-            int neg = m->recorded > m->device_used;
-            uint64_t diff = neg ? m->recorded - m->device_used
-                                : m->device_used - m->recorded;
-            printf("  not explained by allocations  %s%s (device used - "
-                   "recorded: CUDA context, module images, other processes)\n",
-                   neg ? "-" : "", msnap_size_text(diff, a, sizeof a));
-        }
-    }
-    for (int dv = 0; dv < BD_NDEV; dv++) {
-        const bd_device *v = &b->dev[dv];
-        const char *layer;
-        const bd_cats *k = cats_of(v, &layer);
-        if (!v->seen || !k->total_peak)
-            continue;
-        printf("\ndevice %d by category (layer: %s)\n",
-               dv == MSNAP_MAX_DEVICES ? -1 : dv, layer);
-        if (k->oom_seen)
-            printf("  %-18s %-12s %-14s %s\n", "category", "peak",
-                   "at total peak", "at first OOM");
-        else
-            printf("  %-18s %-12s %s\n", "category", "peak", "at total peak");
-        for (int r = 0; r < cat_count(b->rules); r++) {
-            int i = cat_row(b, r);
-            if (!k->peak[i])
-                continue;
-            if (k->oom_seen)
-                printf("  %-18s %-12s %-14s %s\n", cat_name(b->rules, i),
-                       msnap_size_text(k->peak[i], a, sizeof a),
-                       msnap_size_text(k->at_peak[i], c, sizeof c),
-                       msnap_size_text(k->at_oom[i], d, sizeof d));
-            else
-                printf("  %-18s %-12s %s\n", cat_name(b->rules, i),
-                       msnap_size_text(k->peak[i], a, sizeof a),
-                       msnap_size_text(k->at_peak[i], c, sizeof c));
-        }
-        printf("  %-18s %-12s at %s\n", "total",
-               msnap_size_text(k->total_peak, a, sizeof a),
-               msnap_time_text(k->total_peak_t, t, sizeof t));
-    }
-}
-
 /* Adds key: v as an exact JSON integer. */
 static void add_u64(cJSON *o, const char *key, uint64_t v)
 {
@@ -767,4 +718,18 @@ void bd_add_json(const breakdown *b, cJSON *root)
         }
         cJSON_AddItemToArray(ca, o);
     }
+}
+
+int bd_outside(const breakdown *b, int dev, int blocks, uint64_t *context, uint64_t *libs)
+{
+    *context = *libs = 0;
+    const bd_device *v = bd_device_of(b, dev);
+    const bd_moment *m = v && v->seen ? moment_of(v) : NULL;
+    if (!m)
+        return 0;
+    if (m->used_recorded && m->device_used > m->recorded)
+        *context = m->device_used - m->recorded;
+    if (blocks)
+        *libs = m->outside;
+    return m->used_recorded;
 }

@@ -1,7 +1,7 @@
 /* Where a device's memory went, two ways: reconciled with what the driver
  * says is used (nvidia-smi's figure), by library; and by category
  * (parameters, gradients, activations, ...).  `memsnap summary` prints
- * both (text and JSON); the renderer can use the category rules directly
+ * both (text and JSON, from bd_add_json's members); the renderer can use the category rules directly
  * (analyze/category.h).
  *
  * Reconciliation, per device, at one moment: the "counters" record with
@@ -58,6 +58,8 @@ typedef struct bd_moment {
     uint64_t recorded;
     uint64_t torch_reserved, torch_allocated;
     uint64_t by_lib[BD_MAX_LIBS];
+    uint64_t outside;          /* driver memory no allocator block was ever in,
+                                  of no allocator's library (bd_outside) */
 } bd_moment;
 
 /* Categories of one device. */
@@ -73,6 +75,7 @@ typedef struct bd_device {
     int torch_segments_seen, torch_blocks_seen, blocks_seen;
     uint64_t recorded, torch_seg, torch_blk;   /* running */
     uint64_t by_lib[BD_MAX_LIBS];              /* running */
+    uint64_t outside;                          /* running (bd_moment) */
     bd_moment at_used, at_peak;
     bd_cats blocks_view, driver_view;          /* see the file comment */
 } bd_device;
@@ -116,10 +119,27 @@ const bd_device *bd_device_of(const breakdown *b, int dev);
 /* Name of a library slot ("" when unused). */
 const char *bd_lib_name(const breakdown *b, int lib);
 
-/* The reconciliation and category tables as text on stdout. */
-void bd_print_text(const breakdown *b);
+/* What device dev's recording measured outside an allocator that a replay
+ * stands in for, at the reconciliation moment (above): *context the device
+ * used less everything recorded (the CUDA context, module images, other
+ * processes; 0 when not recorded or below 0), *libs, when blocks (the
+ * replay is of the allocator's blocks), the driver memory of every other
+ * library (cuBLAS's workspaces, NCCL: memory no allocator block was ever
+ * in, made under no allocator's frames; a segment that held blocks is the
+ * allocator's whoever's frames made it), else 0 (a replay of the driver
+ * allocations replays theirs too).  Returns 1 when the device used was
+ * recorded there, 0 otherwise (then only *libs is known). */
+int bd_outside(const breakdown *b, int dev, int blocks, uint64_t *context, uint64_t *libs);
+/* The category of memory live now from stack (its site's, in the tables
+ * t), as this breakdown would count it if it lived on: for an allocator
+ * block (block set) the part of the program that made it and its fate
+ * taken as kept (a backward's gradients, a forward's activations), else
+ * the rules' (memsnap top, while a recording is written, has no end to
+ * wait for).  A category index of rules (cat_name). */
+int bd_live_category(const cat_rules *rules, const sm_symtab *t, uint32_t stack, int block);
 
-/* {"reconcile":[...],"categories":[...]} members added to root. */
+/* {"reconcile":[...],"categories":[...]} members added to root (the
+ * summary's text is printed from them: cli/summary_text.c). */
 void bd_add_json(const breakdown *b, cJSON *root);
 
 #endif

@@ -10,7 +10,9 @@
  *
  * Why the default order is what it is: libraries first (a cuBLAS workspace
  * or an NCCL buffer made during backward must not become a gradient just
- * because AccumulateGrad is further out on the stack); then gradients
+ * because AccumulateGrad is further out on the stack), then FSDP's and
+ * DDP's collectives' buffers (made inside a hook of the backward or a
+ * module's forward, before what those frames would say); then gradients
  * (AccumulateGrad: the .grad buffers, not the temporaries of backward),
  * optimizer state, torch.distributed, KV caches (allocated from inside
  * forward, so before activations), parameters (module moves and inits,
@@ -46,6 +48,8 @@ struct cat_rules {
 static const char *const builtin_names[] = {
     "other", "parameters", "gradients", "optimizer_state", "activations",
     "temporaries", "inputs", "kv_cache", "workspaces", "communication",
+    "all_gather", "reduce_scatter",
+    "graph_pool",
 };
 
 /* The default rules: category, kind, glob a, glob b (NULL = any). */
@@ -66,6 +70,32 @@ static const struct { const char *cat; int kind; const char *a, *b; } defaults[]
     {"communication", K_NATIVE, "*ProcessGroupNCCL*", NULL},
     {"communication", K_NATIVE, "*c10d*Reducer*", NULL},
     {"communication", K_NATIVE, "*SymmetricMemory*", NULL},
+    /* sharded data parallel: FSDP2 (fully_shard) and FSDP1.  The
+     * all-gathers' buffers: the flat output and its copy-in, and the
+     * unsharded parameters copied out of it (foreach_all_gather_copy_out,
+     * FSDPParam.alloc_all_gather_outputs), forward's and backward's (its
+     * hooks keep their Python frames, docs/recorder.md).  The
+     * reduce-scatters': the unsharded gradients copied in and the reduced
+     * shard, which becomes .grad (breakdown.c names a block of theirs that
+     * outlives the backward a gradient).  The sharded parameters that
+     * fully_shard makes are parameters, not communication. */
+    {"all_gather", K_PYTHON, "*/torch/distributed/fsdp/*", "*foreach_all_gather*"},
+    {"all_gather", K_PYTHON, "*/torch/distributed/fsdp/*", "*all_gather_copy_in*"},
+    {"all_gather", K_PYTHON, "*/torch/distributed/fsdp/*", "*alloc_all_gather_outputs"},
+    {"all_gather", K_PYTHON, "*/torch/distributed/fsdp/_flat_param.py", "*_all_gather_flat_param"},
+    {"all_gather", K_PYTHON, "*/torch/distributed/fsdp/_flat_param.py",
+     "*_alloc_padded_unsharded_flat_param"},
+    {"reduce_scatter", K_PYTHON, "*/torch/distributed/fsdp/*", "*foreach_reduce*"},
+    {"reduce_scatter", K_PYTHON, "*/torch/distributed/fsdp/_runtime_utils.py", "*_reduce_grad*"},
+    {"parameters", K_PYTHON, "*/torch/distributed/fsdp/*", "*_init_sharded_param"},
+    {"parameters", K_PYTHON, "*/torch/distributed/fsdp/*", "fully_shard"},
+    {"parameters", K_PYTHON, "*/torch/distributed/fsdp/*", "FullyShardedDataParallel.__init__"},
+    /* DDP's buckets (its constructor, their rebuild before a forward):
+     * only those two, a forward through DDP is the model's */
+    {"communication", K_PYTHON, "*/torch/nn/parallel/distributed.py",
+     "DistributedDataParallel.__init__"},
+    {"communication", K_PYTHON, "*/torch/nn/parallel/distributed.py",
+     "DistributedDataParallel._pre_forward"},
     /* PyTorch training */
     {"gradients", K_NATIVE, "*AccumulateGrad*", NULL},
     {"optimizer_state", K_PYTHON, "*/torch/optim/*", NULL},
@@ -363,16 +393,23 @@ static int py_library(const cat_frame *f)
 }
 
 /* Whether the innermost model-code frame (Python outside PyTorch and the
- * standard library) is a KV cache's code. */
+ * standard library) is a KV cache's code: a serving library's cache file,
+ * or a function whose name says it (allocate_kv_cache, init_kv_caches,
+ * KVCache.__init__: an engine written in plain PyTorch). */
 static int innermost_kv(const cat_frame *frames, int n)
 {
     static const char *const kv[] = {"*/transformers/cache_utils.py", "*/vllm/*kv_cache*",
                                      "*/vllm/*cache_engine.py", "*/sglang/*memory_pool*"};
+    static const char *const kv_fn[] = {"*kv_cache*", "*KVCache*", "*kvcache*", "*KvCache*",
+                                        "*kv_pool*", "*KVPool*"};
     for (int i = 0; i < n; i++) {
         if (!frames[i].python || py_library(&frames[i]))
             continue;
         for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++)
             if (!fnmatch(kv[k], frames[i].file, 0))
+                return 1;
+        for (size_t k = 0; k < sizeof kv_fn / sizeof kv_fn[0]; k++)
+            if (!fnmatch(kv_fn[k], frames[i].fn, 0))
                 return 1;
         return 0;
     }

@@ -5,10 +5,15 @@
  * parameters, gradients, optimizer_state, activations (a forward's memory
  * kept for the backward, or kept), temporaries (memory freed within the
  * phase that made it: forward, backward or optimizer step), inputs,
- * kv_cache, workspaces, communication, other.  For PyTorch's allocated
- * layer breakdown.c decides them from what part of the program made the
- * memory (cat_torch_kind) and when it was freed; the rules below decide
- * the rest (and a user's rules everything they match).  A category is given by rules over frames:
+ * kv_cache, workspaces, communication, all_gather and reduce_scatter
+ * (sharded data parallel's collectives: FSDP's unsharded parameters and
+ * the buffers they are gathered into, the gradients on their way to being
+ * reduced), graph_pool (the blocks of a CUDA graph's private pool: what its
+ * captures hold), other.  For PyTorch's allocated layer breakdown.c decides
+ * them from what part of the program made the memory (cat_torch_kind),
+ * when it was freed and which pool holds it; the rules below decide the
+ * rest (and a user's rules everything they match).  A category is given by
+ * rules over frames:
  *
  *   CATEGORY  python  FILE-GLOB [FUNCTION-GLOB]   a Python frame whose .py
  *                                                 file (and qualified name)

@@ -12,7 +12,7 @@ int sm_lf_touch(sm_leakfinder *m, sm_site *s, uint32_t idx)
         s->snap_ver = m->cand_ver;
     }
     if (s->dirty != m->serial + 1) {
-        if (sm_grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
+        if (msnap_grow((void **)&m->dirty, &m->cap_dirty, m->ndirty,
                  sizeof *m->dirty))
             return -1;
         m->dirty[m->ndirty++] = idx;

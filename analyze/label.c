@@ -1,6 +1,6 @@
 /* Site labels: which frame of a stack names an allocation site, how that
  * frame is written in a legend, and the key that matches a site across
- * snapshots (model.h, sm_site_label & co).
+ * snapshots (label.h, sm_site_label & co).
  *
  * The frame.  Every stack of a real program starts inside the memory
  * runtime (the driver, cudart, PyTorch's caching allocator, memsnap's
@@ -16,7 +16,11 @@
  * the next one outwards names the site).  Any other stack is named by its
  * innermost user frame; without one, by its innermost skipped Python frame
  * (a fallback); without one, by its first frame outside the memory
- * runtime; when every frame is inside it, by the innermost frame.
+ * runtime; when every frame is inside it, by the innermost frame that is
+ * not memsnap's own (siterules.h sr_own: our recorder, plugin and
+ * allocator never name a site; a file before format 1.2 has no autograd
+ * node to name a backward allocation, whose stack is then the runtime's
+ * alone).
  *
  * The name.  Native: "function (file:line)", the function shortened
  * (sm_short_name: demangled when it arrives mangled and __cxa_demangle is
@@ -50,47 +54,65 @@
  * the same are one site (sm_site_group, sm_site_key: the label's hash);
  * no label carries a stack number.
  *
- * Every stack of the file is labelled once, on the first label asked for,
- * into a cache the symbol table holds (symtab.h labels): O(frames) with
- * one classification per distinct ip.
+ * Every stack of the file is labelled once, on the first label asked for
+ * (an_labels: the file keeps them): O(frames) with one classification per
+ * distinct ip.
  */
-#include "model.h"
+#define _GNU_SOURCE        /* RTLD_DEFAULT: glibc before 2.34 declares it only so */
+#include "label.h"
 #include "siterules.h"
+#include "util/hash.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- demangling --------------------------------------------------------- */
 
+/* Found once per process, under a lock: reads on several threads (-j, a
+ * Dask worker's threads) all see the same demangler, so a label never
+ * depends on which thread asked first. */
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+static pthread_mutex_t demangle_mu = PTHREAD_MUTEX_INITIALIZER;
 static int allow_loading;
 static int demangle_tried;
+static _Atomic int demangle_ready;     /* demangle_tried, as readers see it */
 static demangle_fn demangler;
 
 void sm_demangle_allow_loading(int allow)
 {
+    pthread_mutex_lock(&demangle_mu);
     allow_loading = allow;
-    if (allow && demangle_tried && !demangler)
+    if (allow && demangle_tried && !demangler) {
         demangle_tried = 0;   /* look again, now allowed to load */
+        atomic_store(&demangle_ready, 0);
+    }
+    pthread_mutex_unlock(&demangle_mu);
 }
 
 static demangle_fn get_demangler(void)
 {
-    if (demangle_tried)
+    if (atomic_load_explicit(&demangle_ready, memory_order_acquire))
         return demangler;
-    demangle_tried = 1;
-    demangler = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
-    if (!demangler) {
-        int flags = RTLD_LAZY | RTLD_LOCAL | (allow_loading ? 0 : RTLD_NOLOAD);
-        void *h = dlopen("libstdc++.so.6", flags);
-        if (h)
-            demangler = (demangle_fn)dlsym(h, "__cxa_demangle");
-        /* the handle stays open: the demangler lives in it */
+    pthread_mutex_lock(&demangle_mu);
+    if (!demangle_tried) {
+        demangle_tried = 1;
+        demangler = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        if (!demangler) {
+            int flags = RTLD_LAZY | RTLD_LOCAL | (allow_loading ? 0 : RTLD_NOLOAD);
+            void *h = dlopen("libstdc++.so.6", flags);
+            if (h)
+                demangler = (demangle_fn)dlsym(h, "__cxa_demangle");
+            /* the handle stays open: the demangler lives in it */
+        }
+        atomic_store_explicit(&demangle_ready, 1, memory_order_release);
     }
+    pthread_mutex_unlock(&demangle_mu);
     return demangler;
 }
 
@@ -316,6 +338,8 @@ void sm_short_name(const char *fn, char *buf, size_t cap)
 typedef struct lab_ip {
     uint8_t cls, matched, python;   /* enum sr_class; a rule decided; Python frame */
     uint8_t autograd, plumbing;     /* an autograd node; PyTorch passing a call on */
+    uint8_t passes;                 /* a call passed on (sm_frame_passes) */
+    uint8_t own;                    /* memsnap's own frame (sr_own): never names a site */
     const char *file;               /* the sym record's file (the table's string) */
     char *name;                     /* short function, module+0xoff or 0xip */
     char *text;                     /* name (file:line), file as a base name */
@@ -344,7 +368,11 @@ typedef struct lab_site {
     uint32_t group;     /* the sites whose labels read the same are one */
 } lab_site;
 
-typedef struct lab_cache {
+/* The labels of one table (label.h sm_labels). */
+typedef struct sm_labels {
+    const sm_symtab *t;             /* the table labelled (borrowed) */
+    unsigned version;               /* t->version it was built for */
+    int ring;                       /* a ring dump (sm_labels_new) */
     unsigned gen;                   /* sr_generation() it was built for */
     u64map ipix;                    /* ip -> index into ips */
     lab_ip *ips;
@@ -358,10 +386,9 @@ typedef struct lab_cache {
     size_t ngroups;
 } lab_cache;
 
-/* Frees a cache (the table's labels_free). */
-static void cache_free(void *p)
+/* Frees a cache. */
+static void cache_free(lab_cache *c)
 {
-    lab_cache *c = p;
     if (!c)
         return;
     for (size_t i = 0; i < c->nips; i++) {
@@ -383,13 +410,15 @@ static void cache_free(void *p)
     free(c);
 }
 
-/* FNV-1a of a string, continuing from h. */
+/* FNV-1a of a string (util/hash.h), continuing from h. */
 static uint64_t fnv(uint64_t h, const char *s)
 {
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
+    return msnap_fnv1a_str(h, s);
 }
+/* The seed of the label hashes: not FNV's own basis but the one site keys
+ * have had from the start, so that the site_key of an SQLite export (which
+ * joins sites across files, docs/interop.md) stays what earlier exports
+ * wrote. */
 #define FNV0 1469598103934665603ull
 
 /* The cached facts of ip; NULL when out of memory. */
@@ -398,7 +427,7 @@ static const lab_ip *ip_info(lab_cache *c, const sm_symtab *t, uint64_t ip)
     uint64_t *v = u64map_get(&c->ipix, 0, ip);
     if (v)
         return &c->ips[*v];
-    if (sm_grow((void **)&c->ips, &c->cap_ips, c->nips, sizeof *c->ips) ||
+    if (msnap_grow((void **)&c->ips, &c->cap_ips, c->nips, sizeof *c->ips) ||
         u64map_put(&c->ipix, 0, ip, c->nips))
         return NULL;
     lab_ip *d = &c->ips[c->nips++];
@@ -433,8 +462,10 @@ static const lab_ip *ip_info(lab_cache *c, const sm_symtab *t, uint64_t ip)
                   .module = md ? md->path : "", .python = d->python};
     int matched;
     d->cls = (uint8_t)sr_classify(&f, &matched);
+    d->own = (uint8_t)sr_own(&f);
     d->matched = (uint8_t)matched;
     d->plumbing = (uint8_t)(d->cls == SR_TORCH && sr_plumbing(&f));
+    d->passes = (uint8_t)((d->cls == SR_TORCH || d->cls == SR_PYLIB) && sr_plumbing(&f));
     if (d->autograd) {
         /* an autograd node: what the backward was doing */
         snprintf(name, sizeof name, "%s", fn[0] ? fn : "autograd node");
@@ -747,6 +778,10 @@ err:
 static lab_cache *cache_build(const sm_symtab *t)
 {
     lab_cache *c = calloc(1, sizeof *c);
+    if (c) {
+        c->t = t;
+        c->version = t->version;
+    }
     int maxd = 1;
     for (size_t s = 0; s < t->nstacks; s++)
         if (t->stacks[s].depth > maxd)
@@ -771,8 +806,12 @@ static lab_cache *cache_build(const sm_symtab *t)
         for (int i = 0; i < st->depth; i++)
             fr[i] = ip_info(c, t, st->ips[i]);
         stack_classes(fr, st->depth, cls);
-        int kf = -1, user = -1, pylib = -1, pyskip = -1;
+        int kf = -1, user = -1, pylib = -1, pyskip = -1, notown = -1;
         for (int i = 0; i < st->depth; i++) {
+            if (!fr[i]->own && notown < 0)
+                notown = i;
+            if (fr[i]->own)
+                continue;   /* never names a site (label.h), whatever the rules say */
             if (cls[i] != SR_RUNTIME && kf < 0)
                 kf = i;
             if (cls[i] == SR_USER && user < 0)
@@ -783,7 +822,9 @@ static lab_cache *cache_build(const sm_symtab *t)
                 pyskip = i;
         }
         ls->kf = kf < 0 ? 0 : kf;
-        ls->lf = user >= 0 ? user : pylib >= 0 ? pylib : pyskip >= 0 ? pyskip : ls->kf;
+        /* every frame the runtime's: the innermost that is not ours names it */
+        int rt = kf >= 0 ? kf : notown >= 0 ? notown : 0;
+        ls->lf = user >= 0 ? user : pylib >= 0 ? pylib : pyskip >= 0 ? pyskip : rt;
         char pbase[SM_LABEL_MAX];
         int plf, pend;
         size_t pcut = 0;
@@ -796,8 +837,10 @@ static lab_cache *cache_build(const sm_symtab *t)
         }
         uint64_t key = FNV0;
         for (int i = ls->kf; i <= ls->end; i++)
-            for (int b = 0; b < 64; b += 8)
-                key = (key ^ ((fr[i]->h1 >> b) & 0xff)) * 1099511628211ull;
+            for (int b = 0; b < 64; b += 8) {
+                unsigned char byte = (unsigned char)(fr[i]->h1 >> b);
+                key = msnap_fnv1a(key, &byte, 1);
+            }
         uint64_t *v = u64map_get(&c->keyix, 0, key);
         if (v) {
             ls->site = (uint32_t)*v;
@@ -805,7 +848,7 @@ static lab_cache *cache_build(const sm_symtab *t)
                 c->sites[*v].min_id = st->id;
             continue;
         }
-        if (sm_grow((void **)&c->sites, &c->cap_sites, c->nsites, sizeof *c->sites) ||
+        if (msnap_grow((void **)&c->sites, &c->cap_sites, c->nsites, sizeof *c->sites) ||
             u64map_put(&c->keyix, 0, key, c->nsites))
             goto err;
         c->sites[c->nsites] = (lab_site){.key = key, .rep = s, .min_id = st->id,
@@ -867,85 +910,92 @@ err:
     return NULL;
 }
 
-/* The table's label cache, built (or rebuilt after the rules changed) on
- * first use; NULL when out of memory. */
-static lab_cache *cache_of(const sm_model *m)
+sm_labels *sm_labels_new(const sm_symtab *t, int ring)
 {
-    /* The cache is not part of the table's value: filling it through the
-     * const pointer every reader holds is safe (the table is never const
-     * itself, and the CLI labels from one thread). */
-    sm_symtab *t = (sm_symtab *)sm_symtab_of(m);
-    lab_cache *c = t->labels;
-    if (c && c->gen == sr_generation())
-        return c;
+    lab_cache *c = cache_build(t);
     if (c)
-        t->labels_free(c);
-    t->labels = c = cache_build(t);
-    t->labels_free = cache_free;
+        c->ring = ring;
     return c;
 }
 
-/* The cached stack of an id, NULL when unknown, empty or out of memory. */
-static const lab_stack *stack_of(const sm_model *m, uint32_t stack, lab_cache **cp)
+void sm_labels_free(sm_labels *l)
 {
-    lab_cache *c = cache_of(m);
-    *cp = c;
-    if (!c || !stack)
-        return NULL;
-    const sm_symtab *t = sm_symtab_of(m);
-    uint64_t *v = u64map_get(&t->stack_map, 0, stack);
-    if (!v || c->st[*v].lf < 0)
-        return NULL;
-    return &c->st[*v];
+    cache_free(l);
 }
 
-void sm_site_label(const sm_model *m, uint32_t stack, char *buf, size_t cap)
+int sm_labels_current(const sm_labels *l)
+{
+    return l && l->gen == sr_generation() && l->version == l->t->version;
+}
+
+/* The labelled stack of an id, NULL when unknown or empty (or l NULL). */
+static const lab_stack *stack_of(const sm_labels *l, uint32_t stack)
+{
+    if (!l || !stack)
+        return NULL;
+    uint64_t *v = u64map_get(&l->t->stack_map, 0, stack);
+    if (!v || l->st[*v].lf < 0)
+        return NULL;
+    return &l->st[*v];
+}
+
+void sm_site_label(const sm_labels *l, uint32_t stack, char *buf, size_t cap)
 {
     if (!cap)
         return;
     if (!stack) {
         /* Pre-window allocations known only from a free carry no stack. */
-        snprintf(buf, cap, "%s", sm_ring_mode(m)
+        snprintf(buf, cap, "%s", l && l->ring
                                      ? "(no stack: allocated before the event window)"
                                      : "(no stack)");
         return;
     }
-    lab_cache *c;
-    const lab_stack *ls = stack_of(m, stack, &c);
+    const lab_stack *ls = stack_of(l, stack);
     if (!ls) {
         snprintf(buf, cap, "stack %" PRIu32, stack);
         return;
     }
-    snprintf(buf, cap, "%s", c->sites[ls->site].label);
+    snprintf(buf, cap, "%s", l->sites[ls->site].label);
 }
 
-void sm_site_labels(const sm_model *m, const uint32_t *stacks, int n,
+void sm_site_labels(const sm_labels *l, const uint32_t *stacks, int n,
                     char (*labels)[SM_LABEL_MAX])
 {
     for (int i = 0; i < n; i++)
-        sm_site_label(m, stacks[i], labels[i], SM_LABEL_MAX);
+        sm_site_label(l, stacks[i], labels[i], SM_LABEL_MAX);
 }
 
-int sm_runtime_frames(const sm_model *m, uint32_t stack)
+int sm_runtime_frames(const sm_labels *l, uint32_t stack)
 {
-    lab_cache *c;
-    const lab_stack *ls = stack_of(m, stack, &c);
+    const lab_stack *ls = stack_of(l, stack);
     return ls ? ls->kf : 0;
 }
 
-uint32_t sm_site_group(const sm_model *m, uint32_t stack)
+int sm_frame_passes(const sm_labels *l, uint32_t stack, int i)
 {
-    lab_cache *c;
-    const lab_stack *ls = stack_of(m, stack, &c);
-    return ls ? c->sites[ls->site].group : UINT32_MAX;
+    if (!l || !stack || i < 0)
+        return 0;
+    uint64_t *v = u64map_get(&l->t->stack_map, 0, stack);
+    if (!v || *v >= l->t->nstacks)
+        return 0;
+    const sm_stack_rec *st = &l->t->stacks[*v];
+    if (i >= st->depth)
+        return 0;
+    uint64_t *k = u64map_get(&l->ipix, 0, st->ips[i]);
+    return k && !l->ips[*k].autograd ? l->ips[*k].passes : 0;
 }
 
-uint64_t sm_site_key(const sm_model *m, uint32_t stack)
+uint32_t sm_site_group(const sm_labels *l, uint32_t stack)
 {
-    lab_cache *c;
-    const lab_stack *ls = stack_of(m, stack, &c);
+    const lab_stack *ls = stack_of(l, stack);
+    return ls ? l->sites[ls->site].group : UINT32_MAX;
+}
+
+uint64_t sm_site_key(const sm_labels *l, uint32_t stack)
+{
+    const lab_stack *ls = stack_of(l, stack);
     if (ls)
-        return c->gkey[c->sites[ls->site].group];
+        return l->gkey[l->sites[ls->site].group];
     const char *s = stack ? "unknown stack" : "no stack";
     return fnv(FNV0, s) ^ stack;
 }

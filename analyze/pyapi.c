@@ -10,8 +10,8 @@
  *   state   a moment (analysis.h an_moment) marked after every event at or
  *           before the time asked (render --at's rule), or at the peak of
  *           the allocated layer (reserved without blocks), or at the first
- *           OOM; the findings model (model.h) labels its objects, as
- *           `memsnap summary` and `render` label their sites.
+ *           OOM; its objects are labelled by the file's labels (label.h,
+ *           an_labels), as `memsnap summary` and `render` label their sites.
  * The sites themselves are the summary's (mpy_summary: its top sites with
  * every site asked for), so they are defined, grouped and ranked once.
  *
@@ -29,10 +29,13 @@
 
 #include "analysis.h"
 #include "category.h"
+#include "job.h"
+#include "metrics.h"
 #include "model.h"
 #include "report.h"
-#include "state.h"
+#include "format/state.h"
 #include "symtab.h"
+#include "util/hash.h"
 
 #define MPY_API __attribute__((visibility("default")))
 
@@ -67,6 +70,8 @@ struct mpy_result {
     mpy_table_t tab[MPY_MAX_TABLES];
     int ntab;
     char *info;
+    char *summary;         /* mpy_read_all: the summary's JSON text */
+    int summary_rc;        /* its exit status: 0, 1 (an OOM) */
 };
 
 static mpy_table_t *table_new(mpy_result *r, const char *name)
@@ -269,7 +274,10 @@ static int ev_end(void *ctx, an_file *f)
     uint64_t rows = e->t->rows;
     if (!st->npre || !rows || !f->pre_freed)
         return 0;
-    int64_t *d = calloc(2 * (rows + 1), sizeof *d);
+    /* 128-bit: the sizes of a hostile file add up past 2^64 (a signed
+     * 64-bit sum overflowed, UB, and the column wrapped); a level past
+     * 2^64 - 1 reads 2^64 - 1, as the state's saturating levels do */
+    __int128 *d = calloc(2 * (rows + 1), sizeof *d);
     if (!d)
         return -1;
     for (size_t k = 0; k < st->npre; k++) {
@@ -283,15 +291,17 @@ static int ev_end(void *ctx, an_file *f)
                      : f->pre_freed[k] ? f->pre_freed[k] - 1 : 0;
         if (end > rows)
             end = rows;
-        d[col * (rows + 1)] += (int64_t)o->size;
-        d[col * (rows + 1) + end] -= (int64_t)o->size;
+        d[col * (rows + 1)] += (__int128)o->size;
+        d[col * (rows + 1) + end] -= (__int128)o->size;
     }
-    int64_t run[2] = {0, 0};
+    __int128 run[2] = {0, 0};
+    const __int128 top = (__int128)UINT64_MAX;
     for (uint64_t i = 0; i < rows; i++) {
         run[0] += d[i];
         run[1] += d[rows + 1 + i];
-        e->res[i] += (uint64_t)run[0];
-        e->alc[i] += (uint64_t)run[1];
+        __int128 r = (__int128)e->res[i] + run[0], a = (__int128)e->alc[i] + run[1];
+        e->res[i] = r > top ? UINT64_MAX : r < 0 ? 0 : (uint64_t)r;
+        e->alc[i] = a > top ? UINT64_MAX : a < 0 ? 0 : (uint64_t)a;
     }
     free(d);
     return 0;
@@ -388,20 +398,12 @@ typedef struct cat_index {
     size_t cap;
 } cat_index;
 
-static uint64_t fnv(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* The code of s (a new category when it is new).  0 ok, -1 out of
  * memory.  Two strings with one hash (never seen): the second gets a
  * code, and later equal ones get that code again only through a scan. */
 static int cat_code(cat_index *x, const char *s, int32_t *code)
 {
-    uint64_t h = fnv(s);
+    uint64_t h = msnap_fnv1a_str(MSNAP_FNV_BASIS, s);
     uint64_t *v = u64map_get(&x->by_hash, 1, h);
     if (v && strcmp(x->c->text + x->off[*v], s) == 0) {
         *code = (int32_t)*v;
@@ -436,7 +438,7 @@ static void cat_index_free(cat_index *x)
 }
 
 /* The "state" table from the moment's objects. */
-static int state_table(mpy_result *r, const an_file *f, const sm_model *m, at_reader *a,
+static int state_table(mpy_result *r, an_file *f, at_reader *a,
                        uint64_t *ev_idx, uint64_t *t_ns)
 {
     mpy_table_t *t = table_new(r, "state");
@@ -492,7 +494,7 @@ static int state_table(mpy_result *r, const an_file *f, const sm_model *m, at_re
         if (v) {
             code = (int32_t)*v;
         } else {
-            sm_site_label(m, o->stack, lab, sizeof lab);
+            sm_site_label(an_labels(f), o->stack, lab, sizeof lab);
             if (cat_code(&labels, lab, &code) ||
                 u64map_put(&by_stack, 1, o->stack, (uint64_t)code)) {
                 rc = -1;
@@ -518,7 +520,6 @@ MPY_API mpy_result *mpy_read(const char *path, unsigned want, const char *at, ch
     mpy_result *r = calloc(1, sizeof *r);
     an_file f;
     an_init(&f, path);
-    sm_model *m = NULL;
     ev_reader ev = {0};
     at_reader ar = {0};
     char why[512];
@@ -532,12 +533,8 @@ MPY_API mpy_result *mpy_read(const char *path, unsigned want, const char *at, ch
         snprintf(err, errlen, "%s: %s", path, why);
         goto fail;
     }
-    if (want & MPY_STATE) {
-        sm_opts mo = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
+    if (want & MPY_STATE)
         sm_demangle_allow_loading(1);          /* as the CLI: labels read the same */
-        if (!(m = sm_new(&mo)) || sm_attach(m, &f))
-            goto oom;
-    }
     if (want & MPY_EVENTS) {
         an_observer o = {.ctx = &ev, .record = ev_record, .event_before = ev_before,
                          .change = ev_change, .end = ev_end};
@@ -555,12 +552,14 @@ MPY_API mpy_result *mpy_read(const char *path, unsigned want, const char *at, ch
     if (an_read(&f, err, errlen) != 0)
         goto fail;
     uint64_t at_idx = 0, at_t = 0;
-    if ((want & MPY_STATE) && state_table(r, &f, m, &ar, &at_idx, &at_t))
+    if ((want & MPY_STATE) && state_table(r, &f, &ar, &at_idx, &at_t))
         goto oom;
     cJSON *info = cJSON_CreateObject();
     if (!info)
         goto oom;
     msnap_json_u64(info, "events", f.ev_idx);
+    if (f.have_first)
+        msnap_json_u64(info, "first_t_ns", f.t_first);
     cJSON_AddBoolToObject(info, "allocated_seen", f.st.allocated_seen);
     cJSON_AddBoolToObject(info, "truncated", f.truncated);
     if (want & MPY_STATE) {
@@ -573,7 +572,6 @@ MPY_API mpy_result *mpy_read(const char *path, unsigned want, const char *at, ch
     cJSON_Delete(info);
     if (!r->info)
         goto oom;
-    sm_free(m);
     an_free(&f);
     return r;
 oom:
@@ -581,10 +579,135 @@ oom:
 fail:
     if (oom)
         snprintf(err, errlen, "%s: out of memory", path);
-    sm_free(m);
     an_free(&f);
     mpy_free(r);
     return NULL;
+}
+
+/* ---- one read for the tables and the summary (mpy_read_all) ------------- */
+
+typedef struct all_ctx {
+    mpy_result *r;
+    unsigned want;
+    ev_reader ev;
+    at_reader ar;
+    int failed;
+} all_ctx;
+
+static int all_attach(void *ctx, an_file *f)
+{
+    all_ctx *c = ctx;
+    if (c->want & MPY_EVENTS) {
+        an_observer o = {.ctx = &c->ev, .record = ev_record, .event_before = ev_before,
+                         .change = ev_change, .end = ev_end};
+        if (ev_table(c->r, &c->ev) || table_reserve(c->ev.t, 1) || an_observe(f, &o))
+            return -1;
+        ev_arrays(&c->ev);
+    }
+    if (c->want & MPY_STATE) {
+        an_observer o = {.ctx = &c->ar, .record = at_record};
+        if (!(c->ar.k = an_moment_new(f)) || an_observe(f, &o))
+            return -1;
+        if (c->ar.at == AT_TIME)
+            an_moment_mark(c->ar.k);
+    }
+    return 0;
+}
+
+static int all_done(void *ctx, const an_file *cf, const struct sm_model *m, cJSON *root)
+{
+    (void)m;
+    (void)root;
+    all_ctx *c = ctx;
+    an_file *f = (an_file *)cf;   /* the moment's objects are read, nothing changed */
+    uint64_t at_idx = 0, at_t = 0;
+    if ((c->want & MPY_STATE) && state_table(c->r, f, &c->ar, &at_idx, &at_t))
+        return -1;
+    cJSON *info = cJSON_CreateObject();
+    if (!info)
+        return -1;
+    msnap_json_u64(info, "events", f->ev_idx);
+    if (f->have_first)
+        msnap_json_u64(info, "first_t_ns", f->t_first);
+    cJSON_AddBoolToObject(info, "allocated_seen", f->st.allocated_seen);
+    cJSON_AddBoolToObject(info, "truncated", f->truncated);
+    if (c->want & MPY_STATE) {
+        cJSON *a = cJSON_AddObjectToObject(info, "at");
+        msnap_json_u64(a, "event_index", at_idx);
+        msnap_json_u64(a, "t_ns", at_t);
+        cJSON_AddBoolToObject(a, "found", c->ar.at != AT_OOM || c->ar.found);
+    }
+    c->r->info = cJSON_PrintUnformatted(info);
+    cJSON_Delete(info);
+    return c->r->info ? 0 : -1;
+}
+
+MPY_API mpy_result *mpy_read_all(const char *path, unsigned want, const char *at, int top,
+                                 int marks, const char *rules_path, char *err, size_t errlen)
+{
+    mpy_result *r = calloc(1, sizeof *r);
+    cat_rules *rules = cat_rules_new();
+    all_ctx c = {.r = r, .want = want};
+    cJSON *root = NULL;
+    char why[512];
+    if (!r || !rules) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
+    if ((want & MPY_STATE) && at_parse(&c.ar, at, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        goto fail;
+    }
+    if (rules_path && *rules_path && cat_rules_load(rules, rules_path, err, errlen) != 0)
+        goto fail;
+    sm_demangle_allow_loading(1);              /* as `memsnap summary` */
+    msnap_summary_opts o = {.marks = marks, .top = top, .rules = rules,
+                            .attach = all_attach, .done = all_done, .ctx = &c};
+    int rc = msnap_summarize(path, &o, &root, NULL, err, errlen);
+    if (rc == 2)
+        goto fail;
+    r->summary = cJSON_PrintUnformatted(root);
+    r->summary_rc = rc;
+    cJSON_Delete(root);
+    root = NULL;
+    if (!r->summary) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
+    cat_rules_free(rules);
+    return r;
+fail:
+    cJSON_Delete(root);
+    cat_rules_free(rules);
+    mpy_free(r);
+    return NULL;
+}
+
+MPY_API const char *mpy_result_summary(const mpy_result *r, int *rc)
+{
+    if (rc)
+        *rc = r ? r->summary_rc : 2;
+    return r && r->summary ? r->summary : NULL;
+}
+
+/* The progress hook of the reads (format.h msnap_progress): fn gets each
+ * report (what, done, total; done = UINT64_MAX at the end); NULL: none. */
+typedef void (*mpy_progress_fn)(const char *what, uint64_t done, uint64_t total);
+static mpy_progress_fn progress_fn;
+
+static void progress_hook(void *ctx, const char *what, uint64_t done, uint64_t total,
+                          int bytes)
+{
+    (void)ctx;
+    (void)bytes;
+    if (progress_fn)
+        progress_fn(what, done, total);
+}
+
+MPY_API void mpy_set_progress(mpy_progress_fn fn)
+{
+    progress_fn = fn;
+    msnap_set_progress(fn ? progress_hook : NULL, NULL);
 }
 
 MPY_API void mpy_free(mpy_result *r)
@@ -594,6 +717,7 @@ MPY_API void mpy_free(mpy_result *r)
     for (int i = 0; i < r->ntab; i++)
         table_free(&r->tab[i]);
     cJSON_free(r->info);
+    cJSON_free(r->summary);
     free(r);
 }
 
@@ -707,6 +831,49 @@ MPY_API char *mpy_summary(const char *path, int top, int marks, const char *rule
     return text;
 }
 
+MPY_API char *mpy_job_file(const char *path, int *rc, char *err, size_t errlen)
+{
+    cJSON *rec = NULL;
+    char *text = NULL;
+    sm_demangle_allow_loading(1);              /* as `memsnap job` */
+    *rc = job_read_file(path, NULL, &rec, err, errlen);
+    if (*rc != 2) {
+        text = cJSON_PrintUnformatted(rec);
+        if (!text) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            *rc = 2;
+        }
+    }
+    cJSON_Delete(rec);
+    return text;
+}
+
+MPY_API char *mpy_job_reduce(const char *records, char *err, size_t errlen)
+{
+    cJSON *a = job_parse(records);
+    char *text = NULL;
+    if (!cJSON_IsArray(a)) {
+        snprintf(err, errlen, "the rank records are not a JSON array");
+        cJSON_Delete(a);
+        return NULL;
+    }
+    int n = cJSON_GetArraySize(a), i = 0;
+    cJSON **recs = malloc(((size_t)n + 1) * sizeof *recs);
+    const cJSON *x;
+    if (recs) {
+        cJSON_ArrayForEach(x, a)
+            recs[i++] = (cJSON *)x;
+        cJSON *job = job_reduce(recs, n);
+        text = job ? cJSON_PrintUnformatted(job) : NULL;
+        cJSON_Delete(job);
+    }
+    if (!text)
+        snprintf(err, errlen, "out of memory");
+    free(recs);
+    cJSON_Delete(a);
+    return text;
+}
+
 MPY_API void mpy_free_text(char *text)
 {
     cJSON_free(text);
@@ -715,4 +882,30 @@ MPY_API void mpy_free_text(char *text)
 MPY_API const char *mpy_version(void)
 {
     return MEMSNAP_VERSION;
+}
+
+/* ---- memsnap.record(..., metrics=PORT) ------------------------------------ */
+
+MPY_API void *mpy_metrics_start(const char *spec, const char *path, const char *rank,
+                                char *err, size_t errlen)
+{
+    an_metrics *m = an_metrics_listen(spec, err, errlen);
+    if (!m)
+        return NULL;
+    if (an_metrics_start(m, NULL, path, rank) != 0) {
+        snprintf(err, errlen, "cannot start the metrics thread");
+        an_metrics_stop(m);
+        return NULL;
+    }
+    return m;
+}
+
+MPY_API const char *mpy_metrics_address(void *m)
+{
+    return m ? an_metrics_address(m) : "";
+}
+
+MPY_API void mpy_metrics_stop(void *m)
+{
+    an_metrics_stop(m);
 }

@@ -59,6 +59,20 @@ mpy_result *mpy_read(const char *path, unsigned want, const char *at, char *err,
                      size_t errlen);
 void mpy_free(mpy_result *r);
 
+/* mpy_read and mpy_summary in ONE read of the file: the tables of want
+ * (as mpy_read, at for MPY_STATE) and the summary's JSON (as mpy_summary
+ * with top, marks, rules_path), taken from the same an_file (report.h's
+ * attach and done hooks), so a Python Snapshot reads a file once for
+ * what most sessions ask first.  NULL on failure with "PATH: why". */
+mpy_result *mpy_read_all(const char *path, unsigned want, const char *at, int top,
+                         int marks, const char *rules_path, char *err, size_t errlen);
+/* Its summary's JSON text (the result owns it) and exit status (0, 1 an
+ * OOM); NULL for a result of mpy_read. */
+const char *mpy_result_summary(const mpy_result *r, int *rc);
+/* A hook for the reads' progress (format.h "Progress": what, done,
+ * total; done UINT64_MAX at the end); NULL: none.  Process-wide. */
+void mpy_set_progress(void (*fn)(const char *what, uint64_t done, uint64_t total));
+
 /* The index of a table by name, -1 when the result has none. */
 int mpy_table(const mpy_result *r, const char *name);
 uint64_t mpy_rows(const mpy_result *r, int table);
@@ -90,6 +104,27 @@ const char *mpy_info(const mpy_result *r);
 char *mpy_summary(const char *path, int top, int marks, const char *rules_path, int *rc,
                   char *err, size_t errlen);
 void mpy_free_text(char *text);
+
+/* The job view's map and reduce (job.h), for memsnap.job() on Dask workers
+ * or local processes: mpy_job_file reads one snapshot into its rank record
+ * (JSON text; *rc 0, 1 an OOM, 2 NULL with "PATH: why" in err), a few KiB
+ * that travel to where the reduce runs; mpy_job_reduce takes a JSON array
+ * of records (in file order) and returns the job object `memsnap job
+ * --json` prints (NULL with the reason in err).  Free both with
+ * mpy_free_text. */
+char *mpy_job_file(const char *path, int *rc, char *err, size_t errlen);
+char *mpy_job_reduce(const char *records, char *err, size_t errlen);
+/* Prometheus metrics of the recording at path served from a thread of
+ * this process (metrics.h; memsnap.record(..., metrics=PORT)): spec is
+ * [ADDR:]PORT, rank the rank label ("" none).  The port is bound here: a
+ * handle, or NULL with one line in err (a bad address, a taken port).
+ * The thread follows path from the moment it exists. */
+void *mpy_metrics_start(const char *spec, const char *path, const char *rank, char *err,
+                        size_t errlen);
+/* "ADDR:PORT" as bound. */
+const char *mpy_metrics_address(void *m);
+/* Stops serving and frees the handle (NULL is fine). */
+void mpy_metrics_stop(void *m);
 
 /* memsnap's version ("0.1.0"). */
 const char *mpy_version(void);

@@ -4,10 +4,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "human.h"
+#include "util/human.h"
 #include <string.h>
-
-#include "summary.h"
 
 int ranks_highest(const rank_file *f, int n)
 {
@@ -66,33 +64,6 @@ static int diff_sites(const rank_file *hi, const rank_file *nx, size_t *idx)
 static double pct(uint64_t a, uint64_t b)
 {
     return b ? 100.0 * (double)(a - b) / (double)b : 0.0;
-}
-
-void ranks_print_text(const rank_file *f, int n)
-{
-    char a[32], b[32], c[32];
-    int hi = ranks_highest(f, n), nx = next_highest(f, n, hi);
-    if (nx < 0)
-        return;
-    uint64_t d = f[hi].peak - f[nx].peak;
-    (void)a;
-    printf("  by %s", msnap_size_text(d, b, sizeof b));
-    if (f[nx].peak)
-        printf(" (%.1f%%)", pct(f[hi].peak, f[nx].peak));
-    printf(" above the next highest, %s (%s)\n", f[nx].path,
-           msnap_size_text(f[nx].peak, c, sizeof c));
-    size_t idx[RANK_SHOWN];
-    int k = d ? diff_sites(&f[hi], &f[nx], idx) : 0;
-    if (k)
-        printf("sites higher on %s than on %s:\n", f[hi].path, f[nx].path);
-    for (int i = 0; i < k; i++) {
-        const rank_site *s = &f[hi].sites[idx[i]];
-        uint64_t o = site_peak(&f[nx], s->label);
-        printf("  +%-11s %s (peak %s vs %s)\n",
-               msnap_size_text(s->peak - o, a, sizeof a), s->label,
-               msnap_size_text(s->peak, b, sizeof b),
-               msnap_size_text(o, c, sizeof c));
-    }
 }
 
 /* Adds key: v as an exact JSON integer. */

@@ -36,13 +36,10 @@ typedef struct rank_file {
 /* Index of the file with the highest peak (the first of equals). */
 int ranks_highest(const rank_file *f, int n);
 
-/* Text: "highest peak: ..., X (P%) above the next highest ..." and the
- * sites that make the difference.  Needs n >= 2. */
-void ranks_print_text(const rank_file *f, int n);
-
-/* The same as members of root: "highest_peak" {file, peak, next_file,
+/* The comparison as members of root (`memsnap summary --each` prints
+ * them: cli/summary_text.c): "highest_peak" {file, peak, next_file,
  * next_peak, above_next, above_next_pct, sites: [{label, peak,
- * peak_next, difference}]}. */
+ * peak_next, difference}]}; nothing when n < 2. */
 void ranks_add_json(const rank_file *f, int n, cJSON *root);
 
 #endif

@@ -7,12 +7,14 @@
  * exact only below 2^53).
  */
 #include "report.h"
+#include "pools.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "atpeak.h"
 #include "findings.h"
 #include "model.h"
 #include "summary.h"
@@ -118,8 +120,11 @@ static cJSON *json_fail(const sm_model *m, const sum_fail *f, int is_free)
     cJSON_AddStringToObject(o, "api", msnap_api_name(f->api));
     cJSON_AddNumberToObject(o, "result", f->result);
     cJSON_AddNumberToObject(o, "stack", f->stack);
+    char lab[SM_LABEL_MAX];
+    sm_site_label(sm_labels_of(m), f->stack, lab, sizeof lab);
+    cJSON_AddStringToObject(o, "label", lab);
     /* the memory runtime's frames lead; listings start after them */
-    cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(m, f->stack));
+    cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(sm_labels_of(m), f->stack));
     cJSON_AddItemToObject(o, "frames", json_frames(m, f->stack));
     return o;
 }
@@ -127,7 +132,7 @@ static cJSON *json_fail(const sm_model *m, const sum_fail *f, int is_free)
 
 /* Adds "layer": [sites by peak] (null for the allocated layer when the
  * file has no blocks). */
-static const sm_model *sort_groups_model; /* qsort has no context argument */
+static _Thread_local const sm_model *sort_groups_model; /* qsort has no context argument; one per thread (-j) */
 
 static int cmp_group(const void *a, const void *b)
 {
@@ -170,7 +175,7 @@ static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
     for (size_t i = 0; i < n && (int)i < top; i++) {
         const sm_group *x = &g[order[i]];
         char lab[SM_LABEL_MAX];
-        sm_site_label(m, x->stack, lab, sizeof lab);
+        sm_site_label(sm_labels_of(m), x->stack, lab, sizeof lab);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "stack", x->stack);
         cJSON_AddStringToObject(o, "label", lab);
@@ -188,7 +193,7 @@ static void json_sites(cJSON *ts, const summary *s, const sm_model *m,
             cJSON_AddStringToObject(o, "library",
                                     cat_library_stack(sm_symtab_of(m), x->stack, lib, sizeof lib));
         }
-        cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(m, x->stack));
+        cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(sm_labels_of(m), x->stack));
         cJSON_AddItemToObject(o, "frames", json_frames(m, x->stack));
         cJSON_AddItemToArray(ta, o);
     }
@@ -227,6 +232,9 @@ static cJSON *json_findings(sm_model *m)
         const sm_site *st = &sites[leaks[i].site];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "stack", st->stack);
+        char lab[SM_LABEL_MAX];
+        sm_site_label(sm_labels_of(m), st->stack, lab, sizeof lab);
+        cJSON_AddStringToObject(o, "label", lab);
         cJSON_AddStringToObject(o, "kind", msnap_action_name(st->kind));
         cJSON_AddNumberToObject(o, "device", st->device == SM_DEV_UNKNOWN ? -1 : st->device);
         msnap_json_u64(o, "first_valley_bytes", leaks[i].first);
@@ -234,7 +242,7 @@ static cJSON *json_findings(sm_model *m)
         msnap_json_u64(o, "rises", leaks[i].rises);
         msnap_json_u64(o, "falls", leaks[i].falls);
         msnap_json_u64(o, "live_at_end", st->live);
-        cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(m, st->stack));
+        cJSON_AddNumberToObject(o, "runtime_frames", sm_runtime_frames(sm_labels_of(m), st->stack));
         cJSON_AddItemToObject(o, "frames", json_frames(m, st->stack));
         cJSON_AddItemToArray(la, o);
     }
@@ -308,8 +316,74 @@ static cJSON *json_findings(sm_model *m)
     return f;
 }
 
+/* [{"category", "bytes"}] of the non-zero ones, largest first (ties in
+ * the rules' order). */
+static cJSON *json_cats(const uint64_t *cat, const cat_rules *rules)
+{
+    cJSON *a = cJSON_CreateArray();
+    int order[CAT_MAX], n = 0;
+    for (int c = 0; rules && c < CAT_MAX && c < cat_count(rules); c++)
+        if (cat[c])
+            order[n++] = c;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && cat[order[j]] > cat[order[j - 1]]; j--) {
+            int x = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = x;
+        }
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "category", cat_name(rules, order[i]));
+        msnap_json_u64(o, "bytes", cat[order[i]]);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+/* "at_peak": what was live at the peak by site (atpeak.h), the first top
+ * sites; null when nothing ever lived. */
+static cJSON *json_at_peak(const sm_model *m, const ap_result *ap, const cat_rules *rules,
+                           int top)
+{
+    if (!ap->found)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "layer", msnap_layer_name(ap->layer));
+    msnap_json_u64(o, "event_index", ap->event_index);
+    msnap_json_u64(o, "t_ns", ap->t_ns);
+    msnap_json_u64(o, "bytes", ap->bytes);
+    msnap_json_u64(o, "objects", ap->objects);
+    msnap_json_u64(o, "sites_total", ap->nsites);
+    cJSON_AddItemToObject(o, "categories", json_cats(ap->cat, rules));
+    cJSON *sa = cJSON_AddArrayToObject(o, "sites");
+    size_t ng;
+    const sm_group *g = sm_groups(m, &ng);
+    for (size_t i = 0; i < ap->nsites && (int)i < top; i++) {
+        const ap_site *x = &ap->sites[i];
+        if (x->grp >= ng)
+            continue;
+        const sm_group *y = &g[x->grp];
+        char lab[SM_LABEL_MAX];
+        sm_site_label(sm_labels_of(m), y->stack, lab, sizeof lab);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "label", lab);
+        cJSON_AddNumberToObject(e, "stack", y->stack);
+        cJSON_AddStringToObject(e, "kind", msnap_action_name(y->kind));
+        cJSON_AddNumberToObject(e, "device", y->device == MSNAP_ST_HOST ? -1 : y->device);
+        msnap_json_u64(e, "bytes", x->bytes);
+        msnap_json_u64(e, "objects", x->objects);
+        cJSON_AddNumberToObject(e, "stacks", y->nmembers);
+        cJSON_AddItemToObject(e, "categories", json_cats(x->cat, rules));
+        cJSON_AddNumberToObject(e, "runtime_frames", sm_runtime_frames(sm_labels_of(m), y->stack));
+        cJSON_AddItemToObject(e, "frames", json_frames(m, y->stack));
+        cJSON_AddItemToArray(sa, e);
+    }
+    return o;
+}
+
 /* Builds the whole JSON object; NULL when out of memory. */
-static cJSON *build_json(summary *s, sm_model *m, const char *path, int top)
+static cJSON *build_json(summary *s, sm_model *m, const char *path, int top,
+                         const ap_result *ap, const cat_rules *rules)
 {
     cJSON *root = cJSON_CreateObject();
     char cmd[2048];
@@ -324,6 +398,8 @@ static cJSON *build_json(summary *s, sm_model *m, const char *path, int top)
     for (int i = 0; i < s->argc; i++)
         cJSON_AddItemToArray(argv, cJSON_CreateString(s->argv[i]));
     msnap_json_u64(h, "pid", s->pid);
+    if (s->has_rank)
+        cJSON_AddNumberToObject(h, "rank", (double)s->rank);
     cJSON_AddStringToObject(h, "host", s->host);
     cJSON_AddStringToObject(h, "mode", s->mode);
     msnap_json_u64(h, "t0_unix_ns", s->t0_unix_ns);
@@ -433,6 +509,7 @@ static cJSON *build_json(summary *s, sm_model *m, const char *path, int top)
     for (size_t k = 0; k < sizeof site_layers / sizeof site_layers[0]; k++)
         json_sites(ts, s, m, site_layers[k], top);
 
+    cJSON_AddItemToObject(root, "at_peak", json_at_peak(m, ap, rules, top));
     cJSON_AddItemToObject(root, "findings", json_findings(m));
     msnap_json_u64(root, "nvtx_marks", s->n_marks);
     if (s->want_marks) {
@@ -472,25 +549,46 @@ int msnap_summarize(const char *path, const msnap_summary_opts *o, cJSON **root,
     an_init(&f, path);
     sm_opts mo = {.top = 8, .columns = 0, .at = SM_AT_DEFAULT};
     sm_model *m = sm_new(&mo);
-    breakdown *bd = bd_new(rules);
+    breakdown *bd = o->no_breakdown ? NULL : bd_new(rules);
+    ap_result ap = {0};
+    pl_pools *pl = pl_new();
     int rc = 0;
-    if (!m || !bd || summary_attach(&s, &f) || sm_attach(m, &f) || bd_attach(bd, &f)) {
+    if (bd)     /* the categories of "at_peak" (atpeak.h) */
+        bd_keep_change_categories(bd);
+    if (!m || (!bd && !o->no_breakdown) || !pl || summary_attach(&s, &f) || sm_attach(m, &f) ||
+        (bd && bd_attach(bd, &f)) || pl_attach(pl, &f) || (o->attach && o->attach(o->ctx, &f))) {
         snprintf(err, errlen, "%s: out of memory", path);
         rc = 2;
     } else if (an_read(&f, err, errlen) != 0) {
         rc = 2;
-    } else if (!(*root = build_json(&s, m, path, top))) {
+    } else if (ap_compute(&ap, &f, m, bd) ||
+               !(*root = build_json(&s, m, path, top, &ap, rules))) {
         snprintf(err, errlen, "%s: out of memory", path);
         rc = 2;
     } else {
         rc = s.n_oom ? 1 : 0;
-        bd_add_json(bd, *root);
+        if (bd)
+            bd_add_json(bd, *root);
+        /* the pools of PyTorch's allocator (pools.h) */
+        cJSON *pj = pl_json(pl), *pk = pl_kinds_json(pl);
+        if (pj)
+            cJSON_AddItemToObject(*root, "pools", pj);
+        if (pk)
+            cJSON_AddItemToObject(*root, "pool_kinds", pk);
+        if (o->done && o->done(o->ctx, &f, m, *root)) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            cJSON_Delete(*root);
+            *root = NULL;
+            rc = 2;
+        }
         if (bdp) {
             *bdp = bd;
             bd = NULL;
         }
     }
+    ap_free(&ap);
     bd_free(bd);
+    pl_free(pl);
     summary_free(&s);
     sm_free(m);
     an_free(&f);

@@ -23,11 +23,13 @@ typedef struct sr_rule {
     unsigned char cls;       /* enum sr_class given to a matching frame */
     unsigned char what;      /* enum sr_what */
     unsigned char scope;     /* enum sr_scope: which frames it applies to */
+    unsigned char own;       /* memsnap's own frames (sr_own) */
     const char *glob;
 } sr_rule;
 
-#define RT(w, g) {SR_RUNTIME, w, SR_NATIVE, g}
-#define LIB(w, g) {SR_LIB, w, SR_NATIVE, g}
+#define RT(w, g) {SR_RUNTIME, w, SR_NATIVE, 0, g}
+#define OWN(w, g) {SR_RUNTIME, w, SR_NATIVE, 1, g}
+#define LIB(w, g) {SR_LIB, w, SR_NATIVE, 0, g}
 
 static const sr_rule defaults[] = {
     /* The memory runtime: the driver, cudart, PyTorch's caching allocator,
@@ -36,18 +38,18 @@ static const sr_rule defaults[] = {
     RT(SR_MODULE, "libcudart*"),
     RT(SR_MODULE, "libc10_cuda*"),
     RT(SR_MODULE, "libc10.*"),
-    RT(SR_MODULE, "libmemsnap*"),
-    RT(SR_MODULE, "libmsnap*"),
+    OWN(SR_MODULE, "libmemsnap*"),
+    OWN(SR_MODULE, "libmsnap*"),
     RT(SR_FN, "c10::cuda::CUDACachingAllocator::*"),
     RT(SR_FN, "_ZN3c104cuda20CUDACachingAllocator*"),
     RT(SR_FN, "cudaMalloc*"),
     RT(SR_FN, "cuMem*"),
-    RT(SR_FN, "memsnap_*"),
-    RT(SR_FN, "msnap_*"),
-    RT(SR_FN, "ms_*"),
+    OWN(SR_FN, "memsnap_*"),
+    OWN(SR_FN, "msnap_*"),
+    OWN(SR_FN, "ms_*"),
     /* the recorder's PyTorch plugin (loaded late: its module line may be
      * missing, so by its source file too) */
-    RT(SR_FILE, "*memsnap_torch.cpp"),
+    OWN(SR_FILE, "*memsnap_torch.cpp"),
     /* CUDA's other libraries. */
     LIB(SR_MODULE, "libcublas*"),
     LIB(SR_MODULE, "libcudnn*"),
@@ -95,18 +97,18 @@ static const sr_rule defaults[] = {
     LIB(SR_FN, "Py*"),
     /* Python frames: PyTorch's own, installed packages, then the standard
      * library. */
-    {SR_TORCH, SR_FILE, SR_PY, "*/site-packages/torch/*"},
-    {SR_TORCH, SR_FILE, SR_PY, "*/dist-packages/torch/*"},
-    {SR_TORCH, SR_FILE, SR_PY, "*/site-packages/functorch/*"},
-    {SR_TORCH, SR_FILE, SR_PY, "*/site-packages/triton/*"},
-    {SR_TORCH, SR_FILE, SR_PY, "*/dist-packages/triton/*"},
-    {SR_PYLIB, SR_FILE, SR_PY, "*/site-packages/*"},
-    {SR_PYLIB, SR_FILE, SR_PY, "*/dist-packages/*"},
-    {SR_LIB, SR_FILE, SR_PY, "<frozen *"},
-    {SR_LIB, SR_FILE, SR_PY, "*/lib/python[0-9]*"},
-    {SR_LIB, SR_FILE, SR_PY, "*/lib64/python[0-9]*"},
-    {SR_LIB, SR_FILE, SR_PY, "lib/python[0-9]*"},
-    {SR_LIB, SR_FILE, SR_PY, "lib64/python[0-9]*"},
+    {SR_TORCH, SR_FILE, SR_PY, 0, "*/site-packages/torch/*"},
+    {SR_TORCH, SR_FILE, SR_PY, 0, "*/dist-packages/torch/*"},
+    {SR_TORCH, SR_FILE, SR_PY, 0, "*/site-packages/functorch/*"},
+    {SR_TORCH, SR_FILE, SR_PY, 0, "*/site-packages/triton/*"},
+    {SR_TORCH, SR_FILE, SR_PY, 0, "*/dist-packages/triton/*"},
+    {SR_PYLIB, SR_FILE, SR_PY, 0, "*/site-packages/*"},
+    {SR_PYLIB, SR_FILE, SR_PY, 0, "*/dist-packages/*"},
+    {SR_LIB, SR_FILE, SR_PY, 0, "<frozen *"},
+    {SR_LIB, SR_FILE, SR_PY, 0, "*/lib/python[0-9]*"},
+    {SR_LIB, SR_FILE, SR_PY, 0, "*/lib64/python[0-9]*"},
+    {SR_LIB, SR_FILE, SR_PY, 0, "lib/python[0-9]*"},
+    {SR_LIB, SR_FILE, SR_PY, 0, "lib64/python[0-9]*"},
 };
 
 /* The user's rules: globs owned here. */
@@ -151,13 +153,20 @@ static int rule_match(const sr_rule *r, const sr_frame *f)
     }
 }
 
-int sr_classify(const sr_frame *f, int *matched)
+/* f with "" for each NULL string. */
+static sr_frame with_defaults(const sr_frame *f)
 {
     sr_frame g = *f;
     g.fn = g.fn ? g.fn : "";
     g.short_fn = g.short_fn ? g.short_fn : "";
     g.file = g.file ? g.file : "";
     g.module = g.module ? g.module : "";
+    return g;
+}
+
+int sr_classify(const sr_frame *f, int *matched)
+{
+    sr_frame g = with_defaults(f);
     if (matched)
         *matched = 1;
     for (size_t i = 0; i < nurules; i++)
@@ -174,6 +183,15 @@ int sr_classify(const sr_frame *f, int *matched)
     if (matched)
         *matched = 0;
     return SR_USER;
+}
+
+int sr_own(const sr_frame *f)
+{
+    sr_frame g = with_defaults(f);
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (defaults[i].own && rule_match(&defaults[i], &g))
+            return 1;
+    return 0;
 }
 
 int sr_plumbing(const sr_frame *f)

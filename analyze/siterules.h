@@ -66,6 +66,12 @@ typedef struct sr_frame {
  * 1 when a rule decided, 0 when no rule matched (user code by default). */
 int sr_classify(const sr_frame *f, int *matched);
 
+/* Whether a frame is memsnap's own (its recorder, its PyTorch plugin, its
+ * allocator: the memory runtime's rules for libmemsnap*, libmsnap*,
+ * memsnap_*, msnap_*, ms_* and memsnap_torch.cpp), whatever the user's
+ * rules say: such a frame never names a site (label.h). */
+int sr_own(const sr_frame *f);
+
 /* Whether a PyTorch frame (SR_TORCH) only passes a call on: a module's
  * __call__ machinery, a decorator's wrapper, autocast, no_grad, dynamo's
  * frame hooks. */

@@ -101,6 +101,8 @@ static int take_header(summary *s, const msnap_header *h)
     s->major = h->major;
     s->minor = h->minor;
     s->pid = h->pid;
+    s->has_rank = h->has_rank;
+    s->rank = h->rank;
     snprintf(s->host, sizeof s->host, "%s", h->host);
     snprintf(s->mode, sizeof s->mode, "%s", h->mode);
     s->t0_unix_ns = h->t0_unix_ns;

@@ -15,7 +15,7 @@
 
 #include "analysis.h"
 #include "memsnap/format.h"
-#include "state.h"
+#include "format/state.h"
 
 /* A failed allocation (oom / alloc_error) or a failed free. */
 typedef struct sum_fail {
@@ -43,6 +43,8 @@ typedef struct summary {
     int have_header;
     int major, minor;
     int64_t pid;
+    int has_rank;              /* the header's rank (format 1.2 files of late 2026 on) */
+    int64_t rank;
     char host[256];
     char mode[16];
     char **argv;

@@ -26,8 +26,6 @@ void sm_symtab_free(sm_symtab *t)
     for (size_t i = 0; i < t->nstrs; i++)
         free(t->strs[i]);
     free(t->strs);
-    if (t->labels_free)
-        t->labels_free(t->labels);
     memset(t, 0, sizeof *t);
 }
 
@@ -40,7 +38,7 @@ static int take_stack(sm_symtab *t, const msnap_stack *st)
         i = (size_t)*v;
         free(t->stacks[i].ips);
     } else {
-        if (sm_grow((void **)&t->stacks, &t->cap_stacks, t->nstacks,
+        if (msnap_grow((void **)&t->stacks, &t->cap_stacks, t->nstacks,
                     sizeof *t->stacks) ||
             u64map_put(&t->stack_map, 0, st->id, t->nstacks))
             return -1;
@@ -81,7 +79,7 @@ static int take_sym(sm_symtab *t, const msnap_symbol *y)
     }
     char *fn = sm_dupstr(y->function), *file = sm_dupstr(y->file);
     if (!fn || !file ||
-        sm_grow((void **)&t->syms, &t->cap_syms, t->nsyms, sizeof *t->syms) ||
+        msnap_grow((void **)&t->syms, &t->cap_syms, t->nsyms, sizeof *t->syms) ||
         u64map_put(&t->sym_map, 0, y->ip, t->nsyms)) {
         free(fn);
         free(file);
@@ -97,7 +95,7 @@ static int take_module(sm_symtab *t, const msnap_module *md)
 {
     char *path = sm_dupstr(md->path), *bid = sm_dupstr(md->build_id);
     if (!path || !bid ||
-        sm_grow((void **)&t->mods, &t->cap_mods, t->nmods, sizeof *t->mods)) {
+        msnap_grow((void **)&t->mods, &t->cap_mods, t->nmods, sizeof *t->mods)) {
         free(path);
         free(bid);
         return -1;
@@ -119,7 +117,7 @@ static int take_str(sm_symtab *t, const msnap_str *x)
         t->strs[*v] = copy;
         return 0;
     }
-    if (sm_grow((void **)&t->strs, &t->cap_strs, t->nstrs, sizeof *t->strs) ||
+    if (msnap_grow((void **)&t->strs, &t->cap_strs, t->nstrs, sizeof *t->strs) ||
         u64map_put(&t->str_map, 0, x->id, t->nstrs)) {
         free(copy);
         return -1;
@@ -130,11 +128,8 @@ static int take_str(sm_symtab *t, const msnap_str *x)
 
 int sm_symtab_take(sm_symtab *t, const msnap_record *r)
 {
-    if (t->labels && (r->type == MSNAP_REC_STACK || r->type == MSNAP_REC_SYMBOL ||
-                      r->type == MSNAP_REC_MODULE)) {
-        t->labels_free(t->labels);
-        t->labels = NULL;
-    }
+    if (r->type == MSNAP_REC_STACK || r->type == MSNAP_REC_SYMBOL || r->type == MSNAP_REC_MODULE)
+        t->version++;
     switch (r->type) {
     case MSNAP_REC_STACK: return take_stack(t, &r->u.stack);
     case MSNAP_REC_SYMBOL: return take_sym(t, &r->u.symbol);

@@ -1,8 +1,9 @@
 /* The tables a snapshot carries besides its events: call stacks ("stack"
  * records), symbols ("sym"), loaded modules ("module") and interned strings
- * ("str"), and the rule that turns a frame of a stack into text.  One copy
- * serves the findings model (analyze/model.h keeps one, sm_symtab) and
- * `memsnap summary`, which reads the model's.
+ * ("str"), and the rule that turns a frame of a stack into text.  The
+ * an_file of a read owns one (analysis.h, f->tab), complete after the
+ * read; every observer and view reads that one (the labels, label.h, are
+ * computed from it).
  *
  * Rules, as records come in file order:
  *   stack   a later record with the same id replaces the earlier one;
@@ -24,24 +25,8 @@
 #include <string.h>
 
 #include "memsnap/format.h"
-#include "u64map.h"
-
-/* Grows *arr (element size esz) so that index n fits, doubling from 64.
- * 0 ok, -1 out of memory (*arr and *cap unchanged). */
-static inline int sm_grow(void **arr, size_t *cap, size_t n, size_t esz)
-{
-    if (n < *cap)
-        return 0;
-    size_t ncap = *cap ? *cap * 2 : 64;
-    while (ncap <= n)
-        ncap *= 2;
-    void *na = realloc(*arr, ncap * esz);
-    if (!na)
-        return -1;
-    *arr = na;
-    *cap = ncap;
-    return 0;
-}
+#include "util/grow.h"
+#include "util/u64map.h"
 
 /* Last component of a path ("a/b/c.so" -> "c.so"). */
 static inline const char *sm_base_name(const char *p)
@@ -87,18 +72,16 @@ typedef struct sm_symtab {
     u64map str_map;              /* id -> index into strs */
     char **strs;
     size_t nstrs, cap_strs;
-    /* Site labels of every stack (label.c), built on the first label asked
-     * for and dropped when a record comes in: a cache, so label.c fills it
-     * through a const table.  Freed with labels_free. */
-    void *labels;
-    void (*labels_free)(void *labels);
+    unsigned version;            /* counts the stack, sym and module records
+                                  * taken: what was computed from the table
+                                  * (label.h) knows when it is stale */
 } sm_symtab;
 
 /* Frees everything the table holds and leaves it empty. */
 void sm_symtab_free(sm_symtab *t);
 
 /* Takes a stack, sym, module or str record (other records are ignored;
- * any of these drops the label cache).  0 ok, -1 out of memory (the table
+ * a stack, sym or module record moves version on).  0 ok, -1 out of memory (the table
  * stays consistent). */
 int sm_symtab_take(sm_symtab *t, const msnap_record *r);
 

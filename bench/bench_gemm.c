@@ -44,7 +44,7 @@
 
 #include <cublas_v2.h>
 
-#include "decode.h"
+#include "workloads/decode/decode.h"
 
 #define CK(call) CUDRV_CHECK("bench_gemm", call)
 

@@ -1,7 +1,7 @@
 /* bench_gen_snapshot: writes a big synthetic snapshot for the renderer and
  * summary benchmarks (bench/bench_render.sh).
  *
- *   bench_gen_snapshot EVENTS OUT [blocks]
+ *   bench_gen_snapshot EVENTS OUT [blocks] [live N] [rank R] [oom]
  *
  * The shape of a training loop with an allocator: 64 cuMemAlloc segments of
  * 256 MiB reserved up front, then steps of 40 block allocations from 40
@@ -10,6 +10,16 @@
  * every 10 000 events.  Without "blocks" the same loop uses cuMemAlloc /
  * cuMemFree directly (reserved only).  Plain JSON Lines (docs/format.md),
  * written with the format library so the lines are what the recorder writes.
+ *
+ *   live N   N more driver allocations of 64 KiB made up front (cuMemAlloc,
+ *            stack 61) and never freed, at addresses above the loop's: a
+ *            program that calls cudaMalloc itself with a big live set (JAX's
+ *            platform allocator, CuPy without a pool).  They count in EVENTS.
+ *   rank R   a rank of a job (memsnap job): the header's pid is 1000 + R,
+ *            its host "bench-node-(R/8)", and every block or allocation of
+ *            site 5 is R x 1 MiB larger (one rank grows more than another).
+ *   oom      the file ends with an OOM of 80 GiB at site 5 (an imbalance
+ *            that failed).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -23,19 +33,38 @@
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_gen_snapshot EVENTS OUT [blocks]\n");
+        fprintf(stderr, "usage: bench_gen_snapshot EVENTS OUT [blocks] [live N] [rank R] [oom]\n");
         return 2;
     }
-    uint64_t want = strtoull(argv[1], NULL, 10);
-    int blocks = argc > 3 && !strcmp(argv[3], "blocks");
+    uint64_t want = strtoull(argv[1], NULL, 10), live = 0, rank = 0;
+    int blocks = 0, ranked = 0, oom = 0;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "blocks")) {
+            blocks = 1;
+        } else if (!strcmp(argv[i], "oom")) {
+            oom = 1;
+        } else if (!strcmp(argv[i], "live") && i + 1 < argc) {
+            live = strtoull(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "rank") && i + 1 < argc) {
+            rank = strtoull(argv[++i], NULL, 10);
+            ranked = 1;
+        } else {
+            fprintf(stderr, "bench_gen_snapshot: unknown argument \"%s\"\n", argv[i]);
+            return 2;
+        }
+    }
     FILE *f = fopen(argv[2], "w");
     if (!f) {
         perror(argv[2]);
         return 2;
     }
     static char line[1 << 16];
-    msnap_header h = {.major = 1, .minor = 0, .pid = 1, .argc = 0};
-    snprintf(h.host, sizeof h.host, "bench");
+    msnap_header h = {.major = 1, .minor = 0, .pid = ranked ? 1000 + (int64_t)rank : 1,
+                      .argc = 0};
+    if (ranked)
+        snprintf(h.host, sizeof h.host, "bench-node-%" PRIu64, rank / 8);
+    else
+        snprintf(h.host, sizeof h.host, "bench");
     snprintf(h.clock, sizeof h.clock, "CLOCK_MONOTONIC");
     snprintf(h.mode, sizeof h.mode, "stream");
     h.settings_json = "{}";
@@ -59,7 +88,13 @@ int main(int argc, char **argv)
             fwrite(line, 1, msnap_fmt_event(line, sizeof line, &e), f);
         }
     uint64_t step = 0, leak_addr = seg_base + 63ull * 256 * MiB;
-    uint64_t mem_base = 0x100000000000ull;
+    uint64_t mem_base = 0x100000000000ull, live_base = 0x200000000000ull;
+    for (uint64_t i = 0; i < live && n < want; i++, n++) {
+        e = (msnap_event){.t_ns = t += 1000, .addr = live_base + i * (64 << 10),
+                          .size = 64 << 10, .stack = 61, .tid = 7, .action = MSNAP_A_ALLOC,
+                          .api = MSNAP_API_cuMemAlloc_v2};
+        fwrite(line, 1, msnap_fmt_event(line, sizeof line, &e), f);
+    }
     while (n < want) {
         msnap_str s = {.id = (uint32_t)(step + 1)};
         char txt[32];
@@ -72,7 +107,8 @@ int main(int argc, char **argv)
         n++;
         uint64_t off = 0;
         for (int i = 0; i < 40 && n < want; i++, n++) {
-            uint64_t sz = (256 << 10) + (uint64_t)((i * 7919 + step * 31) % 40) * MiB;
+            uint64_t sz = (256 << 10) + (uint64_t)((i * 7919 + step * 31) % 40) * MiB +
+                          (i == 4 ? rank * MiB : 0);
             uint64_t a = blocks ? seg_base + off : mem_base + (uint64_t)i * 64 * MiB;
             off += sz;
             e = (msnap_event){.t_ns = t += 2000, .addr = a, .size = sz,
@@ -83,7 +119,8 @@ int main(int argc, char **argv)
         }
         off = 0;
         for (int i = 0; i < 40 && n < want; i++, n++) {
-            uint64_t sz = (256 << 10) + (uint64_t)((i * 7919 + step * 31) % 40) * MiB;
+            uint64_t sz = (256 << 10) + (uint64_t)((i * 7919 + step * 31) % 40) * MiB +
+                          (i == 4 ? rank * MiB : 0);
             uint64_t a = blocks ? seg_base + off : mem_base + (uint64_t)i * 64 * MiB;
             off += sz;
             e = (msnap_event){.t_ns = t += 1500, .addr = a, .size = sz, .tid = 7,
@@ -109,6 +146,14 @@ int main(int argc, char **argv)
             fwrite(line, 1, msnap_fmt_counters(line, sizeof line, &c), f);
         }
         step++;
+    }
+    if (oom) {
+        e = (msnap_event){.t_ns = t += 1000, .size = 80ull << 30, .aux = 2ull << 30,
+                          .aux2 = h.devices[0].total, .stack = 5, .tid = 7,
+                          .action = MSNAP_A_OOM, .result = 2,
+                          .api = blocks ? MSNAP_API_ALLOCATOR : MSNAP_API_cuMemAlloc_v2};
+        fwrite(line, 1, msnap_fmt_event(line, sizeof line, &e), f);
+        n++;
     }
     msnap_trailer tr = {.t_ns = t + 1000, .events = n, .reason = "exit"};
     fwrite(line, 1, msnap_fmt_trailer(line, sizeof line, &tr), f);

@@ -20,6 +20,16 @@ ap.add_argument("--native-depth", type=int, default=30)
 ap.add_argument("--pairs", type=int, default=100)
 ap.add_argument("--batches", type=int, default=300)
 ap.add_argument("--gil", action="store_true")
+ap.add_argument("--pollute", type=int, default=0, metavar="KB",
+                help="KiB of memory written between two blocks (the caches as a real step leaves"
+                     " them: PyTorch's work between allocations)")
+ap.add_argument("--native-thread", action="store_true",
+                help="the entries come from a thread without Python (as the backward pass's do)")
+ap.add_argument("--frameless-thread", action="store_true",
+                help="the entries come from a thread with a Python thread state but no Python frame"
+                     " and not the GIL (as PyTorch's autograd device threads between Python hooks)")
+ap.add_argument("--node", action="store_true",
+                help="every allocation names an autograd node, as the backward pass's do")
 ap.add_argument("--distinct", action="store_true",
                 help="each of the --pydepth frames its own function (code object), as in a model's"
                      " stack, rather than one function recursing")
@@ -27,6 +37,8 @@ a = ap.parse_args()
 lib = (ctypes.PyDLL if a.gil else ctypes.CDLL)(a.lib)
 fn = lib.deep_trace
 fn.argtypes = [ctypes.c_int, ctypes.c_int]
+lib.deep_configure.argtypes = [ctypes.c_int, ctypes.c_int]
+lib.deep_configure(a.pollute, int(a.node))
 
 
 def batches():
@@ -52,6 +64,28 @@ def distinct(n):
     return ns["f0"]
 
 
-t = sorted(distinct(a.pydepth)() if a.distinct else deep(a.pydepth))
+if a.frameless_thread:
+    import _thread
+    out = (ctypes.c_double * a.batches)()
+    here = lib.deep_batches_here
+    here.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_double)]
+    # the thread runs the ctypes function itself: no Python frame on it
+    _thread.start_new_thread(here, (a.native_depth, a.pairs, a.batches, out))
+    while True:   # the C function's thread ends when its batches do
+        time.sleep(0.01)
+        if out[a.batches - 1] > 0:
+            break
+    t = sorted(out)
+elif a.native_thread:
+    out = (ctypes.c_double * a.batches)()
+    lib.deep_batches_thread.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                        ctypes.POINTER(ctypes.c_double)]
+    lib.deep_batches_thread(a.native_depth, a.pairs, a.batches, out)
+    t = sorted(out)
+else:
+    t = sorted(distinct(a.pydepth)() if a.distinct else deep(a.pydepth))
 print(f"ns/event median {t[len(t) // 2]:.1f} p5 {t[len(t) // 20]:.1f}"
-      f" (python depth {a.pydepth}, native depth {a.native_depth}, {'GIL held' if a.gil else 'GIL released'})")
+      f" (python depth {a.pydepth}, native depth {a.native_depth}, {'GIL held' if a.gil else 'GIL released'}"
+      f"{', %d KiB written between blocks' % a.pollute if a.pollute else ''}{', autograd node' if a.node else ''}"
+      f"{', native thread' if a.native_thread else ''}"
+      f"{', frameless Python thread' if a.frameless_thread else ''})")

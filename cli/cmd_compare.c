@@ -18,10 +18,10 @@
 #include <strings.h>
 
 #include "cli.h"
-#include "compare.h"
-#include "model.h"
+#include "viz/compare.h"
+#include "analyze/model.h"
 #include "options.h"
-#include "render.h"
+#include "viz/render.h"
 #include "viz_args.h"
 
 #define MAX_FILES 26
@@ -30,7 +30,7 @@ static const char usage_text[] =
     "usage: memsnap compare A B [C...] [-o OUT.png|OUT.svg] [--top N]\n"
     "                       [--changes N] [--x time|events|marks[:WORD]]\n"
     "                       [--from first|0] [--width W] [--height H]\n"
-    "                       [--format png|svg]\n"
+    "                       [--format png|svg] [-j N]\n"
     "\n"
     "Compares snapshots (plain or zstd; \"-\" = stdin, once):\n"
     "a table per snapshot (peak allocated, peak reserved, fragmentation\n"
@@ -47,16 +47,20 @@ static const char usage_text[] =
     "                       at most 24)\n"
     "  --changes N          changed sites listed per snapshot (default 5, 0..20)\n"
     "  --x time|events|marks[:WORD]\n"
-    "                       one x axis for every panel: time (default), event\n"
-    "                       index, or the numbers in the program's marks (as\n"
-    "                       for render); events and marks line up runs whose\n"
-    "                       wall times differ\n"
+    "                       one x axis for every panel: time, event index, or\n"
+    "                       the numbers in the program's marks (as for render);\n"
+    "                       events and marks line up runs whose wall times\n"
+    "                       differ.  Default as render's: the event index when\n"
+    "                       any snapshot has most of its events in a small part\n"
+    "                       of its time, else time\n"
     "  --from first|0       time axes start at the first event (default) or 0\n"
     "  --width W            picture width, 320..8192 (default 1600)\n"
     "  --height H           picture height (default: automatic)\n"
     "  --format png|svg     PNG (default) or SVG (vector: zooms, pastes; its\n"
     "                       parts are <g class=...> groups); with -o, OUT's\n"
     "                       extension (.png or .svg) says it\n"
+    "  -j, --jobs N         files read at once (default: the number of cores);\n"
+    "                       the table and the picture are the same for every N\n"
     "  -h, --help           this help\n"
     "\n"
     "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
@@ -132,6 +136,7 @@ int cmd_compare(int argc, char **argv)
         {"width", required_argument, NULL, 'W'},
         {"height", required_argument, NULL, 'H'},
         {"format", required_argument, NULL, 'F'},
+        {"jobs", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     viz_args a;
@@ -143,9 +148,9 @@ int cmd_compare(int argc, char **argv)
     int changes = 5, c, rc;
     optind = 1;
     opterr = 0;
-    a.shortopts = "ho:";
+    a.shortopts = "ho:j:";
     a.longopts = opts;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ho:j:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case 'c':

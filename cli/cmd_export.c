@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "human.h"
-#include "interop.h"
+#include "util/human.h"
+#include "interop/interop.h"
 #include "options.h"
-#include "outfile.h"
+#include "util/outfile.h"
 
 static const char usage_text[] =
     "usage: memsnap export SNAP --format torch|torch-json|perfetto [-o OUT]\n"
@@ -187,8 +187,8 @@ int cmd_export(int argc, char **argv)
     FILE *out = stdout;
     char tmp[PATH_MAX + 32] = "";
     if (outp && strcmp(outp, "-")) {
-        /* a new file renamed over OUT at the end (outfile.h) */
-        int fd = outfile_create(outp, tmp, sizeof tmp);
+        /* a new file renamed over OUT at the end (util/outfile.h) */
+        int fd = outfile_create(outp, OUTFILE_REPLACE_LINK, tmp, sizeof tmp);
         if (fd < 0 || !(out = fdopen(fd, "w"))) {
             fprintf(stderr, "memsnap export: %s: %s\n", outp, strerror(errno));
             if (fd >= 0)
@@ -216,6 +216,16 @@ int cmd_export(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", in, err);
         return 2;
     }
+    if (!torch && !strcmp(format, "perfetto")) {
+        fprintf(stderr, "memsnap export: %" PRIu64 " events -> %" PRIu64 " trace events (%" PRIu64
+                        " device%s), Perfetto JSON; %s\n", st.events_in, st.events_out,
+                st.devices, st.devices == 1 ? "" : "s",
+                st.wall_clock ? "times are Unix-epoch microseconds, as PyTorch's profiler "
+                                "writes them: open both traces in ui.perfetto.dev to line them up"
+                              : "the snapshot has no wall-clock start (t0_unix_ns): times count "
+                                "from the recording's start");
+        return 0;
+    }
     if (!torch)
         return 0;
     fprintf(stderr, "memsnap export: %" PRIu64 " events -> %" PRIu64 " trace entries (%" PRIu64
@@ -223,6 +233,13 @@ int cmd_export(int argc, char **argv)
             st.events_in, rep.entries_written, st.devices, st.devices == 1 ? "" : "s", st.segments,
             st.blocks, json ? "JSON" : "pickle",
             st.synthesized_blocks ? " (no allocator blocks: one block per segment)" : "");
+    if (st.other_lib_allocs)
+        fprintf(stderr, "memsnap export: %" PRIu64 " driver allocation%s of other libraries "
+                        "(cuBLAS, cuDNN, NCCL: %s live at the end) left out of PyTorch's "
+                        "segments and trace: not the allocator's cache%s\n",
+                st.other_lib_allocs, st.other_lib_allocs == 1 ? "" : "s",
+                msnap_size_text(st.other_lib_bytes, (char[32]){0}, 32),
+                json ? " (the JSON's memsnap extension keeps them)" : "");
     if (rep.cut)
         fprintf(stderr, "memsnap export: kept the newest %" PRIu64 " of %" PRIu64 " trace entries "
                         "(from event #%" PRIu64 ", t=%.6f s) so that memory_viz can hold them; "

@@ -16,26 +16,28 @@
 #include <string.h>
 #include <strings.h>
 
-#include "analysis.h"
-#include "canvas.h"
+#include "analyze/analysis.h"
+#include "viz/canvas.h"
 #include "cli.h"
-#include "flame.h"
-#include "human.h"
-#include "model.h"
+#include "analyze/flame.h"
+#include "util/human.h"
+#include "analyze/model.h"
 #include "options.h"
-#include "render.h"
-#include "siterules.h"
-#include "state.h"
+#include "viz/render.h"
+#include "analyze/siterules.h"
+#include "format/state.h"
 
 static const char usage_text[] =
     "usage: memsnap flame SNAP [-o FILE.svg|FILE.png] [--at peak|oom|end|TIME]\n"
     "                     [--layer allocated|reserved] [--device N]\n"
-    "                     [--vs TIME|FILE] [--width W]\n"
+    "                     [--vs TIME|FILE] [--width W] [--pool POOL] [--all-frames]\n"
     "\n"
     "Draws the live bytes at one moment by stack (a flame graph, root at the\n"
     "bottom, each frame as wide as the bytes live under it; Python and native\n"
     "frames merged, the memory runtime's own frames left out): what holds the\n"
-    "memory at the peak or at the OOM, without a browser.\n"
+    "memory at the peak or at the OOM, without a browser.  In the SVG every box\n"
+    "has a hover title with its full name and bytes.  A stack of more than 200\n"
+    "frames keeps its outer and inner 100 and one box for the frames between.\n"
     "\n"
     "  -o, --output FILE  the picture: FILE.png or FILE.svg (default:\n"
     "                     SNAP-flame.svg)\n"
@@ -51,6 +53,15 @@ static const char usage_text[] =
     "                     snapshot; widths stay SNAP's (the subtitle says how\n"
     "                     much of the other moment is in frames not drawn)\n"
     "  --width W          picture width in pixels (default 1600)\n"
+    "  --all-frames       keep the framework's pass-through frames\n"
+    "                     (Module._call_impl, _wrapped_call_impl, decorators'\n"
+    "                     wrappers), which are folded by default (the\n"
+    "                     subtitle says how many)\n"
+    "  --pool POOL        only the blocks of PyTorch's pools: default, graph (every\n"
+    "                     CUDA graph's pool), mempool (torch.cuda.MemPool), private\n"
+    "                     (every pool but the default), or one pool by its id (as\n"
+    "                     summary --json \"pool\") or MempoolId_t (\"0,1\"); what a\n"
+    "                     graph's pool holds at the moment\n"
     "  -h, --help         this help\n"
     "\n"
     "Prints the picture's path.  Exit status: 0 ok, 2 bad usage, unreadable\n"
@@ -111,9 +122,13 @@ int cmd_flame(int argc, char **argv)
         {"output", required_argument, NULL, 'o'}, {"at", required_argument, NULL, 'a'},
         {"layer", required_argument, NULL, 'l'},  {"device", required_argument, NULL, 'd'},
         {"vs", required_argument, NULL, 'v'},     {"width", required_argument, NULL, 'W'},
+        {"all-frames", no_argument, NULL, 'A'},
+        {"pool", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    fl_pool pool;
+    int pool_given = 0;
     const char *out = NULL, *vs = NULL, *layer_s = NULL;
-    int at = SM_AT_DEFAULT, dev = -1, width = 1600, c;
+    int at = SM_AT_DEFAULT, dev = -1, width = 1600, all_frames = 0, c;
     uint64_t at_t = 0;
     optind = 1;
     opterr = 0;
@@ -141,12 +156,19 @@ int cmd_flame(int argc, char **argv)
             dev = (int)v;
             break;
         case 'v': vs = optarg; break;
+        case 'A': all_frames = 1; break;
         case 'W':
             v = strtol(optarg, &end, 10);
             if (!*optarg || *end || v < 300 || v > 20000)
                 return cli_usage_error("flame", "--width wants pixels from 300 to 20000, got \"%s\"",
                                        optarg);
             width = (int)v;
+            break;
+        case 'P':
+            if (fl_pool_parse(optarg, &pool))
+                return cli_usage_error("flame", "--pool wants default, graph, mempool, private, "
+                                       "a pool id or a MempoolId_t like 0,1, got \"%s\"", optarg);
+            pool_given = 1;
             break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: return cli_option_error("flame", argv, "ho:", opts);
@@ -235,8 +257,10 @@ int cmd_flame(int argc, char **argv)
         goto out;
     }
     uint64_t t_ns = 0, t_vs = 0;
-    if (fl_init(&t) || fl_add_model(&t, m, layer, dev, 0, &t_ns) ||
-        (mv && fl_add_model(&t, mv, layer, dev, 1, &t_vs))) {
+    unsigned fl = all_frames ? 0 : FL_FOLD_PASSES;
+    const fl_pool *pp = pool_given ? &pool : NULL;
+    if (fl_init(&t) || fl_add_model_pool(&t, m, layer, dev, 0, fl, pp, &t_ns) ||
+        (mv && fl_add_model_pool(&t, mv, layer, dev, 1, fl, pp, &t_vs))) {
         fprintf(stderr, "memsnap flame: out of memory\n");
         goto out;
     }
@@ -286,8 +310,24 @@ int cmd_flame(int argc, char **argv)
     } else {
         snprintf(sub, sizeof sub, "%s; each frame as wide as the bytes live under it", path);
     }
-    if (viz_flame(&t, &cv, width, title, sub)) {
-        fprintf(stderr, "memsnap flame: out of memory\n");
+    /* what was folded, said after the rest */
+    size_t sn = strlen(sub);
+    if (t.passes_folded)
+        snprintf(sub + sn, sizeof sub - sn, "; %" PRIu64 " pass-through frame%s folded "
+                 "(Module._call_impl, wrappers: --all-frames keeps them)", t.passes_folded,
+                 t.passes_folded == 1 ? "" : "s");
+    sn = strlen(sub);
+    if (t.deep_stacks)
+        snprintf(sub + sn, sizeof sub - sn, "; %" PRIu64 " stack%s of up to %d frames drawn "
+                 "with the middle folded into one box", t.deep_stacks,
+                 t.deep_stacks == 1 ? "" : "s", t.deepest);
+    int vrc = viz_flame(&t, &cv, width, title, sub);
+    if (vrc) {
+        if (vrc == VIZ_TOO_LARGE)
+            fprintf(stderr, "memsnap flame: the picture would be larger than 16384 pixels (a "
+                    "tree %d frames deep, %d wide); try --width\n", t.maxdepth, width);
+        else
+            fprintf(stderr, "memsnap flame: out of memory\n");
         goto out;
     }
     if (canvas_write(&cv, out, fmt, err, sizeof err)) {

@@ -17,9 +17,10 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "interop.h"
+#include "memsnap/format.h"
+#include "interop/interop.h"
 #include "options.h"
-#include "outfile.h"
+#include "util/outfile.h"
 
 static const char usage_text[] =
     "usage: memsnap import TORCH_SNAPSHOT -o OUT.msnap [--json|--pickle] [--zstd]\n"
@@ -44,6 +45,23 @@ static const char usage_text[] =
     "The import's work is bounded by the input's size: one that would take more\n"
     "than 32 steps of work a byte (no PyTorch snapshot comes near) is refused.\n"
     "MEMSNAP_IMPORT_STATS=1 prints the steps it took.\n";
+
+/* Whether path (a file, not stdin: it would be read twice) is a memsnap
+ * snapshot: its first record a memsnap header.  Nothing is said when it
+ * is not (the import says what is wrong with it). */
+static int is_memsnap_snapshot(const char *path)
+{
+    if (!strcmp(path, "-"))
+        return 0;
+    char err[256];
+    msnap_reader *r = msnap_reader_open(path, err, sizeof err);
+    if (!r)
+        return 0;
+    msnap_record rec;
+    int yes = msnap_reader_next(r, &rec) == 1 && rec.type == MSNAP_REC_HEADER;
+    msnap_reader_close(r);
+    return yes;
+}
 
 int cmd_import(int argc, char **argv)
 {
@@ -76,10 +94,17 @@ int cmd_import(int argc, char **argv)
     if (!outp)
         return cli_usage_error("import", "-o OUT is needed");
     const char *in = argv[optind];
-    /* a new file renamed into place (outfile.h): a failed import leaves
+    if (is_memsnap_snapshot(in)) {
+        fprintf(stderr, "memsnap import: %s is a memsnap snapshot already; import reads "
+                "PyTorch's (torch.cuda.memory._snapshot(), pickle or JSON): memsnap summary, "
+                "render and the rest read it as it is\n", in);
+        return 2;
+    }
+    /* a new file renamed into place (util/outfile.h): a failed import leaves
      * nothing, and the file gets 0666 less the umask like any other */
     char tmp[PATH_MAX + 32] = "";
-    int fd = !strcmp(outp, "-") ? dup(1) : outfile_create(outp, tmp, sizeof tmp);
+    int fd = !strcmp(outp, "-") ? dup(1)
+                                : outfile_create(outp, OUTFILE_REPLACE_LINK, tmp, sizeof tmp);
     if (fd < 0) {
         fprintf(stderr, "memsnap import: %s: %s\n", outp, strerror(errno));
         return 2;

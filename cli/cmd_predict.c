@@ -17,11 +17,15 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
-#include "human.h"
+#include "device_mem_text.h"
+#include "util/human.h"
 #include "options.h"
 #include "parts.h"
-#include "predict.h"
+#include "whatif/predict.h"
 #include "progress_term.h"
+#include "util/size.h"
+#include "whatif/grow.h"
+#include "grow_print.h"
 
 #define MAX_CONFS 16
 #define MAX_AT 64
@@ -32,6 +36,9 @@ static const char usage_text[] =
     "                       [--alloc-conf CONF ...] [--device-mem SIZE] [--json]\n"
     "       memsnap predict SNAP@VALUE SNAP@VALUE [SNAP@VALUE] --find-max\n"
     "                       [--alloc-conf CONF] [--device-mem SIZE] [--json]\n"
+    "       memsnap predict SNAP@VALUE SNAP@VALUE [SNAP@VALUE] --at V[,V...]\n"
+    "                       --grow SITE[=SIZE] [--grow ...] [--find-max]\n"
+    "                       [--alloc-conf CONF ...] [--device-mem SIZE] [--json]\n"
     "                       [--param NAME] [--degree 1|2] [--engine auto|memsnap|torch]\n"
     "                       [-j JOBS] [-b]\n"
     "\n"
@@ -49,12 +56,20 @@ static const char usage_text[] =
     "simulated device for others (MEMSNAP_ALLOC_CONF syntax).\n"
     "\n"
     "  -a, --at LIST          values to predict at, comma-separated (16,32,64)\n"
-    "  -f, --find-max         the largest whole value that fits, instead\n"
+    "  -f, --find-max         the largest whole value that fits, instead; with\n"
+    "                         --grow, the largest size of the grown sites at each\n"
+    "                         --at value\n"
+    "  -g, --grow SITE[=SIZE] at each --at value, the requests made at SITE (a\n"
+    "                         label, its function, or FILE:LINE) at SIZE (as\n"
+    "                         memsnap replay --grow): \"the largest KV cache that\n"
+    "                         fits at batch 64\"\n"
     "  -c, --alloc-conf CONF  an allocator config (up to 16; with --find-max\n"
     "                         one; default: the allocator's defaults)\n"
-    "  -m, --device-mem SIZE  device memory, e.g. 80G (default: the recording's\n"
-    "                         device, else 80G); memory_fraction:F in a PyTorch\n"
-    "                         CONF is a fraction of it\n"
+    "  -m, --device-mem SIZE  the allocator's device memory, e.g. 80G (default:\n"
+    "                         the recording's device, else 80G, less what the\n"
+    "                         recording measured outside the allocator);\n"
+    "                         memory_fraction:F in a PyTorch CONF is a fraction\n"
+    "                         of it\n"
     "  -p, --param NAME       the parameter's name in the output (default\n"
     "                         \"unit\": \"+835 KiB per NAME\")\n"
     "  -e, --engine NAME      auto (default), memsnap or torch\n"
@@ -62,7 +77,8 @@ static const char usage_text[] =
     "                         2 (default: attention scores grow with the square\n"
     "                         of the sequence) or 1 (a batch size)\n"
     "      --json             a JSON list: per value and config, at,\n"
-    "                         peak_allocated, peak_reserved, oom, headroom, ...\n"
+    "                         peak_allocated, peak_reserved, oom, headroom,\n"
+    "                         device_mem, outside, available, ...\n"
     "                         (bytes as integers)\n"
     "  -j, --jobs N           replays at once (default: the number of cores)\n"
     "  -b, --bytes            sizes as exact byte counts\n"
@@ -77,11 +93,69 @@ static const char usage_text[] =
     "sizes); then the sites that grow with the parameter, fastest first.\n"
     "Limits: requests that exist at one size only (other kernels, data-dependent\n"
     "shapes), counts that change with the parameter and sizes that are not\n"
-    "polynomial in it are not predicted; the CUDA context is not counted.\n"
+    "polynomial in it are not predicted.  The device memory left to the\n"
+    "allocator is the recording's device less what the recording measured\n"
+    "outside the allocator (the CUDA context and other processes, from its\n"
+    "device-used samples, and other libraries' driver memory such as\n"
+    "cuBLAS's workspaces: summary's driver table); --device-mem gives the\n"
+    "allocator all of SIZE.\n"
     "Exit status: 0 every value fits, 1 one does not (--find-max: none fits),\n"
     "2 bad usage or input (recordings that do not align included).\n";
 
 static int exact_bytes;
+
+/* --grow: at each value, the predicted stream with the sites grown
+ * (grow_print.h).  Returns the exit status. */
+static int predict_grow(pr_model *m, const double *at, int nat, gr_sites *grow,
+                        const char *const *confs, int nconf, uint64_t mem, int find_max, int json,
+                        int jobs, const char *param)
+{
+    char err[1280];
+    int rc = 0;
+    cJSON *out = json ? cJSON_CreateArray() : NULL;
+    for (int v = 0; v < nat && rc < 2; v++) {
+        rq_stream q;
+        char name[96], what[160];
+        snprintf(name, sizeof name, "the prediction at %g", at[v]);
+        snprintf(what, sizeof what, "the prediction at %s %g", param, at[v]);
+        if (pr_stream_at(m, at[v], &q, name, err, sizeof err) ||
+            gr_match(grow, &q, pr_template(m), pr_engine(m) == MSNAP_ENGINE_TORCH, err,
+                     sizeof err)) {
+            fprintf(stderr, "memsnap predict: %s\n", err);
+            rq_free(&q);
+            rc = 2;
+            break;
+        }
+        int before = out ? cJSON_GetArraySize(out) : 0;
+        if (v && !json)
+            printf("\n");
+        grow_run g = {.cmd = "predict", .what = what, .q = &q, .tab = pr_template(m),
+                      .sites = grow, .confs = confs, .nconf = nconf, .device_mem = mem,
+                      .engine = pr_engine(m), .find_max = find_max, .json = json, .jobs = jobs,
+                      .quiet = 0, .bytes = exact_bytes, .out = out};
+        int r = grow_run_all(&g);
+        if (r > rc)
+            rc = r;
+        /* each entry says at which value */
+        for (int i = before; out && i < cJSON_GetArraySize(out); i++)
+            cJSON_AddNumberToObject(cJSON_GetArrayItem(out, i), "at", at[v]);
+        gr_free(grow);
+        memset(&grow->stacks, 0, sizeof grow->stacks);
+        rq_free(&q);
+    }
+    if (out && rc < 2) {
+        char *t = cJSON_PrintUnformatted(out);
+        if (t)
+            printf("%s\n", t);
+        else
+            rc = 2;
+        free(t);
+    }
+    cJSON_Delete(out);
+    if (rc < 2 && fflush(stdout))
+        rc = 2;
+    return rc;
+}
 
 static const char *sz(uint64_t b, char *buf, size_t n)
 {
@@ -225,17 +299,18 @@ static void print_row(const pr_model *m, const pr_result *r)
 
 static void print_limit_line(const pr_result *res, int n)
 {
-    char d[32], l[32];
+    char d[640], l[32];
     const msnap_replay_result *rp = &res[0].rp;
-    printf("\ndevice memory %s (from %s)", sz(rp->device_mem, d, sizeof d), rp->device_mem_from);
+    cli_device_mem_text(rp, exact_bytes, d, sizeof d);
+    printf("\n%s", d);
     int fraction = 0;
     for (int i = 0; i < n; i++)
-        fraction |= res[i].limit != rp->device_mem;
+        fraction |= res[i].limit != rp->available;
     if (fraction)
         printf("; a config with memory_fraction (or device_limit) allows less: %s for the first "
-               "such", sz(res[0].limit != rp->device_mem ? res[0].limit : res[n - 1].limit, l,
+               "such", sz(res[0].limit != rp->available ? res[0].limit : res[n - 1].limit, l,
                           sizeof l));
-    printf("; the CUDA context and memory outside the allocator are not counted\n");
+    printf("\n");
 }
 
 static void print_growth(pr_model *m, double x, const char *param)
@@ -267,6 +342,8 @@ static cJSON *json_result(const pr_model *m, const pr_result *r)
     cJSON_AddStringToObject(o, "config", r->conf);
     cJSON_AddStringToObject(o, "engine", r->rp.engine);
     cJSON_AddNumberToObject(o, "device_mem", (double)r->rp.device_mem);
+    cJSON_AddNumberToObject(o, "outside", (double)r->rp.outside);
+    cJSON_AddNumberToObject(o, "available", (double)r->rp.available);
     cJSON_AddNumberToObject(o, "limit", (double)r->limit);
     cJSON_AddNumberToObject(o, "peak_allocated", (double)r->rp.peak_allocated);
     cJSON_AddNumberToObject(o, "peak_reserved", (double)r->rp.peak_reserved);
@@ -317,10 +394,14 @@ int cmd_predict(int argc, char **argv)
         {"json", no_argument, NULL, 'J'},
         {"jobs", required_argument, NULL, 'j'},
         {"bytes", no_argument, NULL, 'b'},
+        {"grow", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *shortopts = "a:fc:m:p:e:d:j:bh";
+    const char *shortopts = "a:fc:m:p:e:d:j:bg:h";
+    gr_sites grow;
+    char gerr[512];
+    memset(&grow, 0, sizeof grow);
     const char *confs[MAX_CONFS], *param = "unit";
     double at[MAX_AT];
     int nconf = 0, nat = 0, find_max = 0, json = 0, engine = MSNAP_ENGINE_AUTO, degree = 2, c;
@@ -397,6 +478,10 @@ int cmd_predict(int argc, char **argv)
             break;
         }
         case 'b': exact_bytes = 1; break;
+        case 'g':
+            if (gr_add(&grow, optarg, gerr, sizeof gerr))
+                return cli_usage_error("predict", "%s", gerr);
+            break;
         case 'h': fputs(usage_text, stdout); return fflush(stdout) ? 2 : 0;
         default:
             return cli_option_error("predict", argv, shortopts, opts);
@@ -408,12 +493,22 @@ int cmd_predict(int argc, char **argv)
     if (nin > PR_MAX_INPUTS)
         return cli_usage_error("predict", "at most %d recordings (three give a quadratic fit)",
                                PR_MAX_INPUTS);
-    if (!nat && !find_max)
-        return cli_usage_error("predict", "--at VALUES or --find-max is needed");
-    if (nat && find_max)
-        return cli_usage_error("predict", "--at and --find-max go apart");
-    if (find_max && nconf > 1)
-        return cli_usage_error("predict", "--find-max takes one --alloc-conf");
+    if (grow.n) {
+        if (!nat)
+            return cli_usage_error("predict", "--grow needs --at VALUES (the sizes it is grown at)");
+        if (!find_max)
+            for (int i = 0; i < grow.n; i++)
+                if (!grow.size[i])
+                    return cli_usage_error("predict", "--grow %s: give its size (SITE=SIZE), or "
+                                                      "--find-max to search it", grow.spec[i]);
+    } else {
+        if (!nat && !find_max)
+            return cli_usage_error("predict", "--at VALUES or --find-max is needed");
+        if (nat && find_max)
+            return cli_usage_error("predict", "--at and --find-max go apart");
+        if (find_max && nconf > 1)
+            return cli_usage_error("predict", "--find-max takes one --alloc-conf");
+    }
     if (!nconf)
         confs[nconf++] = "";
     char why[256];
@@ -481,6 +576,10 @@ int cmd_predict(int argc, char **argv)
         fprintf(stderr, "memsnap predict: warning: no request changes size between the "
                 "recordings: do they differ in %s?\n", param);
     const char *show = progress_enabled() ? "predicting" : NULL;
+    if (grow.n) {
+        rc = predict_grow(m, at, nat, &grow, confs, nconf, mem, find_max, json, (int)jobs, param);
+        goto done;
+    }
     if (find_max) {
         pr_result fit, next;
         if (pr_find_max(m, confs[0], mem, (int)jobs, show, &fit, &next, err, sizeof err)) {

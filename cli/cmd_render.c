@@ -17,13 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "category.h"
+#include "analyze/category.h"
 #include "cli.h"
-#include "compare.h"
-#include "model.h"
+#include "viz/compare.h"
+#include "analyze/model.h"
 #include "options.h"
-#include "render.h"
+#include "viz/render.h"
 #include "viz_args.h"
+#include "util/size.h"
 
 #define MAX_FILES 64
 
@@ -33,7 +34,7 @@ static const char usage_text[] =
     "                      [--from first|0]\n"
     "                      [--width W] [--height H] [--cap SIZE]\n"
     "                      [--all-segments] [--format png|svg]\n"
-    "                      [--by site|category] [--category-rules FILE]\n"
+    "                      [--by site|category|pool] [--category-rules FILE] [-j N]\n"
     "\n"
     "Draws two PNGs (or SVGs) from a snapshot (plain or zstd; \"-\" = stdin):\n"
     "  PREFIX-timeline.png  allocated bytes over time stacked by allocation site\n"
@@ -54,27 +55,36 @@ static const char usage_text[] =
     "                       OOM if any, else the peak, else the end\n"
     "  --top N              sites with their own colour per device (default 8,\n"
     "                       at most 24; the rest is \"other\")\n"
-    "  --by site|category   what the timeline's bands are: the top sites\n"
+    "  --by site|category|pool\n"
+    "                       what the timeline's bands are: the top sites\n"
     "                       (default), or the memory categories (parameters,\n"
     "                       gradients, optimizer_state, activations,\n"
     "                       temporaries, inputs, kv_cache, workspaces,\n"
-    "                       communication, the rules' own, other), each in a\n"
+    "                       communication, all_gather, reduce_scatter,\n"
+    "                       graph_pool, the rules' own, other), each in a\n"
     "                       fixed colour, with the figures and the layer of\n"
     "                       memsnap summary's category table: allocator blocks\n"
     "                       plus other libraries' driver memory (cuBLAS\n"
     "                       workspaces, NCCL buffers), or driver allocations\n"
-    "                       where no blocks are seen.  The segment map stays\n"
-    "                       by site\n"
+    "                       where no blocks are seen; or PyTorch's pools, as\n"
+    "                       MemoryViz's \"Allocated Memory (incl. Private\n"
+    "                       Pools)\": the default pool's blocks, then each CUDA\n"
+    "                       graph's or MemPool's blocks and its cache.  The\n"
+    "                       segment map stays by site\n"
     "  --category-rules FILE  with --by category: category rules tried before\n"
     "                       the defaults (default: $MEMSNAP_CATEGORY_RULES;\n"
     "                       format in docs/cli.md)\n"
     "  --x time|events|marks[:WORD]\n"
-    "                       x axis: real time (default), event index, or the\n"
-    "                       numbers in the marks the program wrote (NVTX marks,\n"
+    "                       x axis: real time, event index, or the numbers in\n"
+    "                       the marks the program wrote (NVTX marks,\n"
     "                       memsnap_annotate): the number after WORD (\"hour\"\n"
     "                       in \"... simulated hour 5.80 ...\"), else after the\n"
     "                       first word followed by one; in between, in\n"
-    "                       proportion to events\n"
+    "                       proportion to events.  Default: the event index\n"
+    "                       when 80% of the events fall in 20% of the time (a\n"
+    "                       training run's slow first step), else time; the\n"
+    "                       axis title says which and why.  Marks are ticks on\n"
+    "                       every axis\n"
     "  --from first|0       where the time axis starts: at the first event or\n"
     "                       counters sample (default; the recorder starts with\n"
     "                       the process, often seconds earlier) or at 0\n"
@@ -91,33 +101,12 @@ static const char usage_text[] =
     "                       PREFIX-segments.svg, vector pictures to zoom and\n"
     "                       paste, their parts <g class=...> groups (title,\n"
     "                       legend, band, oom, ...)\n"
+    "  -j, --jobs N         several SNAPs: files read at once (default: the\n"
+    "                       number of cores); the pictures are the same for\n"
+    "                       every N\n"
     "  -h, --help           this help\n"
     "\n"
     "Exit status: 0 ok, 2 bad usage, unreadable input or unwritable output.\n";
-
-/* Parses a size: a number of bytes with an optional K/M/G/T (binary)
- * suffix, "B"/"iB" tolerated.  0 ok, -1 bad. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !(v >= 0))
-        return -1;
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1048576.0; end++; break;
-    case 'g': case 'G': mul = 1073741824.0; end++; break;
-    case 't': case 'T': mul = 1099511627776.0; end++; break;
-    default: break;
-    }
-    if (!strcmp(end, "iB") || !strcmp(end, "B"))
-        end += strlen(end);
-    if (*end || v * mul >= 1.8e19)
-        return -1;
-    *out = (uint64_t)(v * mul);
-    return 0;
-}
 
 /* PREFIX from SNAP: SNAP without a trailing .zst and .msnap; "memsnap"
  * for stdin. */
@@ -248,7 +237,8 @@ static int render_one(const char *path, const viz_args *a, const char *prefix)
     canvas cv;
     if (viz_timeline(m, &cv, a->width, a->height,
                      a->o.by == SM_BY_CATEGORY ? "GPU memory by category over time"
-                                              : "GPU memory over time",
+                     : a->o.by == SM_BY_POOL   ? "GPU memory by pool over time"
+                                               : "GPU memory over time",
                      NULL, 0, NULL)) {
         fprintf(stderr, "memsnap render: out of memory\n");
         sm_free(m);
@@ -289,6 +279,7 @@ int cmd_render(int argc, char **argv)
         {"format", required_argument, NULL, 'F'},
         {"by", required_argument, NULL, 'b'},
         {"category-rules", required_argument, NULL, 'r'},
+        {"jobs", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     viz_args a;
@@ -300,9 +291,9 @@ int cmd_render(int argc, char **argv)
     int c, rc, rules_given = 0;
     optind = 1;
     opterr = 0;
-    a.shortopts = "ho:";
+    a.shortopts = "ho:j:";
     a.longopts = opts;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ho:j:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': prefix = optarg; break;
         case 'a':
@@ -313,11 +304,12 @@ int cmd_render(int argc, char **argv)
         case 'b':
             if (!strcmp(optarg, "site")) o->by = SM_BY_SITE;
             else if (!strcmp(optarg, "category")) o->by = SM_BY_CATEGORY;
-            else return viz_args_bad(&a, "--by wants site or category, got", optarg);
+            else if (!strcmp(optarg, "pool")) o->by = SM_BY_POOL;
+            else return viz_args_bad(&a, "--by wants site, category or pool, got", optarg);
             break;
         case 'r': rules_path = optarg; rules_given = 1; break;
         case 'c':
-            if (parse_size(optarg, &o->cap))
+            if (msnap_size_parse(optarg, &o->cap))
                 return viz_args_bad(&a, "--cap wants a size like 40G or 512M, got", optarg);
             break;
         default:

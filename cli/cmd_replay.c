@@ -18,13 +18,18 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "human.h"
+#include "device_mem_text.h"
+#include "util/human.h"
 #include "options.h"
-#include "whatif.h"
-#include "requests.h"
+#include "whatif/whatif.h"
+#include "whatif/requests.h"
 #include "parts.h"
-#include "torchalloc.h"
+#include "whatif/torchalloc.h"
 #include "progress_term.h"
+#include "util/size.h"
+#include "whatif/grow.h"
+#include "grow_print.h"
+#include <cjson/cJSON.h>
 
 #define MAX_CONFS 16
 #define MAX_SNAPS 64
@@ -32,6 +37,8 @@
 static const char usage_text[] =
     "usage: memsnap replay SNAP... --alloc-conf CONF [--alloc-conf CONF2 ...]\n"
     "       memsnap replay SNAP... --suggest [--alloc-conf BASE]\n"
+    "       memsnap replay SNAP --grow SITE[=SIZE] [--grow SITE2[=SIZE2] ...]\n"
+    "                      [--find-max] [--alloc-conf CONF ...] [--json]\n"
     "                      [--device-mem SIZE] [--engine auto|memsnap|torch]\n"
     "                      [-o PREFIX] [-j JOBS] [-q] [-b]\n"
     "\n"
@@ -54,9 +61,25 @@ static const char usage_text[] =
     "                         collection) and print them best first: those that\n"
     "                         avoid the OOM in every snapshot, then the lowest peak\n"
     "                         reserved, with the string to paste\n"
-    "  -m, --device-mem SIZE  device memory, e.g. 80G (default: the recording's\n"
-    "                         device, else 80G); memory_fraction:F in a PyTorch\n"
-    "                         CONF is a fraction of it\n"
+    "  -m, --device-mem SIZE  the allocator's device memory, e.g. 80G (default:\n"
+    "                         the recording's device, else 80G, less what the\n"
+    "                         recording measured outside the allocator: the\n"
+    "                         CUDA context from its device-used samples and\n"
+    "                         other libraries' driver memory, as summary's\n"
+    "                         driver table has them); memory_fraction:F in a\n"
+    "                         PyTorch CONF is a fraction of the device\n"
+    "  -g, --grow SITE[=SIZE] replay with the requests made at SITE (its label as\n"
+    "                         summary lists it, its function, or FILE:LINE of its\n"
+    "                         innermost user frame) at SIZE instead (scaled: its\n"
+    "                         largest request becomes SIZE); up to 8 sites, one\n"
+    "                         snapshot; the configs default to PyTorch's defaults\n"
+    "  -F, --find-max         with --grow: the largest size of the sites (several:\n"
+    "                         the largest common scale of their sizes) that still\n"
+    "                         runs to the end under each config, and what fails\n"
+    "                         just past it; exit 1 when nothing fits\n"
+    "      --json             with --grow: a JSON list, one object per config and\n"
+    "                         site (config, site, max_bytes, fails_at_bytes,\n"
+    "                         first_failure, ...)\n"
     "  -e, --engine NAME      auto (default), memsnap or torch\n"
     "  -o, --output PREFIX    write PREFIX-1.msnap, PREFIX-2.msnap, ... (one per\n"
     "                         config; one snapshot only): the replayed blocks and\n"
@@ -80,16 +103,7 @@ static int exact_bytes; /* --bytes: sizes as byte counts */
 
 static void human(uint64_t b, char *buf, size_t n)
 {
-    if (exact_bytes)
-        snprintf(buf, n, "%" PRIu64, b);
-    else if (b >= (1ull << 30))
-        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ull << 30));
-    else if (b >= (1ull << 20))
-        snprintf(buf, n, "%.2f MiB", (double)b / (double)(1ull << 20));
-    else if (b >= 1024)
-        snprintf(buf, n, "%.2f KiB", (double)b / 1024.0);
-    else
-        snprintf(buf, n, "%" PRIu64 " B", b);
+    msnap_size_or_bytes(b, exact_bytes, buf, n);
 }
 
 /* The built-in grid: what each engine's config syntax calls them. */
@@ -130,9 +144,11 @@ static void print_table(const char *in, const char *const *confs, int nconf,
     human(res[0].device_mem, m, sizeof m);
     /* the recording's frees: each config replays some and skips the rest
      * (below), so the header counts both */
+    char dm[640];
+    cli_device_mem_text(&res[0], exact_bytes, dm, sizeof dm);
     printf("replay of %s on a simulated device of %s (from %s; %s level, %s engine: %" PRIu64
-           " requests, %" PRIu64 " frees)\n\n", in, m, res[0].device_mem_from, res[0].level,
-           res[0].engine, res[0].requests, res[0].frees + res[0].skipped_frees);
+           " requests, %" PRIu64 " frees)\n%s\n\n", in, m, res[0].device_mem_from, res[0].level,
+           res[0].engine, res[0].requests, res[0].frees + res[0].skipped_frees, dm);
     printf("%-3s %-32s %12s %12s %9s %9s %-30s %8s\n", "#", "config", "peak alloc", "peak reserv",
            "frag free", "frag peak", "OOM", "driver");
     for (int i = 0; i < nconf; i++) {
@@ -171,8 +187,8 @@ static void print_table(const char *in, const char *const *confs, int nconf,
         }
     }
     if (res[0].empty_cache_calls)
-        printf("\n%" PRIu64 " empty_cache calls read from the trace (segments released with no "
-               "new segment after) were replayed\n", res[0].empty_cache_calls);
+        printf("\n%" PRIu64 " empty_cache calls read from the trace (segments released, and no "
+               "OOM retry after) were replayed\n", res[0].empty_cache_calls);
     /* Frees the replay skipped differ by config: a request that fails in
      * one config and not another leaves its free without a block. */
     int same = 1, any = 0;
@@ -205,7 +221,7 @@ static void print_suggest(int nin, const char *const *confs, int nconf,
 {
     int order[GRID_N];
     int fails[GRID_N];
-    uint64_t peak[GRID_N];
+    uint64_t peak[GRID_N] = {0};   /* = {0}: GCC 10 (Debian 11) cannot tell nconf >= 1 */
     for (int c = 0; c < nconf; c++) {
         order[c] = c;
         fails[c] = 0;
@@ -299,6 +315,20 @@ static void conf_canon(const char *conf, char *out, size_t n)
         o += (size_t)snprintf(out + o, n - o, "%s%s:%s", i ? "," : "", keys[i], vals[i]);
 }
 
+/* replay.c dlopens the simulated device and the allocator from these
+ * variables: point them at this memsnap's own parts (parts.h). */
+static void set_part_paths(void)
+{
+    char part[PATH_MAX + 64];
+    if (!getenv("MEMSNAP_SIMDEV_LIB") &&
+        memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, part, sizeof part - 16) == 0) {
+        strcat(part, "/libcuda.so.1");
+        setenv("MEMSNAP_SIMDEV_LIB", part, 1);
+    }
+    if (!getenv("MEMSNAP_ALLOC_LIB") && memsnap_part_find(MEMSNAP_PART_ALLOC, part, sizeof part) == 0)
+        setenv("MEMSNAP_ALLOC_LIB", part, 1);
+}
+
 /* Replays every stream through every config and prints the tables (or,
  * with --suggest, the ranking).  Returns the exit status. */
 static int replay_all(rq_stream *qs, char **ins, int nin, const char **confs, int nconf,
@@ -339,16 +369,7 @@ static int replay_all(rq_stream *qs, char **ins, int nin, const char **confs, in
             fprintf(stderr, "memsnap replay: bad config \"%s\": %s\n", confs[i], err);
             return 2;
         }
-    /* replay.c dlopens the simulated device and the allocator from these
-     * variables: point them at this memsnap's own parts (parts.h). */
-    char part[PATH_MAX + 64];
-    if (!getenv("MEMSNAP_SIMDEV_LIB") &&
-        memsnap_part_find(MEMSNAP_PART_SIMDEV_DIR, part, sizeof part - 16) == 0) {
-        strcat(part, "/libcuda.so.1");
-        setenv("MEMSNAP_SIMDEV_LIB", part, 1);
-    }
-    if (!getenv("MEMSNAP_ALLOC_LIB") && memsnap_part_find(MEMSNAP_PART_ALLOC, part, sizeof part) == 0)
-        setenv("MEMSNAP_ALLOC_LIB", part, 1);
+    set_part_paths();
     int total = nin * nconf;
     msnap_replay_opts *o = calloc((size_t)total, sizeof *o);
     msnap_replay_result *res = calloc((size_t)total, sizeof *res);
@@ -392,6 +413,70 @@ static int replay_all(rq_stream *qs, char **ins, int nin, const char **confs, in
     return fflush(stdout) ? 2 : 0;
 }
 
+/* --grow: one snapshot, its sites, each config (grow_print.h).  Returns
+ * the exit status. */
+static int replay_grow(const char *in, gr_sites *grow, const char **confs, int nconf, int engine,
+                       uint64_t mem, int find_max, int json, int jobs, int quiet)
+{
+    char err[1280];
+    if (msnap_replay_available(err, sizeof err)) {
+        fprintf(stderr, "memsnap replay: %s\n", err);
+        return 2;
+    }
+    rq_stream *q = calloc(1, sizeof *q);
+    if (!q) {
+        fprintf(stderr, "memsnap replay: out of memory\n");
+        return 2;
+    }
+    int rc = 0;
+    cJSON *out = NULL;
+    if (rq_read(q, in, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        rc = 2;
+        goto done;
+    }
+    int eng = engine == MSNAP_ENGINE_AUTO ? msnap_replay_engine_of(q) : engine;
+    int torch = eng == MSNAP_ENGINE_TORCH;
+    for (int i = 0; i < nconf; i++)
+        if (msnap_replay_check_conf(confs[i], torch, err, sizeof err)) {
+            fprintf(stderr, "memsnap replay: bad config \"%s\": %s\n", confs[i], err);
+            rc = 2;
+            goto done;
+        }
+    if (gr_match(grow, q, &q->f, torch, err, sizeof err)) {
+        fprintf(stderr, "memsnap replay: %s: %s\n", in, err);
+        rc = 2;
+        goto done;
+    }
+    set_part_paths();
+    char what[PATH_MAX + 32];
+    snprintf(what, sizeof what, "replay of %s", in);
+    out = json ? cJSON_CreateArray() : NULL;
+    grow_run g = {.cmd = "replay", .what = what, .q = q, .tab = &q->f, .sites = grow,
+                  .confs = confs, .nconf = nconf, .device_mem = mem, .engine = eng,
+                  .find_max = find_max,
+                  .json = json, .jobs = jobs, .quiet = quiet, .bytes = exact_bytes, .out = out};
+    rc = grow_run_all(&g);
+    if (out && rc < 2) {
+        char *t = cJSON_PrintUnformatted(out);
+        if (!t) {
+            fprintf(stderr, "memsnap replay: out of memory\n");
+            rc = 2;
+        } else {
+            printf("%s\n", t);
+            free(t);
+        }
+    }
+    if (rc < 2 && fflush(stdout))
+        rc = 2;
+done:
+    cJSON_Delete(out);
+    gr_free(grow);
+    rq_free(q);
+    free(q);
+    return rc;
+}
+
 int cmd_replay(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -403,17 +488,30 @@ int cmd_replay(int argc, char **argv)
         {"jobs", required_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},
         {"bytes", no_argument, NULL, 'b'},
+        {"grow", required_argument, NULL, 'g'},
+        {"find-max", no_argument, NULL, 'F'},
+        {"json", no_argument, NULL, 'J'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *confs[MAX_CONFS], *prefix = NULL;
     int nconf = 0, c, suggest = 0, quiet = 0, engine = MSNAP_ENGINE_AUTO;
+    int find_max = 0, json = 0;
+    gr_sites grow;
+    char gerr[512];
+    memset(&grow, 0, sizeof grow);
     long jobs = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t mem = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "c:sm:e:o:j:qbh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:sm:e:o:j:qbg:Fh", opts, NULL)) != -1) {
         switch (c) {
+        case 'g':
+            if (gr_add(&grow, optarg, gerr, sizeof gerr))
+                return cli_usage_error("replay", "%s", gerr);
+            break;
+        case 'F': find_max = 1; break;
+        case 'J': json = 1; break;
         case 'c':
             if (nconf == MAX_CONFS)
                 return cli_usage_error("replay", "at most %d --alloc-conf", MAX_CONFS);
@@ -452,12 +550,27 @@ int cmd_replay(int argc, char **argv)
         case 'b': exact_bytes = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            return cli_option_error("replay", argv, "c:sm:e:o:j:qbh", opts);
+            return cli_option_error("replay", argv, "c:sm:e:o:j:qbg:Fh", opts);
         }
     }
     int nin = argc - optind;
     if (nin < 1)
         return cli_usage_error("replay", "expected a snapshot");
+    if (grow.n || find_max || json) {
+        if (!grow.n)
+            return cli_usage_error("replay", "--find-max and --json go with --grow SITE");
+        if (nin > 1 || suggest || prefix)
+            return cli_usage_error("replay", "--grow takes one snapshot, no --suggest and no -o");
+        if (!find_max)
+            for (int i = 0; i < grow.n; i++)
+                if (!grow.size[i])
+                    return cli_usage_error("replay", "--grow %s: give its size (SITE=SIZE), or "
+                                                     "--find-max to search it", grow.spec[i]);
+        if (!nconf)
+            confs[nconf++] = "";
+        return replay_grow(argv[optind], &grow, confs, nconf, engine, mem, find_max, json,
+                           (int)jobs, quiet);
+    }
     if (nin > MAX_SNAPS) {
         fprintf(stderr, "memsnap replay: at most %d snapshots at once\n", MAX_SNAPS);
         return 2;

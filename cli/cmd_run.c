@@ -20,15 +20,21 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <glob.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "analyze/metrics.h"
 #include "options.h"
 #include "parts.h"
 #include "torch_setup.h"
@@ -66,6 +72,10 @@ static const char run_usage[] =
     "                          (`memsnap symbolize` can do it later)\n"
     "      --fork MODE         follow (default: a child that uses CUDA writes its\n"
     "                          own file) or stop (children are not recorded)\n"
+    "      --nvtx all|default|off  NVTX ranges and marks recorded: all (default:\n"
+    "                          every domain), default (nvtxRangePush/Pop and marks\n"
+    "                          of the default domain, as torch.cuda.nvtx makes) or\n"
+    "                          off (no NVTX injection)\n"
     "      --sim-device SIZE   run on the simulated device of SIZE memory, 2M to\n"
     "                          64T (e.g. 80G), instead of the GPU (for machines\n"
     "                          without one); driver-API programs only: programs\n"
@@ -73,6 +83,11 @@ static const char run_usage[] =
     "                          need a GPU, and the simulated device says so\n"
     "      --sim-devices N     number of simulated devices (default 1)\n"
     "      --summary           print `memsnap summary` of the snapshot afterwards\n"
+    "      --metrics [ADDR:]PORT  serve Prometheus metrics of the program's\n"
+    "                          allocators at http://ADDR:PORT/metrics while it\n"
+    "                          runs (ADDR 127.0.0.1 unless given; from this\n"
+    "                          process, never the program's), one series per\n"
+    "                          process and device (docs/recorder.md)\n"
     "      --no-torch-build    do not build the PyTorch plugin before a Python\n"
     "                          program whose PyTorch has none (by default it is\n"
     "                          built once, into the cache, as torch-setup does)\n"
@@ -84,13 +99,14 @@ static const char run_usage[] =
     "MEMSNAP_TORCH_NODES=0: allocations made by the backward pass do not name\n"
     "their autograd node, and none carries its autograd sequence number.\n"
     "\n"
-    "Exit code: COMMAND's own (128+N if it died of signal N); 2 for bad options\n"
-    "or a snapshot folder that cannot be written (COMMAND is then not run); 127\n"
-    "if COMMAND cannot be run.\n"
+    "Exit code: COMMAND's own (128+N if it died of signal N); 2 for bad options,\n"
+    "a snapshot folder that cannot be written or a --metrics port that is taken\n"
+    "(COMMAND is then not run); 127 if COMMAND cannot be run.\n"
     "\n"
     "examples:\n"
     "  memsnap run -o train-%p.msnap -- python3 train.py               (a GPU)\n"
-    "  memsnap run --sim-device 80G -o smoke.msnap -- memsnap-smoke 10  (no GPU)\n";
+    "  memsnap run --sim-device 80G -o smoke.msnap -- memsnap-smoke 10  (no GPU)\n"
+    "  memsnap run --metrics 9464 -o serve.msnap -- python3 serve.py   (Prometheus)\n";
 
 /* One line (options.h): the message from fmt and arg, then where help is. */
 static int usage_error(const char *fmt, const char *arg)
@@ -130,6 +146,46 @@ static int check_uint(const char *s, unsigned long long lo, unsigned long long h
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     return !errno && !*end && v >= lo && v <= hi;
+}
+
+/* Whether the recorder wrote a snapshot for the run started at `since`:
+ * a file the output pattern can name (%p, %n, %t any value: the program's
+ * children write their own), modified since then. */
+static int snapshot_written(const char *pat, time_t since)
+{
+    char g[PATH_MAX * 2];
+    size_t o = 0;
+    for (const char *p = pat; *p && o + 8 < sizeof g; p++) {
+        if (*p == '%' && (p[1] == 'p' || p[1] == 'n' || p[1] == 't')) {
+            g[o++] = '*';
+            p++;
+        } else if (*p == '%' && (p[1] == 'h' || p[1] == 'q')) {
+            g[o++] = '*';         /* a host or a variable: any value */
+            p++;
+            if (*p == 'q' && p[1] == '{')
+                while (p[1] && *p != '}')
+                    p++;
+        } else if (*p == '%' && p[1] == '%') {
+            g[o++] = '%';
+            p++;
+        } else if (*p == '*' || *p == '?' || *p == '[' || *p == '\\') {
+            g[o++] = '\\';
+            g[o++] = *p;
+        } else {
+            g[o++] = *p;
+        }
+    }
+    g[o] = 0;
+    glob_t gl;
+    int found = 0;
+    if (glob(g, GLOB_NOSORT, NULL, &gl) == 0) {
+        for (size_t i = 0; i < gl.gl_pathc && !found; i++) {
+            struct stat st;
+            found = stat(gl.gl_pathv[i], &st) == 0 && st.st_mtime >= since;
+        }
+        globfree(&gl);
+    }
+    return found;
 }
 
 /* Whether the snapshot the output pattern names can be created: its folder
@@ -210,17 +266,106 @@ static int check_output(void)
 
 static pid_t child;
 
+/* Removes the registration folder of --metrics (its files, then itself). */
+static void live_dir_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[PATH_MAX];
+        while ((e = readdir(d)))
+            if (e->d_name[0] != '.' &&
+                (size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < sizeof p)
+                unlink(p);
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* The dump signals (USR1, USR2) are passed on only while the program's
+ * process catches or ignores them, as read from /proc/PID/status: until
+ * the recorder's constructor has installed its handler (the dynamic
+ * loader, a sanitizer's start-up and other libraries' constructors can
+ * take a second), and again in the moments after the program execs
+ * another (env, a shell's exec, a launcher), the signal's default action
+ * would kill it.  One that arrives then is held and passed on once it is
+ * caught; a program that never loads the recorder (a static binary) and
+ * never handles it never gets it.  Other signals go on at once. */
+static volatile sig_atomic_t held[2]; /* USR1, USR2 held */
+
+/* Whether child catches or ignores sig now (1), does not (0), or is gone
+ * (-1).  Async-signal-safe: open, read, close and hand parsing. */
+static int child_takes(int sig)
+{
+    char path[64] = "/proc/", buf[4096];
+    /* the pid in decimal, by hand */
+    char d[16];
+    int n = 0;
+    for (long v = child; v > 0 && n < 15; v /= 10)
+        d[n++] = (char)('0' + v % 10);
+    size_t k = strlen(path);
+    while (n > 0)
+        path[k++] = d[--n];
+    memcpy(path + k, "/status", 8);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = 0, r;
+    while (len < (ssize_t)sizeof buf - 1 && (r = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
+        len += r;
+    close(fd);
+    buf[len > 0 ? len : 0] = 0;
+    int takes = 0;
+    static const char *const keys[] = {"SigIgn:", "SigCgt:"};
+    for (int i = 0; i < 2; i++) {
+        const char *p = strstr(buf, keys[i]);
+        if (!p)
+            return 1;          /* no masks to read: pass it on as before */
+        p += 7;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        /* a hex mask, bit sig - 1 counted from the right */
+        const char *e = p;
+        while ((*e >= '0' && *e <= '9') || (*e >= 'a' && *e <= 'f'))
+            e++;
+        int bit = sig - 1, digit = bit / 4;
+        if (e - p > digit) {
+            char c = e[-1 - digit];
+            int v = c <= '9' ? c - '0' : c - 'a' + 10;
+            if (v & (1 << (bit % 4)))
+                takes = 1;
+        }
+    }
+    return takes;
+}
+
 static void forward(int sig)
 {
-    if (child > 0)
+    int saved = errno;
+    if ((sig == SIGUSR1 || sig == SIGUSR2) && (child <= 0 || child_takes(sig) == 0))
+        held[sig == SIGUSR2] = 1;
+    else if (child > 0)
         kill(child, sig);
+    errno = saved;
+}
+
+/* Passes on the dump signals held that the program now takes. */
+static void pass_held(void)
+{
+    for (int i = 0; i < 2 && child > 0; i++) {
+        int sig = i ? SIGUSR2 : SIGUSR1;
+        if (held[i] && child_takes(sig) != 0) {
+            held[i] = 0;
+            kill(child, sig);
+        }
+    }
 }
 
 int cmd_run(int argc, char **argv)
 {
     enum { O_MODE = 256, O_RING, O_DEPTH, O_OOM, O_SIG, O_NOEXIT, O_COMPRESS, O_NOSYM,
            O_FORK, O_SIM, O_SIMN, O_SUMMARY, O_NOPY, O_PYDEPTH, O_PYFRAMES, O_PYNATIVE,
-           O_NOTORCHBUILD };
+           O_NOTORCHBUILD, O_NVTX, O_METRICS };
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'},
         {"mode", required_argument, 0, O_MODE},
@@ -236,15 +381,17 @@ int cmd_run(int argc, char **argv)
         {"compress", required_argument, 0, O_COMPRESS},
         {"no-symbolize", no_argument, 0, O_NOSYM},
         {"fork", required_argument, 0, O_FORK},
+        {"nvtx", required_argument, 0, O_NVTX},
         {"sim-device", required_argument, 0, O_SIM},
         {"sim-devices", required_argument, 0, O_SIMN},
         {"summary", no_argument, 0, O_SUMMARY},
         {"no-torch-build", no_argument, 0, O_NOTORCHBUILD},
+        {"metrics", required_argument, 0, O_METRICS},
         {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    const char *sim = NULL, *simn = NULL;
+    const char *sim = NULL, *simn = NULL, *metrics_spec = NULL;
     int summary = 0, torch_build = 1;
     optind = 1;
     opterr = 0;
@@ -325,6 +472,11 @@ int cmd_run(int argc, char **argv)
                 return usage_error("--fork must be follow or stop, not '%s'", optarg);
             setenv("MEMSNAP_FORK", optarg, 1);
             break;
+        case O_NVTX:
+            if (strcmp(optarg, "off") && strcmp(optarg, "default") && strcmp(optarg, "all"))
+                return usage_error("--nvtx must be off, default or all, not '%s'", optarg);
+            setenv("MEMSNAP_NVTX", optarg, 1);
+            break;
         case O_SIM: {
             uint64_t bytes;
             if (sim_size_parse(optarg, &bytes))
@@ -344,6 +496,9 @@ int cmd_run(int argc, char **argv)
         case O_NOTORCHBUILD:
             torch_build = 0;
             break;
+        case O_METRICS:
+            metrics_spec = optarg;
+            break;
         case 'q':
             setenv("MEMSNAP_QUIET", "1", 1);
             break;
@@ -358,11 +513,21 @@ int cmd_run(int argc, char **argv)
         return usage_error("no command given%s (memsnap run [options] -- COMMAND)", "");
 
     /* The same checks the recorder makes, so a bad value stops here. */
-    extern int memsnap_cli_check_settings(void);
     if (memsnap_cli_check_settings() != 0)
         return 2;
     if (check_output() != 0)
         return 2;
+    /* The metrics' port before anything runs: taken or bad is one line. */
+    an_metrics *metrics = NULL;
+    char live_dir[PATH_MAX] = "";
+    if (metrics_spec) {
+        char merr[512];
+        if (!(metrics = an_metrics_listen(metrics_spec, merr, sizeof merr))) {
+            fprintf(stderr, "memsnap run: --metrics %s: %s; nothing was run\n", metrics_spec,
+                    merr);
+            return 2;
+        }
+    }
 
 #ifndef MEMSNAP_HAVE_RECORDER
     fprintf(stderr, "memsnap run: this memsnap is a reader-only build (no CUDA toolkit): "
@@ -416,13 +581,34 @@ int cmd_run(int argc, char **argv)
             setenv("MEMSNAP_SIM_DEVICES", simn, 1);
     }
     env_prepend("LD_PRELOAD", real_lib);
-    if (!getenv("NVTX_INJECTION64_PATH"))
+    /* NVTX's injection, unless the user named one or asked for no NVTX (then
+     * the program's NVTX calls stay the no-ops they are without a tool) */
+    const char *nvtx = getenv("MEMSNAP_NVTX");
+    if (!getenv("NVTX_INJECTION64_PATH") && !(nvtx && strcmp(nvtx, "off") == 0))
         setenv("NVTX_INJECTION64_PATH", real_lib, 1);
 
+    if (metrics) {
+        /* where each process of the run registers (recorder/live.c) */
+        const char *tmp = getenv("TMPDIR");
+        snprintf(live_dir, sizeof live_dir, "%s/memsnap-run-XXXXXX",
+                 tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(live_dir)) {
+            fprintf(stderr, "memsnap run: --metrics: cannot make a folder in %s: %s; nothing "
+                            "was run\n", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+            an_metrics_stop(metrics);
+            return 2;
+        }
+        setenv("MEMSNAP_LIVE_DIR", live_dir, 1);
+    }
     fflush(NULL);
+    time_t started = time(NULL);
     child = fork();
     if (child < 0) {
         fprintf(stderr, "memsnap run: fork failed: %s\n", strerror(errno));
+        if (metrics) {
+            an_metrics_stop(metrics);
+            live_dir_remove(live_dir);
+        }
         return 2;
     }
     if (child == 0) {
@@ -430,31 +616,63 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "memsnap run: cannot run %s: %s\n", argv[optind], strerror(errno));
         _exit(127);
     }
+    if (metrics) {
+        /* the program runs; the metrics are served from here, fed by the
+         * files its processes register (analyze/metrics.h) */
+        msnap_set_progress(NULL, NULL);
+        if (an_metrics_start(metrics, live_dir, NULL, NULL) != 0)
+            fprintf(stderr, "memsnap run: --metrics: cannot start serving: %s\n",
+                    strerror(errno));
+        else if (!getenv("MEMSNAP_QUIET") || strcmp(getenv("MEMSNAP_QUIET"), "1"))
+            fprintf(stderr, "memsnap run: metrics at http://%s/metrics\n",
+                    an_metrics_address(metrics));
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = forward;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     int fwd[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
+    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++) {
+        /* a held dump signal must wake the wait below (no restart) */
+        sa.sa_flags = i < 2 ? 0 : SA_RESTART;
         sigaction(fwd[i], &sa, NULL);
+    }
     int status = 0;
-    while (waitpid(child, &status, 0) < 0) {
-        if (errno != EINTR) {
+    for (;;) {
+        pass_held();
+        /* while a dump signal is held, look again every 20 ms */
+        pid_t w = waitpid(child, &status, held[0] || held[1] ? WNOHANG : 0);
+        if (w == child)
+            break;
+        if (w < 0 && errno != EINTR) {
             fprintf(stderr, "memsnap run: waitpid: %s\n", strerror(errno));
             return 2;
         }
+        if (w == 0)
+            poll(NULL, 0, 20);
     }
     int rc = WIFEXITED(status) ? WEXITSTATUS(status)
                                : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
-    if (summary) {
-        const char *pat = getenv("MEMSNAP_OUTPUT");
+    if (metrics) {
+        an_metrics_refresh(metrics);   /* the program's last lines */
+        an_metrics_stop(metrics);
+        live_dir_remove(live_dir);
+    }
+    const char *pat = getenv("MEMSNAP_OUTPUT");
+    pat = pat && *pat ? pat : "memsnap-%p.msnap";
+    /* a program that never touched device memory: the recorder never
+     * started, so there is no snapshot; say so (127: it did not run) */
+    int none = rc != 127 && !snapshot_written(pat, started);
+    if (none && (!getenv("MEMSNAP_QUIET") || strcmp(getenv("MEMSNAP_QUIET"), "1")))
+        fprintf(stderr, "memsnap run: no snapshot: %s made no device-memory call (the recorder "
+                "starts at the first one), so there was nothing to record\n", argv[optind]);
+    if (summary && !none) {
         char path[PATH_MAX];
-        pathpat_expand(pat && *pat ? pat : "memsnap-%p.msnap", (long)child, 0, 0, path,
-                       sizeof path);
+        pathpat_expand(pat, (long)child, 0, 0, path, sizeof path);
         if (!file_exists(path)) {
-            fprintf(stderr, "memsnap run: no snapshot at %s (did the program use CUDA memory?)\n",
-                    path);
+            fprintf(stderr, "memsnap run: no snapshot at %s (a process the program started "
+                    "wrote its own)\n", path);
         } else {
             char *sargv[] = {"summary", path, NULL};
             fflush(stdout);

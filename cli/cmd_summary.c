@@ -8,8 +8,10 @@
  * was still live at the end, the top allocation sites by peak live bytes,
  * NVTX marks (and, with --marks, the per-device values at every mark).
  *
- * Several files (one per rank): a section per file, then a short
+ * Several files (one per rank): the job view (cmd_job.c, analyze/job.h),
+ * read on -j threads; with --each, a section per file, then a short
  * cross-rank table (peak reserved, OOMs, the rank with the highest peak).
+ * Either way the output is the same for every -j.
  *
  * Exit status: 0 nothing alarming, 1 the snapshot contains an OOM event,
  * 2 usage error or unreadable input (one line on stderr).
@@ -21,35 +23,51 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "breakdown.h"
+#include "analyze/breakdown.h"
 #include "cli.h"
 #include "options.h"
-#include "findings.h"
-#include "model.h"
-#include "ranks.h"
-#include "report.h"
-#include "summary.h"
+#include "summary_pools.h"
+#include "analyze/findings.h"
+#include "analyze/model.h"
+#include "analyze/ranks.h"
+#include "analyze/report.h"
+#include "analyze/summary.h"
+#include "parallel.h"
+#include "summary_text.h"
+#include "analyze/result_json.h"
 
-#define TOP_FRAMES 4 /* frames shown per allocation site / OOM */
+static int show_stacks; /* --stacks: every site's frames in the text */
 
 static const char usage_text[] =
-    "usage: memsnap summary SNAP [SNAP...] [--json] [--top N] [--marks]\n"
-    "                       [--category-rules FILE]\n"
+    "usage: memsnap summary SNAP [SNAP...] [--json] [--top N] [--stacks]\n"
+    "                       [--marks] [--category-rules FILE] [--each] [-j N]\n"
     "\n"
-    "Reads a snapshot (plain or zstd; \"-\" = stdin) once and\n"
-    "prints: the header, event counts per action and API, per-device peaks\n"
-    "(reserved, async, managed, allocated, VMM), pinned host memory, OOM\n"
-    "events, failed frees, what was still live at the end, the top\n"
-    "allocation sites by peak live bytes (each named by its first frame\n"
-    "outside the CUDA / allocator libraries), findings, and NVTX marks.\n"
-    "Several SNAPs (one per rank): a section per file, then a table of peak\n"
-    "reserved and OOMs per file and the file with the highest peak.\n"
+    "Reads a snapshot (plain or zstd; \"-\" = stdin) once and prints first the\n"
+    "answer: the peaks (allocated: what flame --at peak draws; reserved:\n"
+    "render's segment map at --at peak; the driver's used figure), what was\n"
+    "live at the peak by site (the top 5, each with its share and categories),\n"
+    "and the findings (OOMs, leak suspects, fragmentation, what was still\n"
+    "allocated at the end).  Then the details: event counts per action and\n"
+    "API, per-device levels (reserved, async, managed, allocated, VMM),\n"
+    "pinned host memory, failed frees, the top allocation sites of every\n"
+    "layer by peak live bytes (each named by its first frame outside the\n"
+    "CUDA / allocator libraries), the findings in full, NVTX marks, the\n"
+    "driver table and the categories.\n"
+    "Several SNAPs (one per rank): the job view, as memsnap job prints it\n"
+    "(ranks, imbalance, divergent sites, failures; memsnap job --help).\n"
     "\n"
     "  --json       one JSON object with the same content (exact byte counts)\n"
     "  --top N      allocation sites to list (default 10, 0 = none)\n"
+    "  --stacks     each site's frames (and each OOM's, leak suspect's)\n"
     "  --marks      reserved/async/allocated per device at every nvtx_mark\n"
     "  --category-rules FILE  category rules tried before the defaults\n"
     "               (default: $MEMSNAP_CATEGORY_RULES; format in docs/cli.md)\n"
+    "  --each       several SNAPs: every file's full summary, then a table of\n"
+    "               peak reserved and OOMs per file and the file with the\n"
+    "               highest peak (--top, --marks and --category-rules apply to\n"
+    "               each file's summary)\n"
+    "  -j, --jobs N files read at once (default: the number of cores); the\n"
+    "               output is the same for every N\n"
     "  -h, --help   this help\n"
     "\n"
     "Exit status: 0 ok, 1 a snapshot contains an OOM event, 2 bad usage or\n"
@@ -67,41 +85,13 @@ static const int site_layers[] = {MSNAP_LAYER_RESERVED, MSNAP_LAYER_ALLOCATED,
 
 /* ---- text, printed from the result -------------------------------------- */
 
-/* An integer member of a result object (add_u64 writes raw numbers). */
-static uint64_t ju(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (cJSON_IsRaw(v))
-        return strtoull(v->valuestring, NULL, 10);
-    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
-}
-
-/* A signed integer member (device ordinals, CUresults). */
-static int ji(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valueint : 0;
-}
-
-/* A string member, "" when absent. */
-static const char *js(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static const cJSON *jo(const cJSON *o, const char *key)
-{
-    return cJSON_GetObjectItemCaseSensitive(o, key);
-}
-
 /* Size of a member, as text into buf. */
 static const char *jsize(const cJSON *o, const char *key, char *buf)
 {
     return msnap_size_text(ju(o, key), buf, 32);
 }
 
-/* Prints up to TOP_FRAMES frames of an entry with "stack" and "frames",
+/* Prints the frames of an entry with "stack" and "frames" (--stacks),
  * after its "runtime_frames" (sites, leak suspects, OOMs, failed frees). */
 static void print_frames(const cJSON *o, const char *indent)
 {
@@ -112,7 +102,7 @@ static void print_frames(const cJSON *o, const char *indent)
         return;
     }
     if (!depth) {
-        printf("%s(stack %" PRIu64 " not in the file)\n", indent, ju(o, "stack"));
+        printf("%s(its stack is not in the file)\n", indent);
         return;
     }
     /* the memory runtime's frames (driver, allocator, recorder) are not the
@@ -120,10 +110,8 @@ static void print_frames(const cJSON *o, const char *indent)
     int skip = ji(o, "runtime_frames");
     if (skip < 0 || skip >= depth)
         skip = 0;
-    for (int i = skip; i < depth && i < skip + TOP_FRAMES; i++)
+    for (int i = skip; i < depth; i++)
         printf("%s%s\n", indent, cJSON_GetArrayItem(fr, i)->valuestring);
-    if (depth > skip + TOP_FRAMES)
-        printf("%s... %d more frames\n", indent, depth - skip - TOP_FRAMES);
 }
 
 /* "peak X at T s, final Y" for one level object (and, for PyTorch's
@@ -161,13 +149,28 @@ static void print_counts(const char *title, const cJSON *counts)
     printf("\n");
 }
 
-/* The top sites of one layer; null: the layer was not seen.  pytorch: the
- * reserved layer of a PyTorch run, whose PyTorch segments are one line
- * (what they hold is the allocated layer's list). */
-static void print_sites(const cJSON *ts, const char *layer, int top, int pytorch,
-                        uint64_t reserved_peak)
+/* "  #1  peak ... [kind, device N]" and its label; with stacks its frames. */
+static void print_site(const cJSON *x, int i, int stacks)
 {
     char a[32], b[32], c[32];
+    uint64_t count = ju(x, "count");
+    printf("  #%-2d peak %-11s %6" PRIu64 " alloc%s, %s total, live at end %s  [%s, device %d]\n",
+           i, jsize(x, "peak", a), count, plural(count), jsize(x, "bytes_total", b),
+           jsize(x, "live_at_end", c), js(x, "kind"), ji(x, "device"));
+    if (jo(x, "label"))
+        printf("      site: %s\n", js(x, "label"));
+    if (stacks)
+        print_frames(x, "      ");
+}
+
+/* The top sites of one layer; null: the layer was not seen.  pytorch: the
+ * reserved layer of a PyTorch run, whose PyTorch segments are one line
+ * (what they hold is the allocated layer's list), the other libraries'
+ * memory by library. */
+static void print_sites(const cJSON *ts, const char *layer, int top, int pytorch,
+                        uint64_t reserved_peak, int stacks)
+{
+    char a[32];
     const cJSON *list = jo(ts, layer);
     if (top <= 0)
         return;
@@ -184,60 +187,46 @@ static void print_sites(const cJSON *ts, const char *layer, int top, int pytorch
         printf("\nreserved (driver memory): peak %s, PyTorch's segments (what they hold is the\n"
                "allocated layer above; the rest is its cache)%s\n",
                msnap_size_text(reserved_peak, a, sizeof a),
-               n ? " and other libraries':" : "");
-    } else {
-        printf("\ntop %d %s site%s by peak live bytes:\n", n, layer, plural((uint64_t)n));
+               n ? " and other libraries', by library:" : "");
+        /* by library, in the order of each library's first (largest) site */
+        const char *libs[32];
+        int nlibs = 0;
+        cJSON_ArrayForEach(x, list) {
+            int k = 0;
+            while (k < nlibs && strcmp(libs[k], js(x, "library")))
+                k++;
+            if (k == nlibs && nlibs < 32)
+                libs[nlibs++] = js(x, "library");
+        }
+        for (int k = 0; k < nlibs; k++) {
+            uint64_t live = 0, peak = 0;
+            int ns = 0;
+            cJSON_ArrayForEach(x, list)
+                if (!strcmp(js(x, "library"), libs[k])) {
+                    live += ju(x, "live_at_end");
+                    peak += ju(x, "peak");
+                    ns++;
+                }
+            char b[32];
+            printf("  %s: %d site%s, live at end %s (peaks add up to %s)\n", libs[k], ns,
+                   plural((uint64_t)ns), msnap_size_text(live, a, sizeof a),
+                   msnap_size_text(peak, b, sizeof b));
+            cJSON_ArrayForEach(x, list)
+                if (!strcmp(js(x, "library"), libs[k]))
+                    print_site(x, ++i, stacks);
+        }
+        return;
     }
-    cJSON_ArrayForEach(x, list) {
-        uint64_t count = ju(x, "count");
-        printf("  #%-2d peak %-11s %6" PRIu64 " alloc%s, %s total, "
-               "live at end %s  [%s, device %d, stack %" PRIu64 "]\n",
-               ++i, jsize(x, "peak", a), count, plural(count),
-               jsize(x, "bytes_total", b), jsize(x, "live_at_end", c),
-               js(x, "kind"), ji(x, "device"), ju(x, "stack"));
-        if (jo(x, "label"))
-            printf("      site: %s\n", js(x, "label"));
-        print_frames(x, "      ");
-    }
+    printf("\ntop %d %s site%s by peak live bytes:\n", n, layer, plural((uint64_t)n));
+    cJSON_ArrayForEach(x, list)
+        print_site(x, ++i, stacks);
 }
 
-/* The findings part of the result. */
-static void print_findings(const cJSON *f)
+/* The fragmentation part of the findings, in full. */
+static void print_fragmentation(const cJSON *f, int blocks)
 {
     char a[32], b[32], c[32], d[32], t[32];
-    int blocks = !strcmp(js(f, "stacked_layer"), "blocks");
-    const cJSON *leaks = jo(f, "leak_suspects"), *x;
-    uint64_t nvalleys = ju(f, "valleys");
-    printf("\nfindings (stacked layer: %s)\n",
-           blocks ? "allocator blocks"
-                  : "reserved only, the allocator reports no blocks");
-    int nleaks = cJSON_GetArraySize(leaks);
-    if (nvalleys < 3)
-        printf("leak suspects: none (%" PRIu64 " valley%s of the total: too few to judge)",
-               nvalleys, plural(nvalleys));
-    else if (!nleaks)
-        printf("leak suspects: none (no site's live bytes kept rising across the %" PRIu64
-               " valleys of the total)", nvalleys);
-    else
-        printf("leak suspects: %d (sites whose live bytes kept rising across the %" PRIu64
-               " valleys of the total, which went from %s to %s)", nleaks, nvalleys,
-               jsize(jo(f, "floor"), "first", a), jsize(jo(f, "floor"), "last", b));
-    printf("\n");
-    int i = 0;
-    cJSON_ArrayForEach(x, leaks) {
-        if (i == 10)
-            break;
-        uint64_t rises = ju(x, "rises");
-        printf("  #%-2d live at valleys %s -> %s, rose %" PRIu64 " time%s, fell %"
-               PRIu64 "; live at end %s  [%s, stack %" PRIu64 "]\n",
-               ++i, jsize(x, "first_valley_bytes", a),
-               jsize(x, "last_valley_bytes", b), rises, plural(rises),
-               ju(x, "falls"), jsize(x, "live_at_end", c), js(x, "kind"),
-               ju(x, "stack"));
-        print_frames(x, "      ");
-    }
-
-    const cJSON *fr = jo(f, "fragmentation");
+    const cJSON *fr = jo(f, "fragmentation"), *x;
     const char *at = js(fr, "at");
     printf("fragmentation");
     if (strcmp(at, "none"))
@@ -275,16 +264,56 @@ static void print_findings(const cJSON *f)
         else
             printf("    1 - peak_allocated/peak_reserved = n/a (no allocator blocks)\n");
     }
+}
 
-    const cJSON *story = jo(f, "oom_story");
+/* The leak suspects line and, with max > 0, the first max of them. */
+static void print_leaks(const cJSON *f, int max, int stacks)
+{
+    char a[32], b[32], c[32];
+    const cJSON *leaks = jo(f, "leak_suspects"), *x;
+    uint64_t nvalleys = ju(f, "valleys");
+    int nleaks = cJSON_GetArraySize(leaks);
+    if (nvalleys < 3)
+        printf("leak suspects: none (%" PRIu64 " valley%s of the total: too few to judge)",
+               nvalleys, plural(nvalleys));
+    else if (!nleaks)
+        printf("leak suspects: none (no site's live bytes kept rising across the %" PRIu64
+               " valleys of the total)", nvalleys);
+    else
+        printf("leak suspects: %d (sites whose live bytes kept rising across the %" PRIu64
+               " valleys of the total, which went from %s to %s)", nleaks, nvalleys,
+               jsize(jo(f, "floor"), "first", a), jsize(jo(f, "floor"), "last", b));
+    printf("\n");
+    int i = 0;
+    cJSON_ArrayForEach(x, leaks) {
+        if (i == max)
+            break;
+        uint64_t rises = ju(x, "rises");
+        printf("  #%-2d live at valleys %s -> %s, rose %" PRIu64 " time%s, fell %" PRIu64
+               "; live at end %s  [%s]\n", ++i, jsize(x, "first_valley_bytes", a),
+               jsize(x, "last_valley_bytes", b), rises, plural(rises), ju(x, "falls"),
+               jsize(x, "live_at_end", c), js(x, "kind"));
+        printf("      site: %s\n", js(x, "label"));
+        if (stacks)
+            print_frames(x, "      ");
+    }
+    if (nleaks > max && max > 0)
+        printf("  ... %d more (--json lists them all)\n", nleaks - max);
+}
+
+/* The OOM story (the model's verdicts), up to max. */
+static void print_story(const cJSON *f, int max)
+{
+    char a[32], b[32], c[32], d[32], t[32];
+    const cJSON *story = jo(f, "oom_story"), *x;
     int nooms = cJSON_GetArraySize(story);
     if (!nooms)
         return;
-    printf("OOM story (%d of %d failed allocation%s):\n", nooms < 3 ? nooms : 3,
+    printf("OOM story (%d of %d failed allocation%s):\n", nooms < max ? nooms : max,
            nooms, nooms == 1 ? "" : "s");
-    i = 0;
+    int i = 0;
     cJSON_ArrayForEach(x, story) {
-        if (i++ == 3)
+        if (i++ == max)
             break;
         printf("  at %s on device %d: requested %s; ",
                msnap_time_text(ju(x, "t_ns"), t, sizeof t), ji(x, "device"),
@@ -304,17 +333,191 @@ static void print_findings(const cJSON *f)
     }
 }
 
-/* The whole result of one file as text. */
-static void print_text(const cJSON *r, int top)
+/* The failed allocations: a count, then the first max, each with its site
+ * (with stacks, its frames). */
+static void print_ooms(const cJSON *r, int max, int stacks)
+{
+    char a[32], b[32], c[32], t[32];
+    uint64_t noom = ju(r, "oom_count"), nerr = ju(r, "alloc_error_count");
+    printf("OOM events: %" PRIu64, noom);
+    if (nerr)
+        printf(" (and %" PRIu64 " other failed allocation%s)", nerr, plural(nerr));
+    printf("\n");
+    const cJSON *x;
+    int i = 0, n = cJSON_GetArraySize(jo(r, "ooms"));
+    cJSON_ArrayForEach(x, jo(r, "ooms")) {
+        if (i++ == max)
+            break;
+        char dev[96];
+        if (ju(x, "device_total") || ju(x, "device_free"))
+            snprintf(dev, sizeof dev, "device free %s of %s", jsize(x, "device_free", b),
+                     ju(x, "device_total") ? jsize(x, "device_total", c) : "unknown");
+        else
+            snprintf(dev, sizeof dev, "device free unknown");
+        printf("  %s at %s on device %d: requested %s, %s, %s (CUresult %d)\n",
+               !strcmp(js(x, "action"), "oom") ? "OOM" : "alloc error",
+               msnap_time_text(ju(x, "t_ns"), t, sizeof t), ji(x, "device"),
+               jsize(x, "requested", a), dev, js(x, "api"), ji(x, "result"));
+        printf("      site: %s\n", js(x, "label"));
+        if (stacks)
+            print_frames(x, "      ");
+    }
+    uint64_t all = noom + nerr;
+    if (all > (uint64_t)(max < n ? max : n) && n)
+        printf("  ... %" PRIu64 " more%s\n", all - (uint64_t)(max < n ? max : n),
+               all > (uint64_t)n ? " (the file keeps the first ones; --json lists those)"
+                                 : " (--json lists them all)");
+}
+
+/* Whether a device's result has a reserved or an allocated peak. */
+static int device_has_peak(const cJSON *x)
+{
+    return ju(jo(x, "reserved"), "peak") ||
+           (!cJSON_IsNull(jo(x, "allocated")) && ju(jo(x, "allocated"), "peak"));
+}
+
+/* The peaks of one device in the first screen: allocated (what flame --at
+ * peak draws), reserved (render's segment map at --at peak), and the
+ * driver's used figure with what no allocation explains. */
+static void print_peaks(const cJSON *r, const cJSON *x, int pytorch)
+{
+    char a[32], b[32], c[32], t[32];
+    int d = ji(x, "device");
+    const cJSON *al = jo(x, "allocated"), *rs = jo(x, "reserved");
+    if (d < 0)
+        printf("  device ? (unknown ordinal)\n");
+    if (!cJSON_IsNull(al) && ju(al, "peak")) {
+        printf("  allocated  %-11s at %-11s", jsize(al, "peak", a),
+               msnap_time_text(ju(al, "peak_t_ns"), t, sizeof t));
+        if (pytorch && jo(al, "requested_at_peak") && ju(al, "requested_at_peak") != ju(al, "peak"))
+            printf(" PyTorch's tensors (%s requested);", jsize(al, "requested_at_peak", a));
+        else
+            printf(" the allocator's blocks;");
+        printf(" what flame --at peak draws\n");
+    }
+    printf("  reserved   %-11s at %-11s", jsize(rs, "peak", a),
+           msnap_time_text(ju(rs, "peak_t_ns"), t, sizeof t));
+    const cJSON *rc, *rec = NULL;
+    cJSON_ArrayForEach(rc, jo(r, "reconcile"))
+        if (ji(rc, "device") == d)
+            rec = rc;
+    if (!cJSON_IsNull(al))
+        printf(" driver memory; render's segment map at --at peak\n");
+    else
+        printf(" driver memory (no allocator blocks seen); render --at peak\n");
+    if (rec && !cJSON_IsNull(jo(rec, "device_used"))) {
+        const cJSON *u = jo(rec, "unexplained");
+        const char *s = cJSON_IsRaw(u) ? u->valuestring : "0";
+        printf("  device     %-11s used (NVML) at %s: ", jsize(rec, "device_used", a),
+               msnap_time_text(ju(rec, "t_ns"), t, sizeof t));
+        if (s[0] == '-')
+            printf("%s recorded, more than NVML saw then\n", jsize(rec, "recorded", b));
+        else
+            printf("%s of it outside any allocation (CUDA context, module images, other "
+                   "processes)\n", msnap_size_text(strtoull(s, NULL, 10), c, sizeof c));
+    }
+}
+
+/* "live at the peak" (at_peak): the first max sites with their share and
+ * categories, the rest in one line, then the categories. */
+static void print_at_peak(const cJSON *r, int max, int stacks)
+{
+    char a[32], b[32], t[32];
+    const cJSON *p = jo(r, "at_peak"), *x;
+    if (!p || cJSON_IsNull(p))
+        return;
+    uint64_t total = ju(p, "bytes"), nsites = ju(p, "sites_total");
+    int blocks = !strcmp(js(p, "layer"), "allocated");
+    printf("\nlive at the peak of %s (t = %s): %s in %" PRIu64 " site%s\n",
+           blocks ? "allocated" : "reserved", msnap_time_text(ju(p, "t_ns"), t, sizeof t),
+           msnap_size_text(total, a, sizeof a), nsites, plural(nsites));
+    int i = 0;
+    uint64_t shown = 0;
+    cJSON_ArrayForEach(x, jo(p, "sites")) {
+        if (i == max)
+            break;
+        char cats[96] = "";
+        const cJSON *c;
+        int nc = 0;
+        cJSON_ArrayForEach(c, jo(x, "categories")) {
+            if (nc++ == 2)
+                break;
+            size_t l = strlen(cats);
+            snprintf(cats + l, sizeof cats - l, "%s%s", l ? "+" : "", js(c, "category"));
+        }
+        shown += ju(x, "bytes");
+        printf("  #%-2d %-11s %3.0f%%  %-16s %s\n", ++i, jsize(x, "bytes", a),
+               total ? 100.0 * (double)ju(x, "bytes") / (double)total : 0.0,
+               cats[0] ? cats : "-", js(x, "label"));
+        if (stacks)
+            print_frames(x, "      ");
+    }
+    if (nsites > (uint64_t)i)
+        printf("      %" PRIu64 " more site%s: %s\n", nsites - (uint64_t)i,
+               plural(nsites - (uint64_t)i), msnap_size_text(total - shown, b, sizeof b));
+    const cJSON *c;
+    int first = 1;
+    cJSON_ArrayForEach(c, jo(p, "categories")) {
+        printf("%s%s %s", first ? "  by category: " : ", ", js(c, "category"),
+               jsize(c, "bytes", a));
+        first = 0;
+    }
+    if (!first)
+        printf("\n");
+}
+
+/* The first screen of findings: OOMs, leaks, fragmentation in one line,
+ * what was still allocated at the end. */
+static void print_findings_short(const cJSON *r, int stacks)
+{
+    char a[32], b[32], t[32];
+    const cJSON *f = jo(r, "findings"), *x;
+    int blocks = !strcmp(js(f, "stacked_layer"), "blocks");
+    printf("\nfindings\n");
+    print_ooms(r, 3, stacks);
+    print_story(f, 1);
+    print_leaks(f, 3, stacks);
+    const cJSON *fr = jo(f, "fragmentation");
+    cJSON_ArrayForEach(x, jo(fr, "devices")) {
+        if (!blocks)
+            break;
+        printf("fragmentation at %s (%s), device %d: %s free inside reserved, largest free "
+               "block %s",
+               !strcmp(js(fr, "at"), "oom") ? "the first OOM" : "the peak of reserved",
+               msnap_time_text(ju(fr, "t_ns"), t, sizeof t), ji(x, "device"),
+               jsize(x, "total_free", a), jsize(x, "largest_free", b));
+        if (ju(x, "total_free"))
+            printf(" (1 - largest/free = %.3f)", jo(x, "frag_free")->valuedouble);
+        if (ju(x, "peak_reserved"))
+            printf("; 1 - peak allocated/peak reserved = %.3f", jo(x, "frag_peak")->valuedouble);
+        printf("\n");
+    }
+    const cJSON *le = jo(r, "live_at_end");
+    if (jo(le, "blocks")) {
+        uint64_t bc = ju(le, "blocks");
+        printf("still allocated at end: %" PRIu64 " block%s, %s%s\n", bc, plural(bc),
+               jsize(le, "block_bytes", a), bc ? " (at a clean exit, a leak hint)" : "");
+    } else {
+        uint64_t lc = ju(le, "count");
+        printf("still live at end: %" PRIu64 " device allocation%s, %s%s\n",
+               lc, plural(lc), jsize(le, "bytes", a),
+               lc ? " (at a clean exit, a leak hint)" : "");
+    }
+}
+
+/* The whole result of one file as text: the first screen (the peaks, what
+ * was live at the peak by site, the findings), then the details (events,
+ * levels, the top sites of every layer, the findings in full, marks). */
+static void print_text(const cJSON *r, int top, int stacks)
 {
     char a[32], b[32], c[32], t[32];
     const cJSON *h = jo(r, "header"), *x;
     printf("snapshot   %s (format %s, mode %s)\n", js(r, "file"), js(r, "version"),
            js(h, "mode")[0] ? js(h, "mode") : "?");
     printf("command    %s\n", js(h, "command"));
-    printf("process    pid %" PRId64 " on %s, duration %s\n",
+    printf("process    pid %" PRId64 " on %s, duration %s, %" PRIu64 " events\n",
            (int64_t)ju(h, "pid"), js(h, "host")[0] ? js(h, "host") : "?",
-           msnap_time_text(ju(h, "duration_ns"), t, sizeof t));
+           msnap_time_text(ju(h, "duration_ns"), t, sizeof t), ju(jo(r, "events"), "total"));
     cJSON_ArrayForEach(x, jo(h, "devices"))
         printf("device %-3d %s, %s\n", ji(x, "index"), js(x, "name"),
                ju(x, "total") ? jsize(x, "total", a) : "memory unknown");
@@ -322,22 +525,51 @@ static void print_text(const cJSON *r, int top)
         printf("(file truncated after line %" PRIu64
                ": the process probably died; shown up to there)\n", ju(r, "lines"));
     const cJSON *tr = jo(r, "trailer");
-    if (!cJSON_IsNull(tr))
+    if (!cJSON_IsNull(tr) && (ju(tr, "dropped") || ju(tr, "stacks_dropped")))
         printf("trailer    reason %s, %" PRIu64 " events written, %" PRIu64
                " dropped, %" PRIu64 " without stack\n", js(tr, "reason"),
                ju(tr, "events"), ju(tr, "dropped"), ju(tr, "stacks_dropped"));
-    else if (!strcmp(js(h, "mode"), "stream") || !strcmp(js(h, "mode"), "ring"))
+    else if (cJSON_IsNull(tr) && (!strcmp(js(h, "mode"), "stream") || !strcmp(js(h, "mode"), "ring")))
         /* the recorder writes one at exit and at every dump */
         printf("trailer    none: the process did not end through the recorder (killed, "
                "crashed, _exit, or still running); what came after the last flush "
                "(MEMSNAP_FLUSH_MS, 100 ms by default) is not here\n");
 
+    /* ---- the first screen ---- */
+    int pytorch = cJSON_IsTrue(jo(r, "pytorch"));
+    int allocated_seen = cJSON_IsTrue(jo(r, "allocated_seen"));
+    printf("\npeaks\n");
+    int ndev = 0;
+    cJSON_ArrayForEach(x, jo(r, "devices"))
+        ndev += device_has_peak(x);
+    cJSON_ArrayForEach(x, jo(r, "devices")) {
+        if (!device_has_peak(x))
+            continue;     /* nothing on it (address space only, a device line) */
+        if (ndev > 1 && ji(x, "device") >= 0)
+            printf("  device %d\n", ji(x, "device"));
+        print_peaks(r, x, pytorch);
+    }
+    if (!ndev)
+        printf("  none: no device memory was live\n");
+    if (!allocated_seen)
+        printf("  allocated layer: not seen (no allocator blocks in this file); reserved "
+               "shown\n");
+    print_at_peak(r, top < 5 ? top : 5, stacks);
+    print_findings_short(r, stacks);
+    printf("\n(below: events, levels, every layer's sites, the findings in full, the driver "
+           "table and the categories;\n --stacks adds each site's frames, --json has it all)\n");
+
+    /* ---- the details ---- */
+    printf("\n---- details\n");
     const cJSON *ev = jo(r, "events");
-    printf("\nevents     %" PRIu64 "\n", ju(ev, "total"));
+    printf("events     %" PRIu64 "\n", ju(ev, "total"));
     print_counts("by action", jo(ev, "by_action"));
     print_counts("by api", jo(ev, "by_api"));
+    if (!cJSON_IsNull(tr))
+        printf("trailer    reason %s, %" PRIu64 " events written, %" PRIu64
+               " dropped, %" PRIu64 " without stack\n", js(tr, "reason"),
+               ju(tr, "events"), ju(tr, "dropped"), ju(tr, "stacks_dropped"));
 
-    int allocated_seen = cJSON_IsTrue(jo(r, "allocated_seen"));
     cJSON_ArrayForEach(x, jo(r, "devices")) {
         int d = ji(x, "device");
         if (d < 0)
@@ -359,9 +591,6 @@ static void print_text(const cJSON *r, int top)
         printf("  live at end: %" PRIu64 " allocation%s, %s\n", ju(le, "count"),
                plural(ju(le, "count")), jsize(le, "bytes", a));
     }
-    if (!allocated_seen)
-        printf("\nallocated layer: not seen (no allocator blocks in this "
-               "file); reserved shown\n");
     const cJSON *pin = jo(r, "pinned_host");
     uint64_t hc = ju(pin, "live_count");
     if (ju(pin, "peak") || hc)
@@ -370,30 +599,15 @@ static void print_text(const cJSON *r, int top)
                msnap_time_text(ju(pin, "peak_t_ns"), t, sizeof t), hc,
                plural(hc), jsize(pin, "live_bytes", b));
 
-    uint64_t nerr = ju(r, "alloc_error_count");
-    printf("\nOOM events: %" PRIu64, ju(r, "oom_count"));
-    if (nerr)
-        printf(" (and %" PRIu64 " other failed allocations)", nerr);
-    printf("\n");
-    cJSON_ArrayForEach(x, jo(r, "ooms")) {
-        char dev[96];
-        if (ju(x, "device_total") || ju(x, "device_free"))
-            snprintf(dev, sizeof dev, "device free %s of %s", jsize(x, "device_free", b),
-                     ju(x, "device_total") ? jsize(x, "device_total", c) : "unknown");
-        else
-            snprintf(dev, sizeof dev, "device free unknown");
-        printf("  %s at %s on device %d: requested %s, %s, %s (CUresult %d)\n",
-               !strcmp(js(x, "action"), "oom") ? "OOM" : "alloc error",
-               msnap_time_text(ju(x, "t_ns"), t, sizeof t), ji(x, "device"),
-               jsize(x, "requested", a), dev, js(x, "api"), ji(x, "result"));
-        print_frames(x, "      ");
-    }
-    printf("failed frees: %" PRIu64 "\n", ju(r, "failed_free_count"));
+    summary_print_pools(r);
+    printf("\nfailed frees: %" PRIu64 "\n", ju(r, "failed_free_count"));
     cJSON_ArrayForEach(x, jo(r, "failed_frees")) {
         printf("  at %s: 0x%" PRIx64 " %s (CUresult %d)\n",
                msnap_time_text(ju(x, "t_ns"), t, sizeof t), ju(x, "addr"),
                js(x, "api"), ji(x, "result"));
-        print_frames(x, "      ");
+        printf("      site: %s\n", js(x, "label"));
+        if (stacks)
+            print_frames(x, "      ");
     }
     if (ju(r, "unmatched_frees"))
         printf("frees of allocations not in the file: %" PRIu64
@@ -402,36 +616,40 @@ static void print_text(const cJSON *r, int top)
 
     const cJSON *le = jo(r, "live_at_end");
     uint64_t lc = ju(le, "count");
-    if (jo(le, "blocks")) {
-        /* with an allocator, its blocks are what the program still holds;
-         * the driver memory is the allocator's cache (freed at exit) */
-        uint64_t bc = ju(le, "blocks");
-        printf("\nstill allocated at end: %" PRIu64 " block%s, %s%s\n", bc, plural(bc),
-               jsize(le, "block_bytes", a), bc ? " (at a clean exit, a leak hint)" : "");
+    if (jo(le, "blocks"))
         printf("still reserved at end: %" PRIu64 " device allocation%s, %s (the allocator's "
                "segments and other libraries' memory)\n", lc, plural(lc), jsize(le, "bytes", b));
-    } else {
-        printf("\nstill live at end: %" PRIu64 " device allocation%s, %s%s\n",
-               lc, plural(lc), jsize(le, "bytes", a),
-               lc ? " (at a clean exit, a leak hint)" : "");
-    }
     const cJSON *so = jo(r, "state");
-    if (so)
-        printf("recorder state at %s: %" PRIu64 " live objects holding %s of device memory\n",
-               msnap_time_text(ju(so, "t_ns"), t, sizeof t), ju(so, "live"),
+    if (so) {
+        /* its own count of live objects mixes blocks and segments: only its
+         * bytes are shown, against what the read found live */
+        printf("recorder state at %s: %s of device memory live", msnap_time_text(ju(so, "t_ns"), t,
+                                                                                 sizeof t),
                jsize(so, "bytes", a));
+        if (ju(so, "bytes") == ju(le, "bytes"))
+            printf(", as read\n");
+        else
+            printf(" (the events read leave %s)\n", jsize(le, "bytes", c));
+    }
 
     /* a PyTorch run: the allocated layer first (the program's tensors),
      * then the driver memory around it */
-    int pytorch = cJSON_IsTrue(jo(r, "pytorch"));
     static const int torch_layers[] = {MSNAP_LAYER_ALLOCATED, MSNAP_LAYER_RESERVED,
                                        MSNAP_LAYER_PINNED};
     const int *order = pytorch ? torch_layers : site_layers;
     uint64_t res_peak = ju(jo(jo(r, "process"), "reserved"), "peak");
     for (size_t k = 0; k < sizeof site_layers / sizeof site_layers[0]; k++)
-        print_sites(jo(r, "top_sites"), msnap_layer_name(order[k]), top, pytorch, res_peak);
+        print_sites(jo(r, "top_sites"), msnap_layer_name(order[k]), top, pytorch, res_peak,
+                    stacks);
 
-    print_findings(jo(r, "findings"));
+    const cJSON *f = jo(r, "findings");
+    int blocks = !strcmp(js(f, "stacked_layer"), "blocks");
+    printf("\nfindings (stacked layer: %s)\n",
+           blocks ? "allocator blocks" : "reserved only, the allocator reports no blocks");
+    print_ooms(r, 10, stacks);
+    print_story(f, 3);
+    print_leaks(f, 10, stacks);
+    print_fragmentation(f, blocks);
 
     printf("\nnvtx marks: %" PRIu64 "\n", ju(r, "nvtx_marks"));
     cJSON_ArrayForEach(x, jo(r, "marks")) {
@@ -446,16 +664,13 @@ static void print_text(const cJSON *r, int top)
     }
 }
 
-/* msnap_summarize (report.h), its error on stderr.  0, 1 (an OOM) or 2. */
+/* msnap_summarize (report.h) into *root, its error ("PATH: why") in err.
+ * 0, 1 (an OOM) or 2. */
 static int summarize(const char *path, int marks, int top, const cat_rules *rules,
-                     cJSON **root, breakdown **bd)
+                     cJSON **root, char *err, size_t errlen)
 {
-    char err[1280];
     msnap_summary_opts o = {.marks = marks, .top = top, .rules = rules};
-    int rc = msnap_summarize(path, &o, root, bd, err, sizeof err);
-    if (rc == 2)
-        fprintf(stderr, "%s\n", err);
-    return rc;
+    return msnap_summarize(path, &o, root, NULL, err, errlen);
 }
 
 /* Adds a site by label unless one of that label is there (the blocks a
@@ -500,13 +715,13 @@ static void trim_sites(cJSON *root, int top)
             cJSON_DeleteItemFromArray(layer, cJSON_GetArraySize(layer) - 1);
 }
 
-/* Prints a result: JSON text or the summary's text. */
-static void print_result(const cJSON *root, const breakdown *bd, int json, int top)
+/* Prints a result: JSON text or the summary's text (its driver breakdown
+ * and categories from the result's own members, summary_text.h). */
+static void print_result(const cJSON *root, int json, int top)
 {
     if (!json) {
-        print_text(root, top);
-        if (bd)
-            bd_print_text(bd);
+        print_text(root, top, show_stacks);
+        summary_print_breakdown(root);
         return;
     }
     char *text = cJSON_PrintUnformatted(root);
@@ -517,97 +732,123 @@ static void print_result(const cJSON *root, const breakdown *bd, int json, int t
     cJSON_free(text);
 }
 
-/* Several files: a section per file, then the cross-rank table, read from
- * each file's result (its "process" peaks, the figures its own lines
- * print). */
-static int summarize_several(char **paths, int n, int json, int marks, int top,
-                             const cat_rules *rules)
+/* --each: the files read on threads (parallel.h), each file's result
+ * printed in file order as it comes. */
+typedef struct each_ctx {
+    char **paths;
+    int n, json, marks, top;
+    const cat_rules *rules;
+    cJSON **roots;
+    int *rcs;
+    char (*errs)[1280];
+    rank_file *rf;
+    cJSON *files, *ra;
+    int rc, hi;
+    uint64_t hi_res;
+} each_ctx;
+
+static int each_read(void *c, int i)
 {
+    each_ctx *e = c;
+    /* the comparison sees up to RANK_SITES sites of each file, whatever
+     * --top shows (a site beyond one file's top N is still its site) */
+    return summarize(e->paths[i], e->marks, e->top > RANK_SITES ? e->top : RANK_SITES,
+                     e->rules, &e->roots[i], e->errs[i], sizeof e->errs[i]);
+}
+
+static int each_take(void *c, int i, int r)
+{
+    each_ctx *e = c;
+    if (r == 2) {
+        fprintf(stderr, "%s\n", e->errs[i]);
+        return 2;
+    }
+    cJSON *root = e->roots[i];
+    e->roots[i] = NULL;
+    rank_of(root, e->paths[i], &e->rf[i]);
+    trim_sites(root, e->top);
+    if (!e->json) {
+        printf("%s==== %s (%d of %d) ====\n", i ? "\n" : "", e->paths[i], i + 1, e->n);
+        print_result(root, 0, e->top);
+    }
+    cJSON_AddItemToArray(e->files, root);
+    if (r > e->rc)
+        e->rc = r;
+    const cJSON *p = jo(root, "process");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "file", e->paths[i]);
+    msnap_json_u64(o, "peak_reserved", ju(jo(p, "reserved"), "peak"));
+    if (cJSON_IsNull(jo(p, "allocated")))
+        cJSON_AddNullToObject(o, "peak_allocated");
+    else
+        msnap_json_u64(o, "peak_allocated", ju(jo(p, "allocated"), "peak"));
+    msnap_json_u64(o, "ooms", ju(root, "oom_count"));
+    cJSON_AddItemToArray(e->ra, o);
+    if (i == 0 || ju(o, "peak_reserved") > e->hi_res) {
+        e->hi = i;
+        e->hi_res = ju(o, "peak_reserved");
+    }
+    return 0;
+}
+
+/* Several files with --each: a section per file, then the cross-rank
+ * table, read from each file's result (its "process" peaks, the figures
+ * its own lines print). */
+static int summarize_each(char **paths, int n, int json, int marks, int top,
+                          const cat_rules *rules, int jobs)
+{
+    each_ctx e = {.paths = paths, .n = n, .json = json, .marks = marks, .top = top,
+                  .rules = rules};
     cJSON *all = cJSON_CreateObject();
-    cJSON *files = all ? cJSON_AddArrayToObject(all, "files") : NULL;
-    cJSON *ra = all ? cJSON_AddArrayToObject(all, "ranks") : NULL;
-    if (!files || !ra) {
+    e.files = all ? cJSON_AddArrayToObject(all, "files") : NULL;
+    e.ra = all ? cJSON_AddArrayToObject(all, "ranks") : NULL;
+    e.rf = calloc((size_t)n, sizeof *e.rf);
+    e.roots = calloc((size_t)n, sizeof *e.roots);
+    e.errs = malloc((size_t)n * sizeof *e.errs);
+    int rc;
+    if (!e.files || !e.ra || !e.rf || !e.roots || !e.errs) {
         fprintf(stderr, "memsnap summary: out of memory\n");
-        cJSON_Delete(all);
-        return 2;
-    }
-    rank_file *rf = calloc((size_t)n, sizeof *rf);
-    if (!rf) {
-        fprintf(stderr, "memsnap summary: out of memory\n");
-        cJSON_Delete(all);
-        return 2;
-    }
-    int rc = 0, hi = 0;
-    uint64_t hi_res = 0;
-    for (int i = 0; i < n; i++) {
-        cJSON *root = NULL;
-        breakdown *bd = NULL;
-        /* the comparison sees up to RANK_SITES sites of each file, whatever
-         * --top shows (a site beyond one file's top N is still its site) */
-        int r = summarize(paths[i], marks, top > RANK_SITES ? top : RANK_SITES, rules, &root,
-                          &bd);
-        if (r == 2) {
-            free(rf);
-            cJSON_Delete(all);
-            return 2;
+        rc = 2;
+    } else if ((rc = par_run(n, jobs, each_read, each_take, &e, paths)) == 0) {
+        cJSON_AddStringToObject(all, "highest_peak_reserved", paths[e.hi]);
+        ranks_add_json(e.rf, n, all);
+        if (json) {
+            print_result(all, 1, top);
+        } else {
+            char a[32], b[32];
+            int w = 4;
+            for (int i = 0; i < n; i++)
+                if ((int)strlen(paths[i]) > w)
+                    w = (int)strlen(paths[i]);
+            printf("\n==== %d files (one per rank) ====\n", n);
+            printf("  %-*s  %-14s %-14s %s\n", w, "file", "peak reserved",
+                   "peak allocated", "OOMs");
+            int i = 0;
+            const cJSON *o;
+            cJSON_ArrayForEach(o, e.ra) {
+                printf("  %-*s  %-14s %-14s %" PRIu64 "%s\n", w, paths[i],
+                       jsize(o, "peak_reserved", a),
+                       cJSON_IsNull(jo(o, "peak_allocated")) ? "n/a"
+                                                             : jsize(o, "peak_allocated", b),
+                       ju(o, "ooms"), i == e.hi ? "   <- highest peak" : "");
+                i++;
+            }
+            printf("highest peak reserved: %s (%s)\n", paths[e.hi],
+                   msnap_size_text(e.hi_res, a, sizeof a));
+            summary_print_highest(jo(all, "highest_peak"));
         }
-        rank_of(root, paths[i], &rf[i]);
-        trim_sites(root, top);
-        if (!json) {
-            printf("%s==== %s (%d of %d) ====\n", i ? "\n" : "", paths[i], i + 1, n);
-            print_result(root, bd, 0, top);
-        }
-        bd_free(bd);
-        cJSON_AddItemToArray(files, root);
-        if (r > rc)
-            rc = r;
-        const cJSON *p = jo(root, "process");
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "file", paths[i]);
-        msnap_json_u64(o, "peak_reserved", ju(jo(p, "reserved"), "peak"));
-        if (cJSON_IsNull(jo(p, "allocated")))
-            cJSON_AddNullToObject(o, "peak_allocated");
-        else
-            msnap_json_u64(o, "peak_allocated", ju(jo(p, "allocated"), "peak"));
-        msnap_json_u64(o, "ooms", ju(root, "oom_count"));
-        cJSON_AddItemToArray(ra, o);
-        if (i == 0 || ju(o, "peak_reserved") > hi_res) {
-            hi = i;
-            hi_res = ju(o, "peak_reserved");
+        rc = e.rc;
+        if (fflush(stdout) != 0) {
+            fprintf(stderr, "memsnap summary: cannot write the output\n");
+            rc = 2;
         }
     }
-    cJSON_AddStringToObject(all, "highest_peak_reserved", paths[hi]);
-    if (json) {
-        ranks_add_json(rf, n, all);
-        print_result(all, NULL, 1, top);
-    } else {
-        char a[32], b[32];
-        int w = 4;
-        for (int i = 0; i < n; i++)
-            if ((int)strlen(paths[i]) > w)
-                w = (int)strlen(paths[i]);
-        printf("\n==== %d files (one per rank) ====\n", n);
-        printf("  %-*s  %-14s %-14s %s\n", w, "file", "peak reserved",
-               "peak allocated", "OOMs");
-        int i = 0;
-        const cJSON *o;
-        cJSON_ArrayForEach(o, ra) {
-            printf("  %-*s  %-14s %-14s %" PRIu64 "%s\n", w, paths[i],
-                   jsize(o, "peak_reserved", a),
-                   cJSON_IsNull(jo(o, "peak_allocated")) ? "n/a"
-                                                         : jsize(o, "peak_allocated", b),
-                   ju(o, "ooms"), i == hi ? "   <- highest peak" : "");
-            i++;
-        }
-        printf("highest peak reserved: %s (%s)\n", paths[hi], msnap_size_text(hi_res, a, sizeof a));
-        ranks_print_text(rf, n);
-    }
-    free(rf);
+    for (int i = 0; e.roots && i < n; i++)
+        cJSON_Delete(e.roots[i]);
+    free(e.roots);
+    free(e.errs);
+    free(e.rf);
     cJSON_Delete(all);
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "memsnap summary: cannot write the output\n");
-        return 2;
-    }
     return rc;
 }
 
@@ -615,20 +856,30 @@ static int summarize_several(char **paths, int n, int json, int marks, int top,
 int cmd_summary(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
+        {"json", no_argument, NULL, 'J'},
         {"top", required_argument, NULL, 't'},
         {"marks", no_argument, NULL, 'm'},
         {"category-rules", required_argument, NULL, 'c'},
+        {"stacks", no_argument, NULL, 's'},
+        {"each", no_argument, NULL, 'e'},
+        {"jobs", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    int json = 0, marks = 0, top = 10, c;
+    int json = 0, marks = 0, top = 10, each = 0, jobs = par_default_jobs(), c;
     const char *rules_path = getenv("MEMSNAP_CATEGORY_RULES");
+    show_stacks = 0;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hj:", opts, NULL)) != -1) {
         switch (c) {
-        case 'j': json = 1; break;
+        case 'J': json = 1; break;
+        case 'e': each = 1; break;
+        case 'j': case 'P':
+            if (par_parse_jobs("summary", optarg, &jobs))
+                return 2;
+            break;
         case 'm': marks = 1; break;
+        case 's': show_stacks = 1; break;
         case 'c': rules_path = optarg; break;
         case 't': {
             char *end;
@@ -640,7 +891,7 @@ int cmd_summary(int argc, char **argv)
         }
         case 'h': fputs(usage_text, stdout); return 0;
         default:
-            return cli_option_error("summary", argv, "h", opts);
+            return cli_option_error("summary", argv, "hj:", opts);
         }
     }
     int nfiles = argc - optind;
@@ -662,19 +913,22 @@ int cmd_summary(int argc, char **argv)
     int rc;
     if (nfiles == 1) {
         cJSON *root = NULL;
-        breakdown *bd = NULL;
-        rc = summarize(argv[optind], marks, top, rules, &root, &bd);
-        if (rc != 2) {
-            print_result(root, bd, json, top);
+        char e1[1280];
+        rc = summarize(argv[optind], marks, top, rules, &root, e1, sizeof e1);
+        if (rc == 2) {
+            fprintf(stderr, "%s\n", e1);
+        } else {
+            print_result(root, json, top);
             if (fflush(stdout) != 0) {
                 fprintf(stderr, "memsnap summary: cannot write the output\n");
                 rc = 2;
             }
         }
-        bd_free(bd);
         cJSON_Delete(root);
+    } else if (each) {
+        rc = summarize_each(argv + optind, nfiles, json, marks, top, rules, jobs);
     } else {
-        rc = summarize_several(argv + optind, nfiles, json, marks, top, rules);
+        rc = job_run("summary", argv + optind, nfiles, json, jobs);
     }
     cat_rules_free(rules);
     return rc;

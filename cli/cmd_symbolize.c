@@ -50,19 +50,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analysis.h"
+#include "analyze/analysis.h"
 #include "cli.h"
 #include "memsnap/format.h"
 #include "options.h"
-#include "outfile.h"
-#include "symbolize.h"
-#include "u64map.h"
+#include "util/outfile.h"
+#include "symbolize/symbolize.h"
+#include "util/u64map.h"
 
 static const char usage_text[] =
-    "usage: memsnap symbolize SNAP [-o OUT | --in-place]\n"
+    "usage: memsnap symbolize SNAP [-o OUT | --in-place] [--search DIR...]\n"
     "       memsnap symbolize - -o OUT\n"
     "\n"
     "Resolves every instruction pointer in SNAP's stacks to function,\n"
@@ -75,8 +76,15 @@ static const char usage_text[] =
     "  -o, --output OUT   write to OUT (\"-\" = stdout) instead of SNAP\n"
     "  -i, --in-place     rewrite SNAP through a temporary file + rename\n"
     "                     (the default for a file)\n"
+    "  -s, --search DIR   where the recording's binaries are not at their paths\n"
+    "                     (a recording from another machine), look for them in\n"
+    "                     DIR: DIR/PATH, then any file of the same name under\n"
+    "                     DIR (its build-id must match); up to 8 folders\n"
     "  -h, --help         this help\n"
     "\n"
+    "Modules that cannot be used are counted by why (not on this machine,\n"
+    "changed since the recording, unusable) in the one line at the end; the\n"
+    "recording's own sym records stay.\n"
     "The output is zstd-compressed when SNAP is.  Exit status: 0 ok, 2 bad\n"
     "usage, unreadable input or unwritable output.\n";
 
@@ -116,7 +124,7 @@ static int copy_record(void *ctx, an_file *f, const msnap_record *r)
         c->fd = -1;
     }
     if (r->type == MSNAP_REC_SYMBOL && !(r->u.symbol.function && r->u.symbol.function[0])) {
-        if (sm_grow((void **)&c->held, &c->cap_held, c->nheld, sizeof *c->held))
+        if (msnap_grow((void **)&c->held, &c->cap_held, c->nheld, sizeof *c->held))
             return -1;
         held_sym *h = &c->held[c->nheld];
         h->text = strndup(r->text, r->text_len);
@@ -156,7 +164,7 @@ static int ips_to_resolve(const sm_symtab *t, uint64_t **out, size_t *n, size_t 
             const uint64_t *y = u64map_get(&t->sym_map, 0, ip);
             if (y && t->syms[*y].fn[0])
                 continue;
-            if (sm_grow((void **)out, &cap, *n, sizeof **out))
+            if (msnap_grow((void **)out, &cap, *n, sizeof **out))
                 goto oom;
             (*out)[(*n)++] = ip;
         }
@@ -169,13 +177,88 @@ oom:
     return -1;
 }
 
-/* Reports the file's module records to the symbolizer, each (path, base)
- * once; a module that cannot be used gets a warning line.  Returns how
- * many were usable; *nmods: how many were tried. */
-static size_t add_modules(msnap_symbolizer *sy, const sm_symtab *t, size_t *nmods)
+/* --search DIR: the regular files under each folder (up to SEARCH_DEPTH
+ * deep, links not followed), by base name, for the modules a recording
+ * names at paths this machine does not have. */
+#define MAX_SEARCH 8
+#define SEARCH_DEPTH 8
+typedef struct search_ix {
+    const char *dirs[MAX_SEARCH];
+    int ndirs;
+    char **paths;                  /* every regular file found */
+    size_t n, cap;
+} search_ix;
+
+static void search_walk(search_ix *x, const char *dir, int depth)
 {
-    size_t ok = 0;
-    *nmods = 0;
+    DIR *d = depth <= SEARCH_DEPTH ? opendir(dir) : NULL;
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[PATH_MAX];
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p)
+            continue;
+        struct stat st;
+        if (lstat(p, &st))
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            search_walk(x, p, depth + 1);
+        } else if (S_ISREG(st.st_mode) &&
+                   !msnap_grow((void **)&x->paths, &x->cap, x->n, sizeof *x->paths)) {
+            if ((x->paths[x->n] = strdup(p)))
+                x->n++;
+        }
+    }
+    closedir(d);
+}
+
+static void search_free(search_ix *x)
+{
+    for (size_t i = 0; i < x->n; i++)
+        free(x->paths[i]);
+    free(x->paths);
+}
+
+/* Tries a module at the paths --search gives for it: DIR/PATH (a copy of
+ * the other machine's tree), then every file of the same base name under
+ * each DIR.  The symbolizer refuses one whose build-id differs, so the
+ * first it takes is the binary of the recording.  1 found, 0 not. */
+static int add_from_search(msnap_symbolizer *sy, const search_ix *x, const sm_module *m)
+{
+    char p[PATH_MAX];
+    for (int i = 0; i < x->ndirs; i++)
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", x->dirs[i], m->path) < sizeof p &&
+            msnap_symbolizer_add_module(sy, p, m->base, m->size, m->build_id) == 0)
+            return 1;
+    const char *b = strrchr(m->path, '/');
+    b = b ? b + 1 : m->path;
+    for (size_t i = 0; *b && i < x->n; i++) {
+        const char *q = strrchr(x->paths[i], '/');
+        if (q && !strcmp(q + 1, b) &&
+            msnap_symbolizer_add_module(sy, x->paths[i], m->base, m->size, m->build_id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* What became of the file's modules. */
+typedef struct mod_counts {
+    size_t tried, ok, searched;          /* searched: found under --search */
+    size_t missing, changed, unusable;   /* msnap_symbolizer_error_kind */
+    char first_missing[512], first_changed[512], first_unusable[600];
+} mod_counts;
+
+/* Reports the file's module records to the symbolizer, each (path, base)
+ * once, the ones not on this machine looked for under --search; what
+ * failed is counted by kind (one line at the end says it all, however many
+ * modules a recording from another machine names). */
+static void add_modules(msnap_symbolizer *sy, const sm_symtab *t, const search_ix *x,
+                        mod_counts *c)
+{
+    memset(c, 0, sizeof *c);
     for (size_t i = 0; i < t->nmods; i++) {
         const sm_module *m = &t->mods[i];
         int dup = 0;
@@ -183,13 +266,60 @@ static size_t add_modules(msnap_symbolizer *sy, const sm_symtab *t, size_t *nmod
             dup = t->mods[j].base == m->base && strcmp(t->mods[j].path, m->path) == 0;
         if (dup)
             continue;
-        ++*nmods;
-        if (msnap_symbolizer_add_module(sy, m->path, m->base, m->size, m->build_id) == 0)
-            ok++;
-        else
-            fprintf(stderr, "memsnap symbolize: warning: %s\n", msnap_symbolizer_error(sy));
+        c->tried++;
+        if (msnap_symbolizer_add_module(sy, m->path, m->base, m->size, m->build_id) == 0) {
+            c->ok++;
+            continue;
+        }
+        int kind = msnap_symbolizer_error_kind(sy);
+        char why[600];
+        snprintf(why, sizeof why, "%s", msnap_symbolizer_error(sy));
+        if (kind != MSNAP_SYM_ERR_UNUSABLE && add_from_search(sy, x, m)) {
+            c->ok++;
+            c->searched++;
+            continue;
+        }
+        if (kind == MSNAP_SYM_ERR_MISSING) {
+            if (!c->missing++)
+                snprintf(c->first_missing, sizeof c->first_missing, "%s", m->path);
+        } else if (kind == MSNAP_SYM_ERR_CHANGED) {
+            if (!c->changed++)
+                snprintf(c->first_changed, sizeof c->first_changed, "%s", m->path);
+        } else if (!c->unusable++) {
+            snprintf(c->first_unusable, sizeof c->first_unusable, "%s", why);
+        }
     }
-    return ok;
+}
+
+/* "; 293 modules not on this machine (/opt/x/lib.so, ...: --search DIR
+ * finds a folder of the original binaries), 1 changed since the
+ * recording (...), 1 unusable (...)" into buf; "" when every module was
+ * used. */
+static void modules_note(const mod_counts *c, int searched, char *buf, size_t n)
+{
+    buf[0] = 0;
+    size_t l;
+    if (c->searched) {
+        l = strlen(buf);
+        snprintf(buf + l, n - l, "; %zu found under --search", c->searched);
+    }
+    if (c->missing) {
+        l = strlen(buf);
+        snprintf(buf + l, n - l, "; %zu module%s not on this machine (%s%s; %s)", c->missing,
+                 c->missing == 1 ? "" : "s", c->first_missing, c->missing > 1 ? ", ..." : "",
+                 searched ? "nor under --search" : "--search DIR looks in a folder of the "
+                                                   "original binaries");
+    }
+    if (c->changed) {
+        l = strlen(buf);
+        snprintf(buf + l, n - l, "; %zu changed since the recording (%s%s: another build-id)",
+                 c->changed, c->first_changed, c->changed > 1 ? ", ..." : "");
+    }
+    if (c->unusable) {
+        l = strlen(buf);
+        snprintf(buf + l, n - l, "; %zu unusable (%s%s)", c->unusable, c->first_unusable,
+                 c->unusable > 1 ? ", ..." : "");
+    }
 }
 
 /* memsnap symbolize: see usage_text.  Returns the process exit status. */
@@ -198,16 +328,27 @@ int cmd_symbolize(int argc, char **argv)
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"in-place", no_argument, NULL, 'i'},
+        {"search", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *out_path = NULL;
     int in_place = 0, c;
+    search_ix search = {0};
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "o:ih", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out_path = optarg; break;
         case 'i': in_place = 1; break;
+        case 's': {
+            struct stat sd;
+            if (search.ndirs == MAX_SEARCH)
+                return cli_usage_error("symbolize", "at most %d --search folders", MAX_SEARCH);
+            if (stat(optarg, &sd) || !S_ISDIR(sd.st_mode))
+                return cli_usage_error("symbolize", "--search \"%s\" is not a folder", optarg);
+            search.dirs[search.ndirs++] = optarg;
+            break;
+        }
         case 'h': fputs(usage_text, stdout); return 0;
         default:
             return cli_option_error("symbolize", argv, "o:ih", opts);
@@ -247,12 +388,12 @@ int cmd_symbolize(int argc, char **argv)
     int to_stdout = out_path && !strcmp(out_path, "-");
 
     /* The output first, so the read copies the lines as it passes them:
-     * stdout, a new file renamed over OUT (outfile.h), or a new file in
+     * stdout, a new file renamed over OUT (util/outfile.h), or a new file in
      * the input's folder renamed over it (with the input's mode). */
     if (to_stdout) {
         copy.fd = dup(STDOUT_FILENO);
     } else if (out_path) {
-        copy.fd = outfile_create(out_path, tmp, sizeof tmp);
+        copy.fd = outfile_create(out_path, OUTFILE_REPLACE_LINK, tmp, sizeof tmp);
     } else if (!(real = realpath(in_path, NULL))) {
         snprintf(err, sizeof err, "%s: cannot open: %s", in_path, strerror(errno));
         goto done;
@@ -300,7 +441,12 @@ int cmd_symbolize(int argc, char **argv)
         snprintf(err, sizeof err, "memsnap symbolize: cannot start libdwfl");
         goto done;
     }
-    size_t nmods, mods_ok = add_modules(sy, &f.tab, &nmods);
+    for (int i = 0; i < search.ndirs; i++)
+        search_walk(&search, search.dirs[i], 0);
+    mod_counts mc;
+    add_modules(sy, &f.tab, &search, &mc);
+    char note[2048];
+    modules_note(&mc, search.ndirs > 0, note, sizeof note);
 
     size_t nsyms = 0, named = 0;
     syms = calloc(ntodo ? ntodo : 1, sizeof *syms);
@@ -323,7 +469,8 @@ int cmd_symbolize(int argc, char **argv)
     }
     if (!nsyms && !out_path) {
         fprintf(stderr, "memsnap symbolize: nothing new resolved in %s (%zu of %zu modules "
-                        "usable); left as it was\n", in_path, mods_ok, nmods);
+                        "usable%s); the recording's own symbols kept, left as it was\n",
+                in_path, mc.ok, mc.tried, note);
         ret = 0;
         goto done;
     }
@@ -363,8 +510,9 @@ int cmd_symbolize(int argc, char **argv)
         tmp[0] = 0;
     }
     fprintf(stderr, "memsnap symbolize: %zu IPs resolved (%zu with a function "
-            "name), %zu of %zu modules usable -> %s\n", nsyms, named, mods_ok,
-            nmods, to_stdout ? "stdout" : out_path ? out_path : in_path);
+            "name), %zu of %zu modules usable%s%s -> %s\n", nsyms, named, mc.ok,
+            mc.tried, note, named ? "" : "; the recording's own symbols kept",
+            to_stdout ? "stdout" : out_path ? out_path : in_path);
     ret = 0;
     goto done;
 werr:
@@ -384,6 +532,7 @@ done:
     free(todo);
     free(syms);
     msnap_symbolizer_free(sy);
+    search_free(&search);
     an_free(&f);
     free(real);
     return ret;

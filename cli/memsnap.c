@@ -9,21 +9,18 @@
  * (documented per subcommand, e.g. summary: the snapshot has an OOM),
  * 2 bad input or usage.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "util/outfile.h"
 #include "manpage.h"
 #include "memsnap/format.h"
 #include "viz_args.h"
 #include "progress_term.h"
 
-/* cmd_render.c (declared here rather than in cli.h, which belongs to the
- * other subcommands' owners). */
-int cmd_render(int argc, char **argv);
-int cmd_torch_setup(int argc, char **argv);   /* cmd_torch_setup.c */
-int cmd_predict(int argc, char **argv);       /* cmd_predict.c */
-#include "symbolize.h"
+#include "symbolize/symbolize.h"
 
 #ifndef MEMSNAP_VERSION
 #define MEMSNAP_VERSION "0.0.0"
@@ -43,10 +40,13 @@ static const subcommand subcommands[] = {
     {"run", "run a command under the recorder, writing a snapshot", cmd_run},
     {"summary", "what a snapshot says: peaks, OOMs, leaks, top sites",
      cmd_summary},
+    {"job", "many snapshots of one job, one per rank: imbalance, divergent sites, failures",
+     cmd_job},
     {"render", "timeline and segment-map pictures (PNG, SVG) of a snapshot", cmd_render},
     {"compare", "snapshots side by side on one scale, with the sites that changed",
      cmd_compare},
     {"flame", "a flame graph of what holds the memory at the peak or the OOM", cmd_flame},
+    {"top", "a live terminal view of a recording while it is written", cmd_top},
     {"symbolize", "attach function/file:line to a snapshot's stacks",
      cmd_symbolize},
     {"replay", "the allocation sequence through other allocator configs",
@@ -81,12 +81,12 @@ static void usage(FILE *f)
 }
 
 /* Whether subcommand cmd names allocation sites (and so reads the user's
- * site rules, MEMSNAP_SITE_RULES) in this run: summary, render, compare and
- * predict, unless asked for their help. */
+ * site rules, MEMSNAP_SITE_RULES) in this run: summary, job, render, compare
+ * and predict, unless asked for their help. */
 static int labels_sites(const char *cmd, int argc, char **argv)
 {
     if (strcmp(cmd, "summary") && strcmp(cmd, "render") && strcmp(cmd, "compare") &&
-        strcmp(cmd, "predict"))
+        strcmp(cmd, "predict") && strcmp(cmd, "job"))
         return 0;
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
@@ -126,9 +126,18 @@ static int strip_quiet(int *argc, char **argv, int own_only)
  *   memsnap help --commands        the subcommand names, one a line
  *   memsnap help --man             memsnap(1) in roff
  *   memsnap help --man SUBCOMMAND  memsnap-SUBCOMMAND(1) in roff
+ *   memsnap help --bash-completion the bash completion script (packaging/
+ *                                  memsnap.bash-completion, built in), for
+ *                                  eval "$(memsnap help --bash-completion)"
+ *                                  where it is not installed (a pip install)
  * argv[0] is the flag.  Exit 0, or 2 for a bad request. */
+extern const unsigned char msnap_bash_completion[];
+extern const size_t msnap_bash_completion_len;
 static int help_tools(int argc, char **argv)
 {
+    if (!strcmp(argv[0], "--bash-completion") && argc == 1)
+        return fwrite(msnap_bash_completion, 1, msnap_bash_completion_len, stdout) ==
+                       msnap_bash_completion_len && fflush(stdout) == 0 ? 0 : 2;
     if (!strcmp(argv[0], "--commands") && argc == 1) {
         for (size_t i = 0; i < NSUB; i++)
             printf("%s\n", subcommands[i].name);
@@ -152,6 +161,30 @@ static int help_tools(int argc, char **argv)
     }
     fprintf(stderr, "memsnap help: unknown option \"%s\"; try memsnap --help\n", argv[0]);
     return 2;
+}
+
+/* SIGINT, SIGTERM, SIGHUP: the temporary files this command is writing go
+ * (util/outfile.h), then it dies of the signal as it would have. */
+static void on_fatal_signal(int sig)
+{
+    outfile_unlink_tracked();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void clean_up_on_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    outfile_track(1);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        /* a signal the caller ignores (nohup) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 /* Dispatches to the subcommand named by argv[1]. */
@@ -196,6 +229,10 @@ int main(int argc, char **argv)
         if (!strcmp(cmd, subcommands[i].name)) {
             if (labels_sites(cmd, argc, argv) && viz_args_site_rules(cmd))
                 return 2;
+            /* memsnap run keeps its own signals (the program's); every
+             * other command writes its files under temporary names */
+            if (strcmp(cmd, "run"))
+                clean_up_on_signals();
             int quiet = strip_quiet(&argc, argv, !strcmp(cmd, "run")) || global_quiet;
             progress_init(quiet);
             msnap_set_progress(progress_hook, NULL);

@@ -8,16 +8,18 @@
 #include <string.h>
 
 #include "options.h"
-#include "render.h"
-#include "siterules.h"
+#include "parallel.h"
+#include "viz/render.h"
+#include "analyze/siterules.h"
 
 void viz_args_init(viz_args *a, const char *cmd, const char *usage)
 {
     *a = (viz_args){.cmd = cmd, .usage = usage, .max_height = 8192,
                     .min_files = 1, .max_files = 64,
                     .stdin_msg = "reads stdin once: give \"-\" at most once",
-                    .o = {.top = 8, .x_mode = SM_X_TIME, .at = SM_AT_DEFAULT},
-                    .width = 1600, .height = 0, .format = CANVAS_PNG};
+                    .o = {.top = 8, .x_mode = SM_X_AUTO, .at = SM_AT_DEFAULT},
+                    .width = 1600, .height = 0, .format = CANVAS_PNG,
+                    .jobs = par_default_jobs()};
 }
 
 int viz_args_bad(const viz_args *a, const char *what, const char *arg)
@@ -84,6 +86,8 @@ int viz_args_option(viz_args *a, int c, const char *arg, char **argv)
         else return viz_args_bad(a, "--format wants png or svg, got", arg);
         a->format_set = 1;
         return VIZ_ARGS_MORE;
+    case 'j':
+        return par_parse_jobs(a->cmd, arg, &a->jobs) ? 2 : VIZ_ARGS_MORE;
     case 'h':
         fputs(a->usage, stdout);
         return 0;
@@ -124,37 +128,89 @@ int viz_args_site_rules(const char *cmd)
     return 0;
 }
 
+/* The reads on threads (parallel.h): pass 1 of each file, then, after
+ * the x range is set, pass 2; messages in file order, as one thread
+ * would print them. */
+typedef struct read_ctx {
+    const viz_args *a;
+    char **paths;
+    sm_model **models;
+    char (*errs)[1024];
+} read_ctx;
+
+static int read_pass1(void *c, int i)
+{
+    read_ctx *r = c;
+    if (!(r->models[i] = sm_new(&r->a->o))) {
+        snprintf(r->errs[i], sizeof r->errs[i], "memsnap %s: out of memory", r->a->cmd);
+        return 2;
+    }
+    return sm_read_file(r->models[i], r->paths[i], 0, r->errs[i], sizeof r->errs[i]) ? 2 : 0;
+}
+
+static int take_pass1(void *c, int i, int rc)
+{
+    read_ctx *r = c;
+    const viz_args *a = r->a;
+    if (rc) {
+        fprintf(stderr, "%s\n", r->errs[i]);
+        return 2;
+    }
+    uint64_t cut = sm_truncated_after(r->models[i]);
+    if (cut)
+        fprintf(stderr, "memsnap %s: %s is cut off after line %" PRIu64 " (the process "
+                "probably died): drawn up to there\n", a->cmd, r->paths[i], cut);
+    if (a->o.x_mode == SM_X_MARKS && !sm_marks(r->models[i], NULL)) {
+        if (a->o.x_word[0])
+            fprintf(stderr, "memsnap %s: --x marks: %s has no mark with a "
+                    "number after \"%s\" (NVTX marks, memsnap_annotate); "
+                    "try --x events\n", a->cmd, r->paths[i], a->o.x_word);
+        else
+            fprintf(stderr, "memsnap %s: --x marks: %s has no mark with a "
+                    "number (NVTX marks, memsnap_annotate); try --x events\n",
+                    a->cmd, r->paths[i]);
+        return 2;
+    }
+    return 0;
+}
+
+static int read_pass2(void *c, int i)
+{
+    read_ctx *r = c;
+    return sm_finish(r->models[i]) ? 2 : 0;
+}
+
+static int take_pass2(void *c, int i, int rc)
+{
+    read_ctx *r = c;
+    (void)i;
+    if (rc) {
+        fprintf(stderr, "memsnap %s: out of memory\n", r->a->cmd);
+        return 2;
+    }
+    return 0;
+}
+
 int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models)
 {
-    char err[1024];
-    for (int i = 0; i < n; i++) {
-        models[i] = sm_new(&a->o);
-        if (!models[i]) {
-            fprintf(stderr, "memsnap %s: out of memory\n", a->cmd);
-            return 2;
-        }
-        if (sm_read_file(models[i], paths[i], 0, err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            return 2;
-        }
-        uint64_t cut = sm_truncated_after(models[i]);
-        if (cut)
-            fprintf(stderr, "memsnap %s: %s is cut off after line %" PRIu64 " (the process "
-                    "probably died): drawn up to there\n", a->cmd, paths[i], cut);
-        if (a->o.x_mode == SM_X_MARKS && !sm_marks(models[i], NULL)) {
-            if (a->o.x_word[0])
-                fprintf(stderr, "memsnap %s: --x marks: %s has no mark with a "
-                        "number after \"%s\" (NVTX marks, memsnap_annotate); "
-                        "try --x events\n", a->cmd, paths[i], a->o.x_word);
-            else
-                fprintf(stderr, "memsnap %s: --x marks: %s has no mark with a "
-                        "number (NVTX marks, memsnap_annotate); try --x events\n",
-                        a->cmd, paths[i]);
-            return 2;
-        }
+    read_ctx r = {a, paths, models, calloc((size_t)n, sizeof *r.errs)};
+    if (!r.errs) {
+        fprintf(stderr, "memsnap %s: out of memory\n", a->cmd);
+        return 2;
+    }
+    int jobs = a->jobs > 0 ? a->jobs : 1;
+    if (par_run(n, jobs, read_pass1, take_pass1, &r, paths)) {
+        free(r.errs);
+        return 2;
     }
     if (n > 1) {
-        /* one axis for all: the union of their ranges */
+        /* one axis for all: the event index when any file chose it
+         * (SM_X_AUTO), then the union of their ranges */
+        int events = 0;
+        for (int i = 0; i < n; i++)
+            events |= sm_options(models[i])->x_mode == SM_X_EVENTS;
+        for (int i = 0; events && i < n; i++)
+            sm_set_x_mode(models[i], SM_X_EVENTS);
         uint64_t lo = UINT64_MAX, hi = 0;
         for (int i = 0; i < n; i++) {
             uint64_t l, h;
@@ -165,11 +221,10 @@ int viz_args_read(const viz_args *a, char **paths, int n, sm_model **models)
         for (int i = 0; i < n; i++)
             sm_set_x_range(models[i], lo, hi);
     }
-    for (int i = 0; i < n; i++)
-        if (sm_finish(models[i])) {
-            fprintf(stderr, "memsnap %s: out of memory\n", a->cmd);
-            return 2;
-        }
+    int rc = par_run(n, jobs, read_pass2, take_pass2, &r, paths);
+    free(r.errs);
+    if (rc)
+        return 2;
     /* --at oom where no file has one: say so (where only some have one,
      * the others' maps are at their end, and each says so in its title) */
     if (a->o.at == SM_AT_OOM) {

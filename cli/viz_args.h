@@ -11,8 +11,8 @@
 
 #include <getopt.h>
 
-#include "canvas.h"
-#include "model.h"
+#include "viz/canvas.h"
+#include "analyze/model.h"
 
 typedef struct viz_args {
     /* set by the command (viz_args_init sets the rest) */
@@ -28,6 +28,7 @@ typedef struct viz_args {
     int width, height;        /* default 1600, 0 (automatic) */
     canvas_format format;     /* --format png|svg; default png */
     int format_set;           /* --format was given */
+    int jobs;                 /* -j N: files read at once (default: the cores) */
 } viz_args;
 
 /* Defaults: top 8, time axis from the first event, width 1600, height
@@ -42,7 +43,8 @@ int viz_args_int(const char *s, long lo, long hi, int *out);
 
 /* Handles getopt_long's character c when it is not the command's own:
  * 't' --top, 'x' --x (time, events, marks, marks:WORD), 'f' --from,
- * 'W' --width, 'H' --height, 'F' --format (png, svg), 'h' --help, anything
+ * 'W' --width, 'H' --height, 'F' --format (png, svg), 'j' -j/--jobs,
+ * 'h' --help, anything
  * else an unknown option (argv for its name).  Returns VIZ_ARGS_MORE when
  * the option was taken, else the exit status (0 after --help, 2 after a
  * message). */
@@ -56,8 +58,9 @@ int viz_args_option(viz_args *a, int c, const char *arg, char **argv);
 int viz_args_files(viz_args *a, int argc, char **argv, char ***paths, int *n);
 
 /* Reads the snapshots into new models (models[] has room for n; the
- * caller frees the ones made, also after an error): each file once (pass
- * 1), then, with several, one x range for all (the union of theirs:
+ * caller frees the ones made, also after an error), on up to a->jobs
+ * threads (cli/parallel.h; messages as one thread prints them): each file
+ * once (pass 1), then, with several, one x range for all (the union of theirs:
  * events or marks put different runs on one axis), then pass 2 from each
  * file's change log (model.h).  --x marks refuses
  * a file without a mark to read.  0 ok, else 2 after a one-line message. */

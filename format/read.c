@@ -68,6 +68,9 @@ struct msnap_reader {
     char *buf;
     size_t cap, start, end;
     int eof;              /* no more text will come */
+    int follow;           /* msnap_reader_follow: the end of the input is
+                             only where the writer has got to */
+    int stalled;          /* follow: the last fill found nothing new */
     uint64_t lineno;
     int failed;
     int truncated;
@@ -135,7 +138,9 @@ static int fill(msnap_reader *r)
         if (got < 0)
             return fail(r, "read error after line %llu: %s",
                         (unsigned long long)r->lineno, strerror(errno));
-        if (got == 0)
+        if (got == 0 && r->follow)
+            r->stalled = 1;
+        else if (got == 0)
             r->eof = 1;
         r->end += (size_t)got;
         return 0;
@@ -149,6 +154,10 @@ static int fill(msnap_reader *r)
                             (unsigned long long)r->lineno, strerror(errno));
             r->in_len = (size_t)got;
             r->in_pos = 0;
+            if (got == 0 && r->follow) {
+                r->stalled = 1;   /* all decodable text is out: wait for more */
+                return 0;
+            }
             if (got == 0)
                 r->in_eof = 1;
         }
@@ -196,6 +205,12 @@ static int next_line(msnap_reader *r, char **line, size_t *len, int *complete)
         if (scanned > MSNAP_MAX_LINE)
             return fail(r, "line %llu: longer than %zu MiB; not a memsnap snapshot line",
                         (unsigned long long)r->lineno + 1, MSNAP_MAX_LINE >> 20);
+        if (r->stalled) {
+            /* following: the writer has not finished this line yet; it
+             * stays in the buffer for the next call */
+            r->stalled = 0;
+            return 0;
+        }
         if (r->eof) {
             if (scanned == 0)
                 return 0;
@@ -679,6 +694,13 @@ static int header_from_json(msnap_reader *r, const cJSON *o)
     h->major = major;
     h->minor = minor;
     I64("pid", INT32_MIN, INT32_MAX, h->pid);
+    {
+        const cJSON *rk = cJSON_GetObjectItemCaseSensitive(o, "rank");
+        if (rk && !cJSON_IsNull(rk)) {
+            I64("rank", 0, INT32_MAX, h->rank);
+            h->has_rank = 1;
+        }
+    }
     if (get_str_into(r, o, "host", h->host, sizeof h->host) < 0 ||
         get_str_into(r, o, "clock", h->clock, sizeof h->clock) < 0 ||
         get_str_into(r, o, "mode", h->mode, sizeof h->mode) < 0)
@@ -960,7 +982,7 @@ int msnap_reader_next(msnap_reader *r, msnap_record *rec)
          * of the block was cut off (a frame flushed but not yet ended, as
          * a recording still being written, stops at a block's end, where
          * the decoder asks for no more than a block header) */
-        if (rc == 0 && r->dctx && r->zret > ZSTD_BLOCK_HEADER)
+        if (rc == 0 && r->dctx && r->zret > ZSTD_BLOCK_HEADER && !r->follow)
             r->truncated = 1;
         if (rc <= 0)
             return rc;
@@ -1016,6 +1038,13 @@ int msnap_reader_truncated(const msnap_reader *r)
 int msnap_reader_is_zstd(const msnap_reader *r)
 {
     return r->dctx != NULL;
+}
+
+/* Following a file being written (msnap_reader_follow). */
+void msnap_reader_follow(msnap_reader *r, int on)
+{
+    r->follow = on;
+    r->stalled = 0;
 }
 
 /* Lines of unknown types come back as MSNAP_REC_OTHER from now on. */

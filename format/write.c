@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
 #include "memsnap/format.h"
 #include "internal.h"
@@ -334,15 +333,13 @@ static void wb_device_fields(wb *w, const msnap_device_info *d)
     wb_u64(w, d->total);
 }
 
-/* Header line.  Always writes this library's version (MSNAP_FORMAT_MAJOR.
- * MSNAP_FORMAT_MINOR), ignoring h->major/minor.  settings_json is parsed and
- * re-printed compactly; NULL, invalid JSON or a non-object writes {}.  Uses
- * cJSON (allocates); returns 0 when cap is too small or on allocation
- * failure. */
-size_t msnap_fmt_header(char *buf, size_t cap, const msnap_header *h)
+/* Header line with settings_json written as it is (see format.h).  Always
+ * writes this library's version (MSNAP_FORMAT_MAJOR.MSNAP_FORMAT_MINOR),
+ * ignoring h->major/minor.  No allocation. */
+size_t msnap_fmt_header_compact(char *buf, size_t cap, const msnap_header *h)
 {
     wb w = WB_INIT(buf, cap);
-    char *settings = NULL;
+    const char *settings = h->settings_json && *h->settings_json ? h->settings_json : NULL;
     char ver[48];
     char *v = ver;
 
@@ -351,17 +348,14 @@ size_t msnap_fmt_header(char *buf, size_t cap, const msnap_header *h)
     v = dec_u64(v, MSNAP_FORMAT_MINOR);
     *v = 0;
 
-    if (h->settings_json) {
-        cJSON *o = cJSON_Parse(h->settings_json);
-        if (cJSON_IsObject(o))
-            settings = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-    }
-
     wb_lit(&w, "{\"type\":\"header\",\"format\":\"" MSNAP_FORMAT_NAME "\",\"version\":");
     wb_str(&w, ver);
     wb_lit(&w, ",\"pid\":");
     wb_i64(&w, h->pid);
+    if (h->has_rank) {
+        wb_lit(&w, ",\"rank\":");
+        wb_i64(&w, h->rank);
+    }
     wb_lit(&w, ",\"host\":");
     wb_str(&w, h->host);
     wb_lit(&w, ",\"argv\":[");
@@ -388,7 +382,6 @@ size_t msnap_fmt_header(char *buf, size_t cap, const msnap_header *h)
         wb_put(&w, "}", 1);
     }
     wb_put(&w, "]", 1);
-    free(settings);
     return wb_finish(&w, buf);
 }
 

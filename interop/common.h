@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "memsnap/format.h"
-#include "state.h"
+#include "format/state.h"
 
 /* ---- spill: fixed-size event records in an unlinked temporary file ----- */
 typedef struct spill_rec {

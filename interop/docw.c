@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "util/hash.h"
 
 enum {
     OP_MARK = '(', OP_STOP = '.', OP_NONE = 'N', OP_BINFLOAT = 'G', OP_BININT = 'J',
@@ -157,10 +158,7 @@ void docw_str(docw *w, const char *s)
 
 static uint64_t str_hash(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-    return h;
+    return msnap_fnv1a_str(MSNAP_FNV_BASIS, s);
 }
 
 static void pk_put(docw *w, uint64_t id)

@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "u64map.h"
+#include "util/u64map.h"
 
 #define DOCW_MAX_DEPTH 32
 #define DOCW_BATCH 1000

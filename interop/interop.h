@@ -44,6 +44,12 @@ typedef struct msnap_interop_stats {
                                final state and the frees of what the trace did
                                not allocate), written as events at its first
                                time; not in events_out */
+    int wall_clock;         /* perfetto: times since the Unix epoch (else from
+                               the recording's start: no t0_unix_ns) */
+    uint64_t other_lib_allocs, other_lib_bytes; /* torch export: other libraries'
+                               driver memory live at the end, beside allocator
+                               blocks, left out of the segments (and their
+                               allocs and frees out of the trace) */
 } msnap_interop_stats;
 
 /* The import's work budget: steps a byte of input (interop/value.h). */

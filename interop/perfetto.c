@@ -10,11 +10,17 @@
  *     request, device free/total and the API in args;
  *   - NVTX ranges as "B"/"E" slices per recorded thread (pid = the recorded
  *     pid, tid = the thread), NVTX marks and dumps as thread instants.
- * Timestamps are microseconds with ns precision (three decimals).
+ * Timestamps are microseconds with ns precision (three decimals), since
+ * the Unix epoch (the header's t0_unix_ns + t), the time base of PyTorch's
+ * profiler traces (Kineto's "ts") and of its memory snapshots' time_us, so
+ * a memsnap trace and a profiler trace of one run line up when both are
+ * opened in ui.perfetto.dev; from the recording's start when the header has
+ * no wall-clock start.
  */
 #include "interop.h"
-#include "analysis.h"
+#include "analyze/analysis.h"
 #include "common.h"
+#include "util/size.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -23,9 +29,13 @@
 
 #define GPU_PID 1000000
 
+static uint64_t g_t0;   /* the trace's time base (the read is single-threaded) */
+
+/* A timestamp: the epoch's microseconds of t_ns (t0 + t, saturating). */
 static void ts(FILE *f, uint64_t t_ns)
 {
-    fprintf(f, "%" PRIu64 ".%03u", t_ns / 1000, (unsigned)(t_ns % 1000));
+    uint64_t t = msnap_add_sat(g_t0, t_ns);
+    fprintf(f, "%" PRIu64 ".%03u", t / 1000, (unsigned)(t % 1000));
 }
 
 /* The export's state beside the an_file's (analysis.h). */
@@ -56,6 +66,8 @@ static int pf_record(void *ctx, an_file *f, const msnap_record *rec)
     FILE *out = x->out;
     if (rec->type == MSNAP_REC_HEADER) {
         x->pid = rec->u.header.pid;
+        g_t0 = rec->u.header.t0_unix_ns;
+        x->st->wall_clock = g_t0 != 0;
         SEP(x);
         fprintf(out, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRId64
                      ",\"args\":{\"name\":", x->pid);
@@ -170,6 +182,7 @@ int msnap_export_perfetto(const char *in_path, FILE *out, msnap_interop_stats *s
     x->out = out;
     x->st = st;
     x->first = 1;
+    g_t0 = 0;
     memset(x->last_res, 0xff, sizeof x->last_res);
     memset(x->last_alloc, 0xff, sizeof x->last_alloc);
     memset(x->last_async, 0xff, sizeof x->last_async);

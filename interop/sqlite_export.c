@@ -13,6 +13,9 @@
  *   allocations  every allocation of every layer with its alloc and free
  *                time (t_free NULL: live at the end)
  *   segments     the driver-level allocations live at the end
+ *   pools        PyTorch's pools (analyze/pools.h): per device the default
+ *                pool and each private pool with its kind and figures;
+ *                allocations.pool names a block's pool
  *   stacks       stack id, depth, site label
  *   frames       stack id, level (0 = innermost), ip, function, file, line,
  *                module
@@ -37,6 +40,7 @@
 #include <unistd.h>
 
 #include "interop.h"
+#include "util/outfile.h"
 
 #ifndef MEMSNAP_HAVE_SQLITE
 
@@ -57,10 +61,10 @@ int msnap_export_sqlite(char **snaps, int nsnaps, const char *outp, char *err, s
 #include <inttypes.h>
 #include <sqlite3.h>
 
-#include "analysis.h"
+#include "analyze/analysis.h"
+#include "analyze/pools.h"
 #include "common.h"
 #include "memsnap/format.h"
-#include "model.h"
 
 static const char schema[] =
     "CREATE TABLE files(file_id INTEGER PRIMARY KEY, rank INTEGER, path TEXT, pid INTEGER,"
@@ -72,7 +76,11 @@ static const char schema[] =
     " allocated INTEGER, reserved INTEGER, async INTEGER);"
     "CREATE TABLE allocations(file_id INTEGER, rank INTEGER, layer TEXT, device INTEGER,"
     " addr INTEGER, size INTEGER, stream INTEGER, stack_id INTEGER, t_alloc INTEGER,"
-    " t_free INTEGER);"
+    " t_free INTEGER, pool INTEGER);"
+    "CREATE TABLE pools(file_id INTEGER, rank INTEGER, device INTEGER, pool INTEGER,"
+    " torch_first INTEGER, torch_second INTEGER, kind TEXT, peak_reserved INTEGER,"
+    " peak_allocated INTEGER, final_reserved INTEGER, final_allocated INTEGER,"
+    " blocks INTEGER, segments INTEGER);"
     "CREATE TABLE segments(file_id INTEGER, rank INTEGER, layer TEXT, device INTEGER,"
     " addr INTEGER, size INTEGER, stream INTEGER, stack_id INTEGER, t_alloc INTEGER);"
     "CREATE TABLE stacks(file_id INTEGER, rank INTEGER, stack_id INTEGER, depth INTEGER,"
@@ -126,7 +134,7 @@ static int rank_of_name(const char *path)
 /* Prepared statements of one export. */
 typedef struct sq {
     sqlite3 *db;
-    sqlite3_stmt *file, *dev, *ev, *alloc, *seg, *stack, *frame, *site, *cnt;
+    sqlite3_stmt *file, *dev, *ev, *alloc, *seg, *stack, *frame, *site, *cnt, *pool;
     int file_id, rank;
     char err[1024];
 } sq;
@@ -168,7 +176,10 @@ static int prepare(sq *q)
         {&q->dev, "INSERT INTO devices VALUES(?1, ?2, ?3, ?4, ?5)"},
         {&q->ev, "INSERT INTO events VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
                  " ?14, ?15, ?16, ?17, ?18)"},
-        {&q->alloc, "INSERT INTO allocations VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+        {&q->alloc, "INSERT INTO allocations VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+                    " ?11)"},
+        {&q->pool, "INSERT INTO pools VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+                   " ?13)"},
         {&q->seg, "INSERT INTO segments VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
         {&q->stack, "INSERT INTO stacks VALUES(?1, ?2, ?3, ?4, ?5)"},
         {&q->frame, "INSERT INTO frames VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
@@ -184,21 +195,55 @@ static int prepare(sq *q)
 static void finalize(sq *q)
 {
     sqlite3_stmt *all[] = {q->file, q->dev, q->ev, q->alloc, q->seg, q->stack, q->frame,
-                           q->site, q->cnt};
+                           q->site, q->cnt, q->pool};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sqlite3_finalize(all[i]);
 }
 
-/* An allocation row from a tracker object (t_free 0 = still live). */
+/* An allocation row from a tracker object (t_free 0 = still live); a
+ * block's pool (memsnap/format.h: 0 the default pool), NULL for the rest. */
 static int alloc_row(sq *q, const trk_obj *o, uint64_t t_free, int live)
 {
+    int block = o->layer == TRK_BLOCK;
+    int64_t pool = (int64_t)msnap_pool_id(o->aux);
     if (live)
-        return row(q, q->alloc, "tiiiiiin", layer_name(o->layer), (int64_t)o->device,
-                   (int64_t)o->addr, (int64_t)o->size, (int64_t)o->stream, (int64_t)o->stack,
-                   (int64_t)o->t_ns);
-    return row(q, q->alloc, "tiiiiiii", layer_name(o->layer), (int64_t)o->device,
-               (int64_t)o->addr, (int64_t)o->size, (int64_t)o->stream, (int64_t)o->stack,
-               (int64_t)o->t_ns, (int64_t)t_free);
+        return row(q, q->alloc, block ? "tiiiiiini" : "tiiiiiinn", layer_name(o->layer),
+                   (int64_t)o->device, (int64_t)o->addr, (int64_t)o->size, (int64_t)o->stream,
+                   (int64_t)o->stack, (int64_t)o->t_ns, pool);
+    return row(q, q->alloc, block ? "tiiiiiiii" : "tiiiiiiin", layer_name(o->layer),
+               (int64_t)o->device, (int64_t)o->addr, (int64_t)o->size, (int64_t)o->stream,
+               (int64_t)o->stack, (int64_t)o->t_ns, (int64_t)t_free, pool);
+}
+
+/* The pools table: one row per pool of PyTorch's allocator (pools.h):
+ * the MempoolId_t NULL where the file does not say its half (before
+ * format 1.3), reserved figures NULL where not known. */
+static int pool_rows(sq *q, const an_file *f, const pl_pools *pl)
+{
+    size_t n;
+    const pl_pool *p = pl_pools_of(pl, &n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t tid[2] = {0, 0};
+        int known = an_pool_torch_id(f, p[i].id, tid) || !p[i].index;
+        int64_t dev = p[i].device, id = (int64_t)p[i].id, a = (int64_t)tid[0],
+                b = (int64_t)tid[1], pa = (int64_t)p[i].allocated.peak,
+                fa = (int64_t)p[i].allocated.cur, pr = (int64_t)p[i].reserved.peak,
+                fr = (int64_t)p[i].reserved.cur, nb = (int64_t)p[i].blocks,
+                ns = (int64_t)p[i].segments;
+        const char *kind = an_pool_kind_name(p[i].kind);
+        int rc;
+        if (known && p[i].reserved_known)
+            rc = row(q, q->pool, "iiiitiiiiii", dev, id, a, b, kind, pr, pa, fr, fa, nb, ns);
+        else if (known)
+            rc = row(q, q->pool, "iiiitniniii", dev, id, a, b, kind, pa, fa, nb, ns);
+        else if (p[i].reserved_known)
+            rc = row(q, q->pool, "iinntiiiiii", dev, id, kind, pr, pa, fr, fa, nb, ns);
+        else
+            rc = row(q, q->pool, "iinntniniii", dev, id, kind, pa, fa, nb, ns);
+        if (rc)
+            return -1;
+    }
+    return 0;
 }
 
 /* The rows of what is live at the end: every object in allocations, the
@@ -231,20 +276,21 @@ static int live_rows(sq *q, const an_file *f)
     return rc;
 }
 
-/* The stacks, frames and sites of one file, from the model's tables. */
-static int write_stacks(sq *q, sm_model *m, const uint32_t *ids, size_t n)
+/* The stacks, frames and sites of one file, from its tables and labels. */
+static int write_stacks(sq *q, an_file *file, const uint32_t *ids, size_t n)
 {
+    const sm_labels *lab = an_labels(file);
     for (size_t i = 0; i < n; i++) {
         char label[SM_LABEL_MAX];
-        sm_site_label(m, ids[i], label, sizeof label);
+        sm_site_label(lab, ids[i], label, sizeof label);
         sm_frame_info f;
-        int depth = sm_frame_get(m, ids[i], -1, &f);
+        int depth = sm_symtab_frame_get(&file->tab, ids[i], -1, &f);
         if (row(q, q->stack, "iit", (int64_t)ids[i], (int64_t)depth, label) ||
-            row(q, q->site, "iti", (int64_t)ids[i], label, (int64_t)sm_site_key(m, ids[i])))
+            row(q, q->site, "iti", (int64_t)ids[i], label, (int64_t)sm_site_key(lab, ids[i])))
             return -1;
         for (int k = 0; k < depth; k++) {
             memset(&f, 0, sizeof f);
-            sm_frame_get(m, ids[i], k, &f);
+            sm_symtab_frame_get(&file->tab, ids[i], k, &f);
             if (row(q, q->frame, "iiittit", (int64_t)ids[i], (int64_t)k, (int64_t)f.ip,
                     f.fn ? f.fn : "", f.file ? f.file : "", (int64_t)f.line,
                     f.module ? f.module : ""))
@@ -285,7 +331,7 @@ static int sq_record(void *ctx, an_file *f, const msnap_record *rec)
         return row(q, q->dev, "iti", (int64_t)rec->u.device.index, rec->u.device.name,
                    (int64_t)rec->u.device.total);
     case MSNAP_REC_STACK:
-        if (sm_grow((void **)&x->ids, &x->capids, x->nids, sizeof *x->ids)) {
+        if (msnap_grow((void **)&x->ids, &x->capids, x->nids, sizeof *x->ids)) {
             snprintf(q->err, sizeof q->err, "out of memory");
             return -1;
         }
@@ -323,21 +369,20 @@ static int sq_record(void *ctx, an_file *f, const msnap_record *rec)
 static int export_file(sq *q, const char *path)
 {
     char err[1024];
-    sm_opts vo = {.top = 8};
-    sm_model *m = sm_new(&vo);
     an_file *f = malloc(sizeof *f);
     sq_read x = {.q = q};
     int rc = -1;
+    pl_pools *pl = pl_new();
     if (f)
         an_init(f, path);
     an_observer o = {.ctx = &x, .record = sq_record};
     sqlite3_exec(q->db, "BEGIN", NULL, NULL, NULL);
-    if (!m || !f || an_observe(f, &o) || sm_attach(m, f)) {
+    if (!f || !pl || an_observe(f, &o) || pl_attach(pl, f)) {
         snprintf(q->err, sizeof q->err, "out of memory");
     } else if (an_read(f, err, sizeof err)) {
         if (!q->err[0])
             snprintf(q->err, sizeof q->err, "%s", err);
-    } else if (!live_rows(q, f) && !write_stacks(q, m, x.ids, x.nids)) {
+    } else if (!live_rows(q, f) && !write_stacks(q, f, x.ids, x.nids) && !pool_rows(q, f, pl)) {
         char sql[128];
         snprintf(sql, sizeof sql, "UPDATE files SET events = %" PRIu64 " WHERE file_id = %d",
                  x.idx, q->file_id);
@@ -349,7 +394,7 @@ static int export_file(sq *q, const char *path)
             rc = 0;
     }
     free(x.ids);
-    sm_free(m);
+    pl_free(pl);
     if (f)
         an_free(f);
     free(f);
@@ -366,11 +411,14 @@ int msnap_export_sqlite(char **snaps, int nsnaps, const char *outp, char *err, s
     }
     snprintf(tmp, n, "%s.tmp", outp);
     unlink(tmp);
+    outfile_track_name(tmp);   /* a signal removes it (util/outfile.h) */
     sq q = {0};
     int rc = 0;
     if (sqlite3_open(tmp, &q.db) != SQLITE_OK) {
         snprintf(err, errlen, "%s: %s", outp, sqlite3_errmsg(q.db));
         sqlite3_close(q.db);
+        unlink(tmp);
+        outfile_untrack_name(tmp);
         free(tmp);
         return -1;
     }
@@ -400,6 +448,7 @@ int msnap_export_sqlite(char **snaps, int nsnaps, const char *outp, char *err, s
         unlink(tmp);
         snprintf(err, errlen, "%s", q.err[0] ? q.err : "cannot write the database");
     }
+    outfile_untrack_name(tmp);
     free(tmp);
     return rc ? -1 : 0;
 }

@@ -26,9 +26,19 @@
  *
  * time_us is Unix-epoch microseconds (the header's t0_unix_ns + t), which
  * is what torch writes and what memory_viz formats as a date.
+ *
+ * Beside allocator blocks, another library's driver memory (cuBLAS's
+ * workspaces, cuDNN, NCCL: category.h names the library of a stack) is no
+ * segment of the allocator's: PyTorch's snapshot has no place for it, and
+ * as a segment memory_viz would draw it as the allocator's cache (an
+ * inactive block the size of the allocation).  It is left out of
+ * "segments" and of the trace (its alloc and free), counted in
+ * msnap_interop_stats.other_lib_*, and, in the JSON, kept in the
+ * extension's events and live set, so `memsnap import` gives it back.
  */
 #include "interop.h"
-#include "analysis.h"
+#include "analyze/analysis.h"
+#include "analyze/category.h"
 #include "common.h"
 #include "docw.h"
 
@@ -69,6 +79,11 @@ typedef struct texp {
     /* pickle memo ids: stack id -> list, ip -> frame dict */
     u64map stack_memo, frame_memo;
     uint64_t empty_frames_id;
+    /* other libraries' driver memory beside allocator blocks (left out of
+     * torch's segments and trace: other_library) */
+    u64map lib_of;                /* stack id -> 1 other library, 2 the allocator's */
+    u64map left_addr;             /* (device, addr) of a left-out allocation */
+    spill left;                   /* JSON: the left-out events, for the extension */
     docw w;
 } texp;
 
@@ -92,6 +107,25 @@ static int is_torch_event(int a)
         return 1;
     }
     return 0;
+}
+
+/* Whether a driver allocation made on stack is another library's memory
+ * beside the allocator's blocks (the file comment): the file has blocks and
+ * the stack's library is known and no allocator (an unknown one, a file
+ * without modules, stays a segment). */
+static int other_library(texp *x, uint32_t stack)
+{
+    if (!x->have_blocks || !stack)
+        return 0;
+    uint64_t *v = u64map_get(&x->lib_of, 1, stack);
+    if (v)
+        return *v == 1;
+    char lib[128];
+    cat_library_stack(&x->f.tab, stack, lib, sizeof lib);
+    int other = strcmp(lib, CAT_LIB_TORCH) && strcmp(lib, CAT_LIB_MEMSNAP) &&
+                strcmp(lib, CAT_LIB_UNKNOWN);
+    u64map_put(&x->lib_of, 1, stack, other ? 1 : 2);  /* out of memory: asked again */
+    return other;
 }
 
 /* Trace entries an event becomes (see write_traces); syn: no allocator
@@ -443,9 +477,11 @@ static void write_block(texp *x, uint64_t addr, uint64_t size, const char *state
     docw_end(w);
 }
 
-/* A segment's own keys, up to "blocks" (left open for the caller). */
+/* A segment's own keys, up to "blocks" (left open for the caller); pool:
+ * the pool of its blocks (memsnap/format.h, "Memory pools"; 0 the default),
+ * written as PyTorch's MempoolId_t. */
 static void segment_head(texp *x, const trk_obj *s, uint64_t used, int expandable, int synthesized,
-                         uint32_t stack)
+                         uint32_t stack, uint64_t pool)
 {
     docw *w = &x->w;
     docw_dict(w);
@@ -467,8 +503,8 @@ static void segment_head(texp *x, const trk_obj *s, uint64_t used, int expandabl
     docw_istr(w, s->size <= (synthesized ? (1u << 20) : (2u << 20)) ? "small" : "large");
     docw_key(w, "segment_pool_id");
     docw_list(w);
-    docw_int(w, 0);
-    docw_int(w, 0);
+    docw_int(w, pool & MSNAP_POOL_HANDLE ? 0 : (int64_t)pool);
+    docw_int(w, pool & MSNAP_POOL_HANDLE ? (int64_t)(pool & ~MSNAP_POOL_HANDLE) : 0);
     docw_end(w);
     docw_key(w, "is_expandable");
     docw_bool(w, expandable);
@@ -494,7 +530,14 @@ static int write_segments(texp *x, msnap_interop_stats *st)
     for (size_t i = 0; i < n; i++) {
         trk_obj o = trk_of(&objs[i]);
         switch (o.layer) {
-        case TRK_ALLOC: case TRK_ASYNC: vec_add(&segs, &o); break;
+        case TRK_ALLOC: case TRK_ASYNC:
+            if (other_library(x, o.stack)) {
+                st->other_lib_allocs++;
+                st->other_lib_bytes += o.size;
+            } else {
+                vec_add(&segs, &o);
+            }
+            break;
         case TRK_VMM_MAP: vec_add(&maps, &o); break;
         case TRK_BLOCK: vec_add(&blocks, &o); break;
         default: break;
@@ -528,7 +571,7 @@ static int write_segments(texp *x, msnap_interop_stats *st)
         while (bi < blocks.n && (si == segs.n || bk[bi].device < sg[si].device ||
                                  (bk[bi].device == sg[si].device && bk[bi].addr < sg[si].addr))) {
             const trk_obj *b = &bk[bi++];
-            segment_head(x, b, b->size, 0, 1, 0);
+            segment_head(x, b, b->size, 0, 1, 0, msnap_pool_id(b->aux));
             write_block(x, b->addr, b->size, "active_allocated", b->stack);
             docw_end(w);
             docw_end(w);
@@ -545,7 +588,10 @@ static int write_segments(texp *x, msnap_interop_stats *st)
         int syn = !x->have_blocks;
         if (syn)
             used = s->size;
-        segment_head(x, s, used, s->layer == TRK_VMM_MAP, 0, s->stack);
+        uint64_t pool = 0;   /* its blocks' (PyTorch's segments hold one pool's) */
+        for (size_t k = b0; k < bi && !pool; k++)
+            pool = msnap_pool_id(bk[k].aux);
+        segment_head(x, s, used, s->layer == TRK_VMM_MAP, 0, s->stack, pool);
         st->segments++;
         if (syn) {
             write_block(x, s->addr, s->size, "active_allocated", s->stack);
@@ -574,6 +620,27 @@ static int write_segments(texp *x, msnap_interop_stats *st)
     free(maps.v);
     free(blocks.v);
     return 0;
+}
+
+/* Whether the trace leaves event e of device d out: another library's
+ * driver allocation (other_library) and the free of one. */
+static int left_out(texp *x, const msnap_event *e, int d)
+{
+    uint64_t key = (uint64_t)d << 56 ^ e->addr;
+    switch (e->action) {
+    case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC:
+        if (!other_library(x, e->stack))
+            return 0;
+        u64map_put(&x->left_addr, 1, key, 1);
+        return 1;
+    case MSNAP_A_FREE: case MSNAP_A_ASYNC_FREE:
+        if (!u64map_get(&x->left_addr, 1, key))
+            return 0;
+        u64map_del(&x->left_addr, 1, key, NULL);
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static int write_traces(texp *x, msnap_interop_stats *st, msnap_export_report *rep, char *err,
@@ -610,6 +677,13 @@ static int write_traces(texp *x, msnap_interop_stats *st, msnap_export_report *r
                 us = last_us; /* memory_viz wants time_us ascending */
             last_us = us;
             uint64_t size = r.k2, n0 = rep->entries_written;
+            if (left_out(x, e, d)) {
+                if (x->o->json && spill_put(&x->left, &r)) {
+                    snprintf(err, errlen, "cannot write a temporary file: %s", strerror(errno));
+                    return -1;
+                }
+                continue;
+            }
             switch (e->action) {
             case MSNAP_A_BLOCK_ALLOC:
                 entry(x, "alloc", e->addr, size, e, r.k1, us, 0, 0);
@@ -803,18 +877,30 @@ static int write_ext(texp *x, FILE *f, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
         return -1;
     }
-    spill_rec r;
-    int rc;
-    first = 1;
-    while ((rc = spill_get(&x->other, &r)) == 1) {
-        if (r.k1 < x->first_kept)
-            continue;
-        if (!first)
-            fputs(",\n", f);
-        event_json(f, &r.e, r.k1);
-        first = 0;
+    if (spill_rewind(&x->left)) {
+        snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
+        return -1;
     }
-    if (rc < 0) {
+    /* the events torch has no action for and the left-out ones (the file
+     * comment), merged in file order */
+    spill_rec r, l;
+    int rc = spill_get(&x->other, &r), lc = spill_get(&x->left, &l);
+    first = 1;
+    while (rc == 1 || lc == 1) {
+        int take_left = lc == 1 && (rc != 1 || l.k1 < r.k1);
+        const spill_rec *y = take_left ? &l : &r;
+        if (y->k1 >= x->first_kept) {
+            if (!first)
+                fputs(",\n", f);
+            event_json(f, &y->e, y->k1);
+            first = 0;
+        }
+        if (take_left)
+            lc = spill_get(&x->left, &l);
+        else
+            rc = spill_get(&x->other, &r);
+    }
+    if (rc < 0 || lc < 0) {
         snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
         return -1;
     }
@@ -831,6 +917,9 @@ static void texp_free(texp *x)
     u64map_free(&x->frames_ix);
     u64map_free(&x->stack_memo);
     u64map_free(&x->frame_memo);
+    u64map_free(&x->lib_of);
+    u64map_free(&x->left_addr);
+    spill_close(&x->left);
     an_free(&x->f);
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
         spill_close(&x->dev[d]);

@@ -29,8 +29,10 @@
  */
 #include "interop.h"
 #include "common.h"
-#include "state.h"
+#include "format/state.h"
 #include "value.h"
+#include "util/grow.h"
+#include "util/hash.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -72,21 +74,7 @@ typedef struct timp {
 
 static uint64_t fnv(const void *p, size_t n, uint64_t h)
 {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
-static void *grow(void *p, size_t *cap, size_t n, size_t sz)
-{
-    if (n < *cap)
-        return p;
-    size_t nc = *cap ? *cap * 2 : 64;
-    void *q = realloc(p, nc * sz);
-    if (q)
-        *cap = nc;
-    return q;
+    return msnap_fnv1a(h, p, n);
 }
 
 static uint32_t frame_id_(timp *m, ival *f);
@@ -120,7 +108,7 @@ static uint32_t frame_id_(timp *m, ival *f)
      * strcmp): a step for each 4 bytes, about what a step costs elsewhere
      * (a pickle can give many small frame dicts one long memoized name) */
     m->in->steps += (fl + nl) / 4 + 1;
-    uint64_t h = fnv(file, fl + 1, 0xcbf29ce484222325ULL);
+    uint64_t h = fnv(file, fl + 1, MSNAP_FNV_BASIS);
     h = fnv(name, nl + 1, h);
     h = fnv(&line, sizeof line, h);
     for (uint32_t probe = 0;; probe++) {
@@ -134,10 +122,9 @@ static uint32_t frame_id_(timp *m, ival *f)
         if (probe > 64)
             return 0;
     }
-    frame_ent *nf = grow(m->frames, &m->capframes, m->nframes, sizeof *nf);
-    if (!nf)
+    if (msnap_grow((void **)&m->frames, &m->capframes, m->nframes, sizeof *m->frames))
         return 0;
-    m->frames = nf;
+    frame_ent *nf = m->frames;
     uint32_t probe = 0;
     while (u64map_get(&m->frame_ix, probe, h))
         probe++;
@@ -176,7 +163,7 @@ static uint32_t stack_id(timp *m, ival *l)
         ival *f = l->u.a.v[i];
         fids[i] = f->type == IV_DICT ? frame_id(m, f) : 0;
     }
-    uint64_t h = fnv(fids, (size_t)depth * sizeof fids[0], 0xcbf29ce484222325ULL);
+    uint64_t h = fnv(fids, (size_t)depth * sizeof fids[0], MSNAP_FNV_BASIS);
     uint32_t id = 0, probe = 0;
     for (;; probe++) {
         m->in->steps++;
@@ -190,10 +177,9 @@ static uint32_t stack_id(timp *m, ival *l)
         }
     }
     if (!id) {
-        stack_ent *ns = grow(m->stacks, &m->capstacks, m->nstacks, sizeof *ns);
-        if (!ns)
+        if (msnap_grow((void **)&m->stacks, &m->capstacks, m->nstacks, sizeof *m->stacks))
             return 0;
-        m->stacks = ns;
+        stack_ent *ns = m->stacks;
         ns[m->nstacks].fids = malloc((size_t)depth * sizeof fids[0]);
         if (!ns[m->nstacks].fids)
             return 0;
@@ -325,10 +311,9 @@ static int on_trace(timp *m, unsigned dev, ival *v, char *err, size_t errlen)
         e.api = MSNAP_API_cuMemMap;
         e.stream = 0;
         e.aux = c.aux;
-        map_ent *nm = grow(m->mapv, &m->capmapv, m->nmapv, sizeof *nm);
-        if (!nm)
+        if (msnap_grow((void **)&m->mapv, &m->capmapv, m->nmapv, sizeof *m->mapv))
             goto oom;
-        m->mapv = nm;
+        map_ent *nm = m->mapv;
         nm[m->nmapv] = (map_ent){size, c.aux};
         if (u64map_put(&m->maps[0], (uint32_t)dev, addr, m->nmapv++))
             goto oom;
@@ -402,10 +387,8 @@ oom:
 
 static int add_live(timp *m, const msnap_live *l)
 {
-    msnap_live *nl = grow(m->live, &m->caplive, m->nlive, sizeof *nl);
-    if (!nl)
+    if (msnap_grow((void **)&m->live, &m->caplive, m->nlive, sizeof *m->live))
         return -1;
-    m->live = nl;
     m->live[m->nlive++] = *l;
     return 0;
 }
@@ -507,7 +490,7 @@ static int sink_item(void *ctx, int role, unsigned index, ival *v, char *err, si
  * "initially allocated" each free in the trace of something the trace never
  * allocated (with the free's size) and each active block or segment of the
  * final state that the trace did not allocate.  One replay of the converted
- * events through the state model (analyze/state.h) with the final state as
+ * events through the state model (format/state.h) with the final state as
  * its state section finds exactly these: its pre-window objects.  They are
  * written as allocation events at the trace's first time, before its first
  * event, so that every reader's levels count them from the start; without
@@ -570,10 +553,8 @@ typedef struct start_set {
 
 static int start_add(start_set *s, const msnap_obj *o)
 {
-    msnap_obj *no = grow(s->o, &s->cap, s->n, sizeof *no);
-    if (!no)
+    if (msnap_grow((void **)&s->o, &s->cap, s->n, sizeof *s->o))
         return -1;
-    s->o = no;
     s->o[s->n++] = *o;
     return 0;
 }

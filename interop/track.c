@@ -1,4 +1,4 @@
-/* track: the state model's live objects (analyze/state.h) as the
+/* track: the state model's live objects (format/state.h) as the
  * exporters write them (trk_obj): kinds named for PyTorch's and SQLite's
  * tables, device ordinals instead of slots.  The live state itself is the
  * an_file's (analyze/analysis.h). */

@@ -19,14 +19,22 @@ What `auditwheel repair` does for a manylinux wheel, with Debian's patchelf
   4. copies the Debian copyright file of each bundled library's package to
      share/licenses/PACKAGE.copyright (their licences ask for it).
 
+Libraries a file opens with dlopen() rather than through DT_NEEDED are not
+seen by ldd: DLOPENED below names them, per file, and they are bundled
+too, under their own names (dlopen asks by that name and finds the file
+through the run path of the object that calls it), their own
+dependencies renamed as above.
+
 Debian 12's static archives (libzstd.a, libdw.a, libcairo.a, ...) are not
 position-independent, so they can go neither into libmemsnap.so nor into a
 PIE: shared libraries beside the binaries are the way (docs/install.md).
 
-Usage: bundle_libs.py NATIVE_DIR     (exit 0, or 1 with one line saying why)
+Usage: bundle_libs.py [--dlopen FILE:SONAME]... NATIVE_DIR
+           (exit 0, or 1 with one line saying why); --dlopen adds to DLOPENED
        bundle_libs.py --check NATIVE_DIR   verify only: every library that
            the files load, other than glibc's and the driver's, resolves
-           inside NATIVE_DIR (ldd); prints the map
+           inside NATIVE_DIR (ldd), and every DLOPENED one is there; prints
+           the map
 """
 import hashlib
 import os
@@ -43,6 +51,15 @@ GLIBC = {"ld-linux-x86-64.so.2", "linux-vdso.so.1", "libc.so.6", "libm.so.6", "l
          "libmvec.so.1"}
 DRIVER = {"libcuda.so.1", "libnvidia-ml.so.1"}
 DEPS = "lib/deps"
+# Libraries opened with dlopen() by SONAME, which ldd cannot see: {file, as
+# NATIVE_DIR/FILE: [sonames]}.  One line per file; a file this build does
+# not have is left out.  The CUDA driver's are never bundled (DRIVER).
+# Empty today: libmemsnap.so opens libmemsnap_stacks.so, a file of ours, by
+# its path, and that one names libunwind and libdw as DT_NEEDED.  A file
+# that opened a library by SONAME itself would get a line such as
+#   "lib/memsnap/libmemsnap_stacks.so": ["libunwind.so.8", "libdw.so.1"],
+DLOPENED = {
+}
 
 
 def die(msg):
@@ -123,12 +140,41 @@ def debian_copyright(path):
     return None
 
 
+def system_library(soname):
+    """The path the loader's cache (ldconfig -p) gives soname, or None."""
+    r = subprocess.run(["ldconfig", "-p"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       universal_newlines=True)
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*(\S+)\s+\((.*)\)\s+=>\s+(\S+)", line)
+        if m and m.group(1) == soname and "x86-64" in m.group(2):
+            return m.group(3)
+    return None
+
+
+def dlopened(root):
+    """{soname: system path} of DLOPENED's libraries for the files root has."""
+    out = {}
+    for rel, sonames in sorted(DLOPENED.items()):
+        if not os.path.isfile(os.path.join(root, rel)):
+            continue
+        for so in sonames:
+            if so in GLIBC or so in DRIVER:
+                die("DLOPENED: %s is glibc's or the driver's, never bundled" % so)
+            where = system_library(so)
+            if where is None:
+                die("%s opens %s (DLOPENED), which the loader's cache does not have here"
+                    % (rel, so))
+            out[so] = where
+    return out
+
+
 def bundle(root):
     ours = elf_files(root)
     if not ours:
         die("no ELF files under %s" % root)
-    wanted = {}                                   # soname -> system path
-    for f in ours:
+    opened = dlopened(root)                       # soname -> system path, kept as named
+    wanted = {}                                   # soname -> system path, renamed
+    for f in ours + sorted(opened.values()):
         for so, where in ldd(f).items():
             if so in GLIBC or so in DRIVER:
                 continue
@@ -147,21 +193,32 @@ def bundle(root):
         renamed[so] = name
     for so, name in renamed.items():
         patchelf("--set-soname", name, os.path.join(deps, name))
-    for f in ours + [os.path.join(deps, n) for n in sorted(renamed.values())]:
-        args = []
-        for n in needed(f):
-            if n in renamed:
-                args += ["--replace-needed", n, renamed[n]]
-        if args:
-            # Two calls: patchelf 0.14 (Debian 12) mixes up the string table
-            # when --set-rpath comes with --replace-needed in one.
-            patchelf(*(args + [f]))
+    for so, where in sorted(opened.items()):
+        shutil.copyfile(os.path.realpath(where), os.path.join(deps, so))
+        os.chmod(os.path.join(deps, so), 0o755)
+    copies = sorted(set(renamed.values()) | set(opened))
+    callers = {os.path.join(root, r) for r, sonames in DLOPENED.items()
+               if sonames and os.path.isfile(os.path.join(root, r))}
+    for f in ours + [os.path.join(deps, n) for n in copies]:
+        before = needed(f)
+        todo = [n for n in before if n in renamed]
+        # One --replace-needed a call, and --set-rpath in a call of its own:
+        # patchelf 0.12 (Debian 11) garbles the string table when one call
+        # replaces several names, and 0.14 (Debian 12) when --set-rpath
+        # comes with --replace-needed.
+        for n in todo:
+            patchelf("--replace-needed", n, renamed[n], f)
+        if todo or f in callers:              # a caller of dlopen finds them by its run path
             rel = os.path.relpath(deps, os.path.dirname(f))
             patchelf("--set-rpath", "$ORIGIN" if rel == "." else "$ORIGIN/" + rel, f)
         else:
             patchelf("--remove-rpath", f)
+        after = needed(f)
+        if after != [renamed.get(n, n) for n in before]:
+            die("patchelf garbled %s's DT_NEEDED: %s, not %s"
+                % (f, after, [renamed.get(n, n) for n in before]))
     lic = os.path.join(root, "share", "licenses")
-    for so, where in sorted(wanted.items()):
+    for so, where in sorted(list(wanted.items()) + list(opened.items())):
         c = debian_copyright(where)
         if c:
             os.makedirs(lic, exist_ok=True)
@@ -190,6 +247,15 @@ def check(root, verbose=True):
                 print("%s: %s -> %s" % (os.path.relpath(f, root), so, where))
             if not inside:
                 bad.append("%s: %s -> %s" % (f, so, where))
+    for rel, sonames in sorted(DLOPENED.items()):
+        if not os.path.isfile(os.path.join(root, rel)):
+            continue
+        for so in sonames:
+            where = os.path.join(root, DEPS, so)
+            if verbose:
+                print("%s: %s -> %s (dlopen)" % (rel, so, where))
+            if not os.path.isfile(where):
+                bad.append("%s: %s (dlopen) is not in %s" % (rel, so, DEPS))
     if bad:
         die("resolved outside the package:\n  " + "\n  ".join(bad))
 
@@ -198,8 +264,15 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "--check":
         check(argv[2])
         return 0
+    argv = list(argv)
+    while len(argv) > 3 and argv[1] == "--dlopen":
+        rel, sep, so = argv[2].partition(":")
+        if not sep or not rel or not so:
+            die("--dlopen FILE:SONAME, not %s" % argv[2])
+        DLOPENED.setdefault(rel, []).append(so)
+        del argv[1:3]
     if len(argv) != 2:
-        die("usage: bundle_libs.py [--check] NATIVE_DIR")
+        die("usage: bundle_libs.py [--dlopen FILE:SONAME]... NATIVE_DIR | --check NATIVE_DIR")
     if not shutil.which("patchelf"):
         die("patchelf not found (Debian: apt-get install patchelf)")
     bundle(argv[1])

@@ -63,7 +63,7 @@ MSNAP_EXPORT void memsnap_trace_block(int action, int device, uint64_t addr, uin
     t_in_hook++;
     msnap_event e;
     memset(&e, 0, sizeof e);
-    e.t_ns = core_now_ns();
+    e.t_ns = core_stamp();
     e.api = MSNAP_API_ALLOCATOR;
     e.device = (int16_t)device;
     e.size = size;

@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "recorder.h"
+#include "util/size.h"
 
 rec_config g_cfg;
 
@@ -31,8 +32,8 @@ static int bad(const char *var, const char *val, const char *want)
     return -1;
 }
 
-/* Parses an unsigned integer with an optional K/M/G suffix (powers of 1024)
- * when allow_suffix.  Returns 0 and *out, or -1. */
+/* Parses an unsigned integer, or when allow_suffix also a size with a
+ * unit (util/size.h).  Returns 0 and *out, or -1. */
 static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
 {
     if (!s || !*s)
@@ -42,19 +43,8 @@ static int parse_u64(const char *s, uint64_t *out, int allow_suffix)
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *s == '-')
         return -1;
-    if (allow_suffix && *end) {
-        unsigned shift = 0;
-        switch (*end) {
-        case 'k': case 'K': shift = 10; break;
-        case 'm': case 'M': shift = 20; break;
-        case 'g': case 'G': shift = 30; break;
-        default: return -1;
-        }
-        end++;
-        if (v > (UINT64_MAX >> shift))
-            return -1;
-        v <<= shift;
-    }
+    if (allow_suffix && *end)
+        return msnap_size_parse(s, out);   /* util/size.h: 64K, 1M, 2GiB */
     if (*end)
         return -1;
     *out = v;
@@ -136,9 +126,23 @@ int config_load(void)
     g_cfg.torch_native_depth = TORCH_NATIVE_AUTO;
     g_cfg.torch_free_stacks = 0;
     g_cfg.torch_nodes = 1;
+    g_cfg.nvtx = NVTX_ALL;
 
     const char *s;
     int rc = 0;
+    /* The job's rank of this process, as its launcher set it (torchrun,
+     * mpirun, srun): the header says it, so a job's files need no rank in
+     * their names.  Not a setting of ours: a value that is not a number is
+     * simply not a rank. */
+    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                            "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0] && !g_cfg.has_rank; i++) {
+        uint64_t r;
+        if ((s = getenv(rank_vars[i])) && parse_u64(s, &r, 0) == 0 && r <= INT32_MAX) {
+            g_cfg.has_rank = 1;
+            g_cfg.rank = (int64_t)r;
+        }
+    }
     if ((s = getenv("MEMSNAP_DISABLE")) && strcmp(s, "0") != 0 && *s) {
         g_cfg.enabled = 0;
         return 0;
@@ -194,6 +198,11 @@ int config_load(void)
         else if (strcmp(s, "0") == 0) g_cfg.torch_free_stacks = 0;
         else rc |= bad("MEMSNAP_TORCH_FREE_STACKS", s, "expected 0 or 1");
     }
+    if ((s = getenv("MEMSNAP_TORCH_FREE_REQUESTED"))) {
+        if (strcmp(s, "1") == 0) g_cfg.torch_free_requested = 1;
+        else if (strcmp(s, "0") == 0) g_cfg.torch_free_requested = 0;
+        else rc |= bad("MEMSNAP_TORCH_FREE_REQUESTED", s, "expected 0 or 1");
+    }
     if ((s = getenv("MEMSNAP_TORCH_NODES"))) {
         if (strcmp(s, "1") == 0) g_cfg.torch_nodes = 1;
         else if (strcmp(s, "0") == 0) g_cfg.torch_nodes = 0;
@@ -242,6 +251,17 @@ int config_load(void)
     }
     if ((s = getenv("MEMSNAP_QUIET")))
         g_cfg.quiet = strcmp(s, "0") != 0;
+    if ((s = getenv("MEMSNAP_NVTX"))) {
+        if (strcmp(s, "off") == 0) g_cfg.nvtx = NVTX_OFF;
+        else if (strcmp(s, "default") == 0) g_cfg.nvtx = NVTX_DEFAULT_DOMAIN;
+        else if (strcmp(s, "all") == 0) g_cfg.nvtx = NVTX_ALL;
+        else rc |= bad("MEMSNAP_NVTX", s, "expected off, default or all");
+    }
+    if ((s = getenv("MEMSNAP_CLOCK"))) {
+        if (strcmp(s, "auto") == 0) g_cfg.clock_monotonic = 0;
+        else if (strcmp(s, "monotonic") == 0) g_cfg.clock_monotonic = 1;
+        else rc |= bad("MEMSNAP_CLOCK", s, "expected auto or monotonic");
+    }
     if ((s = getenv("MEMSNAP_TORCH"))) {
         if (strcmp(s, "auto") == 0) g_cfg.torch_off = 0;
         else if (strcmp(s, "off") == 0) g_cfg.torch_off = 1;
@@ -266,7 +286,9 @@ size_t config_to_json(char *buf, size_t cap)
                      "\"dump_signal\":%d,\"dump_at_exit\":%d,\"zstd_level\":%d,"
                      "\"symbolize\":%d,\"fork\":\"%s\",\"queue_events\":%llu,"
                      "\"max_stacks\":%llu,\"python_frames\":%d,\"python_depth\":%d,\"python_native_depth\":%d,"
-                     "\"torch_native_depth\":%s,\"torch_free_stacks\":%d,\"torch_nodes\":%d}",
+                     "\"torch_native_depth\":%s,\"torch_free_stacks\":%d,\"torch_nodes\":%d,"
+                     "\"torch_free_requested\":%d,"
+                     "\"nvtx\":\"%s\"}",
                      g_cfg.mode == MODE_RING ? "ring" : "stream",
                      (unsigned long long)g_cfg.ring_events, g_cfg.stack_depth, g_cfg.flush_ms,
                      g_cfg.counters_ms, oom[g_cfg.oom_dump], g_cfg.dump_signal,
@@ -274,6 +296,8 @@ size_t config_to_json(char *buf, size_t cap)
                      g_cfg.fork_mode == FORK_FOLLOW ? "follow" : "stop",
                      (unsigned long long)g_cfg.queue_events,
                      (unsigned long long)g_cfg.max_stacks, g_cfg.py_frames, g_cfg.py_depth,
-                     g_cfg.py_native_depth, tnd, g_cfg.torch_free_stacks, g_cfg.torch_nodes);
+                     g_cfg.py_native_depth, tnd, g_cfg.torch_free_stacks, g_cfg.torch_nodes,
+                     g_cfg.torch_free_requested,
+                     g_cfg.nvtx == NVTX_OFF ? "off" : g_cfg.nvtx == NVTX_ALL ? "all" : "default");
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }

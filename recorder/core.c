@@ -1,7 +1,9 @@
-/* The recorder's hot path: what every hooked call pays.
+/* The recorder's hot path: what every hooked call pays.  (Starting,
+ * stopping, fork and exit are lifecycle.c's.)
  *
  * Per event: a timestamp (vDSO clock_gettime), a native backtrace with
- * libunwind's unw_backtrace into a fixed array, a stack id from a lock-free
+ * libunwind's unw_backtrace (loaded outside the program's scope: stacks.h)
+ * into a fixed array, a stack id from a lock-free
  * hash table (the frames are stored once, in a preallocated arena), and one
  * 72-byte record appended to a bounded lock-free queue (Vyukov's ticket
  * queue: a producer takes a ticket with one fetch_add, waits until the slot is
@@ -9,10 +11,11 @@
  * There is no I/O, no symbolization and no allocation here after start-up;
  * the only lock is the short one around the string table (NVTX messages).
  *
- * Start-up is lazy: the constructor only reads MEMSNAP_* (no CUDA call, no
- * thread); the first recorded event allocates the tables, opens the output
- * and starts the writer thread.  A process that never touches CUDA memory
- * (a shell under `memsnap run`, say) writes nothing.
+ * Start-up is lazy (lifecycle.c): the constructor only reads MEMSNAP_* (no
+ * CUDA call, no thread); the first recorded event allocates the tables
+ * (core_tables_init), opens the output and starts the writer thread.  A
+ * process that never touches CUDA memory (a shell under `memsnap run`, say)
+ * writes nothing.
  *
  * The stack table (stacktab.c) is lock-free and bounded; when it is full,
  * events get stack id 0 and the trailer counts them.
@@ -24,7 +27,6 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,14 +36,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-
 #include "modrange.h"
 #include "recorder.h"
 #include "pyframes.h"
+#include "stacks.h"
 #include "stacktab.h"
 #include "mapmem.h"
+#include "util/hash.h"
 
 _Atomic int g_state;                 /* 0 not started, 1 recording, -1 off */
 MSNAP_TLS int t_in_hook;
@@ -52,16 +53,15 @@ core_slot *g_queue;
 uint64_t g_queue_mask;
 /* Each on a line of its own: head is the producers', tail the writer's. */
 _Atomic uint64_t g_queue_head __attribute__((aligned(128)));
+_Atomic uint64_t g_memops_begun __attribute__((aligned(128))), g_memops_done;
 _Atomic uint64_t g_queue_tail __attribute__((aligned(128)));
 _Atomic uint32_t g_writer_wake __attribute__((aligned(128)));
 
 core_device g_devices[MSNAP_MAX_DEVICES];
+_Atomic uint64_t g_devices_ready_mask;
 
 static uint64_t t0_mono, t0_unix;
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int queue_fresh = 1;          /* the queue is reset at the next start (first, after fork) */
-int g_inproc;                        /* in-process recording (inproc.c): never a lazy start */
-static int preloaded;                /* loaded into the global scope (LD_PRELOAD: memsnap run) */
 static uintptr_t own_lo, own_hi;     /* libmemsnap.so's mapped range */
 
 /* ---- time and thread id ---------------------------------------------------- */
@@ -76,6 +76,108 @@ static uint64_t mono_ns(void)
 uint64_t core_now_ns(void) { return mono_ns() - t0_mono; }
 uint64_t core_t0_unix_ns(void) { return t0_unix; }
 uint64_t core_t0_mono_ns(void) { return t0_mono; }
+
+/* ---- event stamps --------------------------------------------------------------
+ * The hot path stamps an event with the cheapest clock that keeps
+ * CLOCK_MONOTONIC's meaning: where the kernel itself keeps time with the TSC
+ * (its clocksource is "tsc": invariant and synchronized across CPUs, which
+ * the kernel checked at boot; constant_tsc and nonstop_tsc in cpuinfo), a
+ * bare rdtsc, about 8 ns, where clock_gettime through the vDSO took 20-40 ns
+ * (40 on the H200's VM; docs/benchmarks.md).  The writer thread turns ticks
+ * into ns since t0 (core_stamp_to_ns) from two (TSC, CLOCK_MONOTONIC) pairs:
+ * the first, taken at start over 200 us, and the latest, taken by the writer
+ * as it goes (core_clock_calibrate), so the rate is measured over the whole
+ * run and the conversion is anchored near the events it converts.  Elsewhere
+ * (another clocksource, MEMSNAP_CLOCK=monotonic) stamps are CLOCK_MONOTONIC
+ * ns since t0 and the conversion is the identity. */
+
+int g_stamp_tsc;                     /* 1: stamps are TSC ticks */
+static uint64_t cal_tsc0, cal_ns0;   /* the first pair (ns since t0) */
+static uint64_t cal_tsc1, cal_ns1;   /* the latest pair */
+static uint64_t cal_mult;            /* ns per tick, 32.32 fixed point */
+
+/* 1 when the kernel keeps time with an invariant TSC. */
+static int tsc_trusted(void)
+{
+#if defined(__x86_64__)
+    if (g_cfg.clock_monotonic)
+        return 0;
+    char cs[32] = "";
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+    if (!f)
+        return 0;
+    int ok = fgets(cs, sizeof cs, f) && strcmp(cs, "tsc\n") == 0;
+    fclose(f);
+    if (!ok || !(f = fopen("/proc/cpuinfo", "re")))
+        return 0;
+    char ln[4096];
+    int constant = 0, nonstop = 0;
+    while (fgets(ln, sizeof ln, f) && !(constant && nonstop)) {
+        if (strncmp(ln, "flags", 5) != 0)
+            continue;
+        constant = strstr(ln, " constant_tsc") != NULL;
+        nonstop = strstr(ln, " nonstop_tsc") != NULL;
+        break;
+    }
+    fclose(f);
+    return constant && nonstop;
+#else
+    return 0;
+#endif
+}
+
+/* A (TSC, ns since t0) pair, the TSC read on both sides of the clock. */
+static void clock_pair(uint64_t *tsc, uint64_t *ns)
+{
+    uint64_t a = core_rdtsc();
+    uint64_t n = core_now_ns();
+    uint64_t b = core_rdtsc();
+    *tsc = a + (b - a) / 2;
+    *ns = n;
+}
+
+static void clock_rate(void)
+{
+    uint64_t dt = cal_tsc1 - cal_tsc0;
+    if (dt)
+        cal_mult = (uint64_t)(((unsigned __int128)(cal_ns1 - cal_ns0) << 32) / dt);
+}
+
+/* At a start (tables_init): chooses the clock and, for the TSC, takes the
+ * first pairs 200 us apart (on the program's thread, once). */
+static void clock_start(void)
+{
+    g_stamp_tsc = tsc_trusted();
+    if (!g_stamp_tsc)
+        return;
+    clock_pair(&cal_tsc0, &cal_ns0);
+    do
+        clock_pair(&cal_tsc1, &cal_ns1);
+    while (cal_ns1 - cal_ns0 < 200000);
+    clock_rate();
+}
+
+void core_clock_calibrate(void)
+{
+    if (!g_stamp_tsc)
+        return;
+    uint64_t t, n;
+    clock_pair(&t, &n);
+    if (n - cal_ns1 < 1000000)       /* a new pair at most every ms */
+        return;
+    cal_tsc1 = t;
+    cal_ns1 = n;
+    clock_rate();
+}
+
+uint64_t core_stamp_to_ns(uint64_t stamp)
+{
+    if (!g_stamp_tsc)
+        return stamp;
+    int64_t d = (int64_t)(stamp - cal_tsc1);
+    int64_t ns = (int64_t)cal_ns1 + (int64_t)(((__int128)d * (__int128)cal_mult) >> 32);
+    return ns > 0 ? (uint64_t)ns : 0;
+}
 
 uint32_t core_tid(void)
 {
@@ -139,7 +241,7 @@ static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_
     void *raw[MSNAP_MAX_FRAMES + OWN_FRAMES_MAX];
     int n = 0, skip = 0;
     if (keep > 0) {
-        n = unw_backtrace(raw, keep + own_frames);
+        n = stacks_backtrace(raw, keep + own_frames);
         while (skip < n && core_is_own_code(raw[skip]))
             skip++;
     }
@@ -192,6 +294,13 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
     return capture(keep, OWN_FRAMES_MAX, py, grp, np, py_hash, 0);
 }
 
+uint32_t core_stack_of(const uint64_t *ips, int n)
+{
+    if (g_cfg.stack_depth <= 0 || !g_stacks_ready || n <= 0)
+        return 0;
+    return stacktab_intern(&g_stacks, ips, n < MSNAP_MAX_FRAMES ? n : MSNAP_MAX_FRAMES);
+}
+
 __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own_frames,
                                                         uint64_t first)
 {
@@ -213,6 +322,18 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
     return capture(keep, own_frames, py, grp, np, py_hash, first);
 }
 
+__attribute__((noinline)) uint32_t core_capture_node_stack(uint64_t node)
+{
+    if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
+        return 0;
+    uint64_t py[MSNAP_MAX_FRAMES];
+    uint64_t py_hash;
+    int np = pyframes_collect(py, NULL, MSNAP_MAX_FRAMES, &py_hash);
+    if (np <= 0)
+        return core_stack_of(&node, 1);
+    return capture(0, 0, py, NULL, np, py_hash, node);
+}
+
 /* ---- string table ---------------------------------------------------------------
  * Short lock: hashing and copying a short string.  Bounded: 64k strings in a
  * 4 MiB arena; past that, 0 ("string table full"). */
@@ -227,12 +348,7 @@ static uint32_t str_used, str_count;
 
 static uint64_t hash_str(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    return msnap_fnv1a(MSNAP_FNV_BASIS, s, n);
 }
 
 uint32_t core_intern(const char *s)
@@ -293,7 +409,7 @@ void core_wake_writer(void)
 void core_emit(msnap_event *e, int urgent)
 {
     if (!e->t_ns)
-        e->t_ns = core_now_ns();
+        e->t_ns = core_stamp();
     if (!e->tid)
         e->tid = core_tid();
     uint64_t t = atomic_fetch_add_explicit(&g_queue_head, 1, memory_order_relaxed);
@@ -341,48 +457,9 @@ void core_emit(msnap_event *e, int urgent)
     }
 }
 
-/* ---- start, fork, exit --------------------------------------------------------------- */
+/* ---- the tables, at a start (lifecycle.c) -------------------------------------------- */
 
-static void on_dump_signal(int sig)
-{
-    (void)sig;
-    int saved = errno;
-    /* before recording started (no CUDA call yet) there is nothing to dump:
-     * the signal is taken, so that it never kills the program */
-    if (atomic_load(&g_state) == 1)
-        writer_request_signal_dump();
-    errno = saved;
-}
-
-static void install_signal_handler(void)
-{
-    if (!g_cfg.dump_signal)
-        return;
-    struct sigaction old;
-    if (sigaction(g_cfg.dump_signal, NULL, &old) != 0)
-        return;
-    /* Never take a signal the program already handles or ignores. */
-    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL)
-        return;
-    if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction != NULL)
-        return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_dump_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(g_cfg.dump_signal, &sa, NULL);
-}
-
-static void at_exit(void)
-{
-    if (atomic_load(&g_state) != 1)
-        return;
-    writer_stop_at_exit();
-    atomic_store(&g_state, -1);
-}
-
-static int tables_init(void)
+int core_tables_init(void)
 {
     if (!g_queue) {
         uint64_t cap = round_pow2(g_cfg.queue_events);
@@ -395,6 +472,7 @@ static int tables_init(void)
      * the new writer goes on from the old one's tail, so an event a thread
      * was committing while the last recording stopped cannot collide with
      * a new one's ticket. */
+    clock_start();
     if (queue_fresh) {
         for (uint64_t i = 0; i <= g_queue_mask; i++)
             atomic_store_explicit(&g_queue[i].seq, i, memory_order_relaxed);
@@ -403,8 +481,11 @@ static int tables_init(void)
         queue_fresh = 0;
     }
     if (!g_stacks_ready && g_cfg.stack_depth > 0) {
-        /* Per-thread unwind caches: no lock shared by threads on the hot path. */
-        unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+        /* Native frames: libunwind, from a library of its own (stacks.h),
+         * with per-thread unwind caches, so no lock is shared by threads on
+         * the hot path.  Without it, Python frames only. */
+        if (stacks_load(g_cfg.quiet) == 0)
+            g_stacks_api->per_thread_caches();
         /* Arena: an average of 24 frames per stack. */
         if (stacktab_init(&g_stacks, g_cfg.max_stacks, g_cfg.max_stacks * 24) != 0)
             return -1;
@@ -420,195 +501,27 @@ static int tables_init(void)
     return 0;
 }
 
-int core_ensure_started(void)
-{
-    int st = atomic_load_explicit(&g_state, memory_order_acquire);
-    if (st != 0)
-        return st == 1;
-    pthread_mutex_lock(&start_lock);
-    st = atomic_load(&g_state);
-    if (st == 0) {
-        int saved = errno;
-        static int atexit_done;
-        if (tables_init() != 0 || writer_start() != 0) {
-            fprintf(stderr, "memsnap: recorder could not start (%s); recording off\n",
-                    strerror(errno));
-            st = -1;
-        } else {
-            st = 1;
-            install_signal_handler();
-            if (!atexit_done) {
-                atexit(at_exit);
-                atexit_done = 1;
-            }
-        }
-        atomic_store_explicit(&g_state, st, memory_order_release);
-        errno = saved;
-    }
-    pthread_mutex_unlock(&start_lock);
-    return st == 1;
-}
+/* ---- what the lifecycle sets (lifecycle.c) ---------------------------------------------- */
 
-/* ---- in-process recording (inproc.c) -------------------------------------------------- */
-
-/* The recorder loaded without LD_PRELOAD (dlopen, RTLD_LOCAL: its hooks
- * interpose nothing) records only between core_inproc_start and
- * core_inproc_stop, and only what reaches its API (PyTorch's plugin,
- * memsnap_trace_block, memsnap_annotate).  In between recordings g_state
- * is -1, so nothing starts one lazily.  No dump signal is taken (the
- * program's dispositions stay its own); the exit handler closes a
- * recording still running. */
-int core_inproc_start(const char *pattern)
-{
-    if (!g_cfg.enabled)
-        return -1;
-    if (preloaded)
-        return -3;                    /* memsnap run's recording, started or not yet */
-    pthread_mutex_lock(&start_lock);
-    int st = atomic_load(&g_state), rc = 0;
-    if (st == 1) {
-        rc = -3;                      /* recording already */
-    } else if (st < 0 && !g_inproc) {
-        rc = -1;                      /* off: bad settings, a failed start, a stopped child */
-    } else if (strlen(pattern) >= sizeof g_cfg.output) {
-        errno = ENAMETOOLONG;
-        rc = -2;
-    } else {
-        static int atexit_done;
-        g_inproc = 1;
-        snprintf(g_cfg.output, sizeof g_cfg.output, "%s", pattern);
-        g_cfg.dump_signal = 0;        /* the header's settings say so */
-        /* the file's times count from its own start */
-        t0_mono = mono_ns();
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        t0_unix = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-        int saved = errno;
-        if (tables_init() != 0 || writer_start() != 0) {
-            saved = errno;
-            st = -1;
-            rc = -2;
-        } else {
-            st = 1;
-            if (!atexit_done) {
-                atexit(at_exit);
-                atexit_done = 1;
-            }
-        }
-        atomic_store_explicit(&g_state, st, memory_order_release);
-        errno = saved;
-    }
-    pthread_mutex_unlock(&start_lock);
-    return rc;
-}
-
-/* In-process use before any recording (PyTorch's tracker attached early):
- * from now on nothing starts a recording but core_inproc_start.  0, or -1
- * when the library was preloaded (memsnap run records this process). */
-int core_inproc_claim(void)
-{
-    if (preloaded)
-        return -1;
-    pthread_mutex_lock(&start_lock);
-    int expect = 0;
-    if (atomic_compare_exchange_strong(&g_state, &expect, -1))
-        g_inproc = 1;
-    pthread_mutex_unlock(&start_lock);
-    return 0;
-}
-
-/* Stops an in-process recording: no new event from now on, then every
- * event committed so far is written, the live state, symbols and trailer,
- * and the file closed.  An event a thread is committing at this very
- * moment may land in the next recording instead.  0, -1 (no in-process
- * recording running) or -2 (the file could not be written; errno). */
-int core_inproc_stop(uint64_t *events)
-{
-    pthread_mutex_lock(&start_lock);
-    int rc = -1;
-    if (g_inproc && atomic_load(&g_state) == 1) {
-        atomic_store_explicit(&g_state, -1, memory_order_release);
-        writer_sync(atomic_load(&g_queue_head));
-        rc = writer_stop(0, events) == 0 ? 0 : -2;
-        int saved = errno;
-        writer_forget();
-        errno = saved;
-    }
-    pthread_mutex_unlock(&start_lock);
-    return rc;
-}
-
-static void fork_prepare(void) { pthread_mutex_lock(&str_lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&str_lock); }
-
-/* In the child only the forking thread exists: the writer thread is gone.
- * FORK_STOP: recording off.  FORK_FOLLOW: start afresh at the child's first
- * event, with its own file (the default pattern has %p); allocations of the
- * parent are not the child's. */
-static void fork_child(void)
-{
-    pthread_mutex_unlock(&str_lock);
-    pthread_mutex_init(&start_lock, NULL);
-    t_tid = 0;
-    queue_fresh = 1;
-    int st = atomic_load(&g_state);
-    if (st == -1)
-        return;
-    if (st == 1)
-        writer_after_fork_child();
-    /* An in-process recording is the parent's alone: its path has no %p,
-     * and the child (a DataLoader worker) did not ask for one. */
-    atomic_store(&g_state, g_cfg.fork_mode == FORK_FOLLOW && !g_inproc ? 0 : -1);
-}
-
-/* Whether this library is one of LD_PRELOAD's (memsnap run, or by hand):
- * an entry that is this file (same device and inode), or a bare name equal
- * to its name.  Loaded otherwise (dlopen: the Python package's ctypes), it
- * is an in-process recorder (inproc.c). */
-static int in_ld_preload(void)
-{
-    const char *pl = getenv("LD_PRELOAD");
-    Dl_info di;
-    struct stat own, st;
-    if (!pl || !*pl || !dladdr((void *)&in_ld_preload, &di) || !di.dli_fname ||
-        stat(di.dli_fname, &own) != 0)
-        return 0;
-    const char *base = strrchr(di.dli_fname, '/');
-    base = base ? base + 1 : di.dli_fname;
-    char entry[4096];
-    while (*pl) {
-        size_t n = strcspn(pl, ": \t");
-        if (n && n < sizeof entry) {
-            memcpy(entry, pl, n);
-            entry[n] = 0;
-            if (strchr(entry, '/') ? stat(entry, &st) == 0 && st.st_dev == own.st_dev &&
-                                         st.st_ino == own.st_ino
-                                   : strcmp(entry, base) == 0)
-                return 1;
-        }
-        pl += n;
-        pl += strspn(pl, ": \t");
-    }
-    return 0;
-}
-
-__attribute__((constructor)) static void memsnap_init(void)
+void core_set_t0(void)
 {
     t0_mono = mono_ns();
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     t0_unix = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void core_find_own_range(void)
+{
     dl_iterate_phdr(find_own_range, (void *)(uintptr_t)&find_own_range);
-    if (config_load() != 0 || !g_cfg.enabled) {
-        atomic_store(&g_state, -1);
-        return;
-    }
-    preloaded = in_ld_preload();
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-    /* preloaded (memsnap run): the dump signal is ours from the start, so
-     * that one sent before the program's first CUDA call, or to a wrapper
-     * (a shell) that never makes one, does not kill it; a handler the
-     * program installs later is its own (install_signal_handler leaves it) */
-    if (preloaded)
-        install_signal_handler();
+}
+
+void core_fork_prepare(void) { pthread_mutex_lock(&str_lock); }
+void core_fork_parent(void) { pthread_mutex_unlock(&str_lock); }
+
+void core_fork_child(void)
+{
+    pthread_mutex_unlock(&str_lock);
+    t_tid = 0;
+    queue_fresh = 1;
 }

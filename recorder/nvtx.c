@@ -90,7 +90,7 @@ static void set_cb(NvtxFunctionTable t, unsigned int n, unsigned int id, NvtxFun
 
 MSNAP_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 {
-    if (!get || atomic_load(&g_state) < 0)
+    if (!get || atomic_load(&g_state) < 0 || g_cfg.nvtx == NVTX_OFF)
         return 0;
     const NvtxExportTableCallbacks *cb = get(NVTX_ETID_CALLBACKS);
     if (!cb || !cb->GetModuleFunctionTable)
@@ -106,7 +106,7 @@ MSNAP_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
     }
     t = NULL;
     n = 0;
-    if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &t, &n) && t) {
+    if (g_cfg.nvtx == NVTX_ALL && cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &t, &n) && t) {
         set_cb(t, n, NVTX_CBID_CORE2_DomainMarkEx, (NvtxFunctionPointer)d_mark_ex);
         set_cb(t, n, NVTX_CBID_CORE2_DomainRangePushEx, (NvtxFunctionPointer)d_push_ex);
         set_cb(t, n, NVTX_CBID_CORE2_DomainRangePop, (NvtxFunctionPointer)d_pop);

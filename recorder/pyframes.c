@@ -371,6 +371,13 @@ typedef struct proven {
     uint64_t base, tag;
 } proven;
 
+/* The code pointer of the shim frames an eval-loop call starts with (3.12:
+ * the interpreter's trampoline code object, 3.13: None), once a walk met
+ * one (owner FRAME_OWNED_BY_CSTACK).  Only the main interpreter's frames
+ * are read, so there is one; were there another, its frames would find no
+ * way in walk_proven_t and go the long way, which reads the owner byte. */
+static _Atomic(const void *) shim_code;
+
 typedef struct seen_cache {
     seen way[SEEN_WAYS];             /* set k: ways k * SEEN_ASSOC ... */
     proven prov[SEEN_WAYS];          /* by the same index */
@@ -511,7 +518,8 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     s->first = L->co_firsttraceable >= 0 ? RD(co, L->co_firsttraceable, int) : 0;
     s->id = id;
     if (referenced || (version && L->minor >= 12)) {
-        pv->want = version;           /* 3.12/3.13 (walk_proven checks it always) */
+        /* 0: held by a reference of ours, nothing to check (walk_proven_t) */
+        pv->want = referenced ? 0 : version;
         pv->start = (uint32_t)L->co_code + 2 * (uint32_t)s->first;
         pv->tag = py_entry(id, 0);
         pv->base = pv->tag - (uint64_t)(uintptr_t)co - (uint64_t)L->co_code;
@@ -732,34 +740,44 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
     /* Bounded by maxp frames kept, and WALK_MAX looked at and not kept (a
      * corrupt chain). */
     const char *prev;
+    const void *tramp = entry < 0 ? atomic_load_explicit(&shim_code, memory_order_relaxed) : NULL;
     for (int left = WALK_MAX; fr; fr = prev) {
         prev = RD(fr, o_prev, const char *);
-        char owner = fr[o_owner];
-        if (entry < 0 && owner == OWNED_BY_CSTACK) {
-            g++;                      /* the shim an eval-loop call starts with */
+        const char *co = RD(fr, o_code, const char *);
+        /* The shim an eval-loop call starts with (3.12, 3.13): known by its
+         * code pointer once one was seen (shim_code), so that a frame's
+         * owner byte, on the frame's second cache line, is read only for
+         * the rare frame before its first traceable instruction. */
+        if (entry < 0 && (tramp ? co == tramp : fr[o_owner] == OWNED_BY_CSTACK)) {
+            if (!tramp)
+                atomic_store_explicit(&shim_code, (const void *)co, memory_order_relaxed);
+            tramp = co;
+            g++;
             if (!--left)
                 break;
             continue;
         }
-        const char *co = RD(fr, o_code, const char *);
         /* &prov[seen_set(co)], in two instructions; an empty way holds
          * PROVEN_NONE, which no frame's code pointer (NULL included) is. */
         const proven *p = (const proven *)((const char *)cache->prov +
                                            (((uintptr_t)co << 3) & ((SEEN_SETS - 1) << 7)));
         if (p->co != co && (++p)->co != co && (++p)->co != co && (++p)->co != co)
             return -1;
-        /* 3.12/3.13: the version is checked for every way (a way held by a
-         * reference of ours wants its object's own, which cannot change);
+        /* 3.12/3.13: a way whose object a reference of ours holds (want 0)
+         * needs no look at the object: its address cannot be another code
+         * object's while we hold it; any other way is proven by the
+         * object's own version (never 0 for such a way), read in place.
          * 3.11's ways are all held by references. */
-        if (o_version >= 0 && ((typed && RD(co, OB_TYPE, const void *) != code_type) ||
-                               RD(co, o_version, uint32_t) != p->want))
+        if (o_version >= 0 && p->want &&
+            ((typed && RD(co, OB_TYPE, const void *) != code_type) ||
+             RD(co, o_version, uint32_t) != p->want))
             return -1;
         const char *instr = RD(fr, o_instr, const char *);
         /* At or past the first traceable instruction (incomplete frames are
          * skipped, as CPython's tracebacks do; a generator's is kept). */
         if ((uint64_t)(instr - (co + p->start)) < 0x40000000u) {
             py[np] = p->base + (uint64_t)(uintptr_t)instr;
-        } else if (owner == OWNED_BY_GENERATOR) {
+        } else if (fr[o_owner] == OWNED_BY_GENERATOR) {
             py[np] = p->tag | py_entry(0, instr - (co + o_code0));
         } else {
             if (!--left)

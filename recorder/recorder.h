@@ -67,9 +67,18 @@ typedef struct rec_config {
     int torch_native_depth;   /* native frames of a PyTorch block/segment allocation,
                                  or TORCH_NATIVE_AUTO */
     int torch_free_stacks;    /* 1: PyTorch's frees carry a stack too */
+    int torch_free_requested; /* 1: PyTorch's block_free_requested entries recorded */
     int torch_nodes;          /* 1: PyTorch's allocations name the autograd node
                                  and carry its sequence number (q) */
+    int clock_monotonic;      /* MEMSNAP_CLOCK=monotonic: no TSC stamps (core.c) */
+    int has_rank;             /* the launcher named this process's rank at its start */
+    int64_t rank;             /* RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or
+                                 SLURM_PROCID, the first that is a number */
+    int nvtx;                 /* NVTX ranges and marks recorded (nvtx.c):
+                                 NVTX_OFF, NVTX_DEFAULT_DOMAIN, NVTX_ALL */
 } rec_config;
+
+enum { NVTX_OFF = 0, NVTX_DEFAULT_DOMAIN = 1, NVTX_ALL = 2 };
 
 extern rec_config g_cfg;
 
@@ -92,7 +101,38 @@ extern _Atomic int g_state;
  * Returns 1 if recording, 0 if off. */
 int core_ensure_started(void);
 
+/* core.c, for lifecycle.c: the queue, stack and string tables and the
+ * clock at a start (0, or -1 with errno); t0 = now; libmemsnap.so's own
+ * range (core_is_own_code); the fork handlers' parts of the tables. */
+int core_tables_init(void);
+void core_set_t0(void);
+void core_find_own_range(void);
+void core_fork_prepare(void);
+void core_fork_parent(void);
+void core_fork_child(void);
+
 uint64_t core_now_ns(void);   /* ns since t0 */
+
+/* Event stamps (core.c): core_stamp() on the hot path, TSC ticks or ns
+ * since t0; the writer turns them into ns since t0 with core_stamp_to_ns,
+ * after core_clock_calibrate (writer thread only). */
+extern int g_stamp_tsc;
+static inline uint64_t core_rdtsc(void)
+{
+#if defined(__x86_64__)
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+#else
+    return 0;
+#endif
+}
+static inline uint64_t core_stamp(void)
+{
+    return g_stamp_tsc ? core_rdtsc() : core_now_ns();
+}
+uint64_t core_stamp_to_ns(uint64_t stamp);
+void core_clock_calibrate(void);
 uint32_t core_tid(void);
 uint64_t core_t0_unix_ns(void);
 uint64_t core_t0_mono_ns(void);
@@ -143,6 +183,19 @@ uint32_t core_capture_stack(void);
  * then has it even when it has nothing else. */
 uint32_t core_capture_stack_n(int native_keep, int own_frames, uint64_t first);
 
+/* The id of the stack made of ips[0..n) as they are (nothing unwound); 0
+ * when stacks are off or the table is full. */
+uint32_t core_stack_of(const uint64_t *ips, int n);
+
+/* The stack of an allocation that names its autograd node (node: its
+ * autograd frame, format.h) under TORCH_NATIVE_AUTO: the node, then the
+ * thread's Python frames when it is running Python (a hook the engine
+ * calls, a Python autograd function's backward: FSDP's all-gathers and
+ * reduce-scatters are made there), no native frame; the node alone when
+ * the thread has no Python frames (the engine running a node of
+ * libtorch's).  0 when stacks are off or the table is full. */
+uint32_t core_capture_node_stack(uint64_t node);
+
 /* Interns a string (NVTX message, dump reason); 0 when the table is full. */
 uint32_t core_intern(const char *s);
 
@@ -163,6 +216,10 @@ extern uint64_t g_queue_mask;
 extern _Atomic uint64_t g_queue_head;   /* next ticket to hand out */
 extern _Atomic uint64_t g_queue_tail;   /* next ticket the writer consumes */
 extern _Atomic uint32_t g_writer_wake;  /* futex word */
+/* Driver memory calls begun and finished (hooks.c's ENTER and LEAVE): the
+ * writer reads the driver's used figure when none is in flight, so that a
+ * sample does not see a free the events do not yet hold (writer.c). */
+extern _Atomic uint64_t g_memops_begun, g_memops_done;
 
 /* Stack table access for the writer: ids are 1..core_stack_count(). */
 uint32_t core_stack_count(void);
@@ -180,12 +237,21 @@ int core_is_own_code(const void *p);
 
 /* Device info seen by the hooks (filled lazily, read by the writer). */
 typedef struct core_device {
-    _Atomic int ready;        /* 0 = unknown, 1 = filled */
     msnap_device_info info;
     char pci_bus_id[32];      /* cuDeviceGetPCIBusId, "" when unknown: how
                                  the writer finds the device in NVML */
 } core_device;
 extern core_device g_devices[MSNAP_MAX_DEVICES];
+/* Bit d: g_devices[d] is filled (published with release order once it is):
+ * one word, so the writer finds a device line it still owes without a look
+ * at 64 devices' entries. */
+_Static_assert(MSNAP_MAX_DEVICES <= 64, "g_devices_ready_mask has a bit per device");
+extern _Atomic uint64_t g_devices_ready_mask;
+static inline int core_device_ready(int d)
+{
+    return d >= 0 && d < MSNAP_MAX_DEVICES &&
+           ((atomic_load_explicit(&g_devices_ready_mask, memory_order_acquire) >> d) & 1);
+}
 
 /* ---- Writer (writer.c) --------------------------------------------------- */
 int writer_start(void);              /* opens the output, starts the thread */
@@ -203,9 +269,29 @@ int writer_dump_sync(const char *reason);
 void writer_sync(uint64_t upto);
 /* Per-device totals kept by the writer (after writer_sync). */
 int writer_totals(int device, uint64_t out[6]);
+/* On the writer thread: NVML's used figure of each device the program has
+ * used (0: not read), taken when no driver memory call is in flight from
+ * *t until after the read (writer.c). */
+void writer_device_used_settled(uint64_t du[MSNAP_MAX_DEVICES], uint64_t *t);
 void writer_after_fork_child(void);
 /* Signal handler side: async-signal-safe request for a dump. */
 void writer_request_signal_dump(void);
+
+/* ---- Watching live (live.c) ----------------------------------------------- */
+struct msnap_state;
+/* What the writer shows live.c of its state, read on the writer thread. */
+typedef struct live_src {
+    const struct msnap_state *live; /* the live set (format/state.h) */
+    const msnap_event *ring;       /* ring mode: the last events, ring_n ever put in */
+    uint64_t ring_n;
+    const msnap_counters *series;  /* ring mode: the counters of the whole run */
+    size_t series_n;
+    uint64_t dropped;              /* events the ring overwrote */
+} live_src;
+/* Called by the writer loop with its clock (ms) each time round; does its
+ * work once a second (live.c: the registration for memsnap run --metrics,
+ * a ring-mode run's PATH.live while someone watches). */
+void live_tick(uint64_t now_ms, const live_src *s);
 
 /* ---- NVML (nvml.c) --------------------------------------------------------- */
 /* What the driver says is in use on the device with this PCI bus id (NVML

@@ -39,12 +39,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-
 #include "memsnap/memsnap.h"
 #include "modrange.h"
 #include "recorder.h"
+#include "stacks.h"
 #include "torch.h"
 
 enum { T_PENDING = 0, T_BUSY = 1, T_ATTACHED = 2, T_DONE = 3 };
@@ -116,7 +114,7 @@ static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
 static int called_from_c10(void)
 {
     void *raw[48];
-    int n = unw_backtrace(raw, 48);
+    int n = stacks_backtrace(raw, 48);
     for (int i = 0; i < n; i++) {
         uintptr_t a = (uintptr_t)raw[i];
         if (a >= c10_lo && a < c10_hi)
@@ -223,6 +221,22 @@ static int load_plugin(void)
     return -1;
 }
 
+/* Attaches the loaded plugin's tracker with the settings' interface: the
+ * plugin's own return code (memsnap_torch_attach2), msg its reason. */
+static int attach_tracker(char *msg, size_t cap)
+{
+    static memsnap_torch_api api;
+    if (!plugin_attach2)
+        return plugin_attach(memsnap_trace_torch, msg, cap);
+    api = (memsnap_torch_api){sizeof(memsnap_torch_api),
+                              (g_cfg.torch_nodes ? MEMSNAP_TORCH_API_NODES : 0u) |
+                                  (g_cfg.torch_free_requested ? 0u
+                                                              : MEMSNAP_TORCH_API_NO_FREE_REQUESTED) |
+                                  MEMSNAP_TORCH_API_POOL_KINDS,
+                              memsnap_trace_torch2, memsnap_torch_node_id};
+    return plugin_attach2(&api, msg, cap);
+}
+
 /* One look for PyTorch, on the thread in a driver-allocation hook.  Returns
  * the next state. */
 static int try_attach(void)
@@ -243,14 +257,7 @@ static int try_attach(void)
         }
     }
     char msg[256] = "";
-    static const memsnap_torch_api api_nodes = {sizeof(memsnap_torch_api),
-                                                MEMSNAP_TORCH_API_NODES,
-                                                memsnap_trace_torch2, memsnap_torch_node_id};
-    static const memsnap_torch_api api_plain = {sizeof(memsnap_torch_api), 0,
-                                                memsnap_trace_torch2, memsnap_torch_node_id};
-    int rc = plugin_attach2
-                 ? plugin_attach2(g_cfg.torch_nodes ? &api_nodes : &api_plain, msg, sizeof msg)
-                 : plugin_attach(memsnap_trace_torch, msg, sizeof msg);
+    int rc = attach_tracker(msg, sizeof msg);
     if (rc == 0 && !plugin_attach2 && !g_cfg.quiet)
         fprintf(stderr,
                 "memsnap: %s predates this recorder: PyTorch's blocks get the requested sizes "
@@ -298,15 +305,8 @@ int torch_inproc(int attach, char *msg, size_t cap)
                  "with: memsnap torch-setup)", ver, c10_build_id[0] ? c10_build_id : "(no build-id)");
         rc = -2;
     } else if (attach) {
-        static const memsnap_torch_api api_nodes = {sizeof(memsnap_torch_api),
-                                                    MEMSNAP_TORCH_API_NODES,
-                                                    memsnap_trace_torch2, memsnap_torch_node_id};
-        static const memsnap_torch_api api_plain = {sizeof(memsnap_torch_api), 0,
-                                                    memsnap_trace_torch2, memsnap_torch_node_id};
         char why[256] = "";
-        int r = plugin_attach2
-                    ? plugin_attach2(g_cfg.torch_nodes ? &api_nodes : &api_plain, why, sizeof why)
-                    : plugin_attach(memsnap_trace_torch, why, sizeof why);
+        int r = attach_tracker(why, sizeof why);
         torch_version(ver, sizeof ver);
         if (r == 0) {
             next = T_ATTACHED;
@@ -379,6 +379,19 @@ static inline __attribute__((always_inline)) uint32_t torch_stack(int action, ui
             return core_capture_stack_n(g_cfg.stack_depth, TORCH_OWN_FRAMES, first);
         return core_capture_stack();
     default:
+        /* The backward pass's allocations (they name their node): a reader
+         * shows such a block on the stack of the forward allocation that
+         * made the node, linked by its sequence number, and keeps only the
+         * node of the event's own stack (analyze/analysis.c, torch_stack),
+         * so by default no native frame is captured (the plugin's and
+         * c10's, the same in every stack; unwinding the autograd thread's
+         * frames was most of what a backward allocation cost).  Python
+         * frames are kept where the thread runs Python: a hook or a Python
+         * function's backward (FSDP's all-gathers and reduce-scatters, a
+         * DDP communication hook) says more than the forward allocation,
+         * and readers keep those frames (torch_stack again). */
+        if (first && g_cfg.torch_native_depth == TORCH_NATIVE_AUTO)
+            return core_capture_node_stack(first);
         return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES, first);
     }
 }
@@ -392,12 +405,19 @@ static inline __attribute__((always_inline)) void torch_event(int action, int de
 {
     if (action < 0 || action > MEMSNAP_TORCH_OOM || !torch_action[action])
         return;
+    /* A free's request is not recorded by default: no reader uses it (a
+     * block is freed at its completion, which follows at once unless the
+     * block waits for other streams), and it was a third of the events of a
+     * training step; a plugin of this recorder does not even call for it
+     * (MEMSNAP_TORCH_API_NO_FREE_REQUESTED). */
+    if (action == MEMSNAP_TORCH_FREE_REQUESTED && !g_cfg.torch_free_requested)
+        return;
     if (!core_recording())
         return;
     t_in_hook++;
     msnap_event e;
     memset(&e, 0, sizeof e);
-    e.t_ns = core_now_ns();
+    e.t_ns = core_stamp();
     e.action = torch_action[action];
     e.api = MSNAP_API_TORCH;
     e.device = (int16_t)device;
@@ -406,7 +426,7 @@ static inline __attribute__((always_inline)) void torch_event(int action, int de
     /* In-process no driver hook names the devices: the first event of one
      * does (name, total, bus id; the calls the hooks would make). */
     if (g_inproc && device >= 0 && device < MSNAP_MAX_DEVICES &&
-        !atomic_load_explicit(&g_devices[device].ready, memory_order_acquire))
+        !core_device_ready(device))
         hooks_note_device(device);
     switch (action) {   /* what names a site: allocations and OOMs (docs/format.md) */
     case MEMSNAP_TORCH_ALLOC:
@@ -425,15 +445,16 @@ static inline __attribute__((always_inline)) void torch_event(int action, int de
     if (action == MEMSNAP_TORCH_OOM) {
         e.aux = addr;                      /* device free bytes, as PyTorch read them */
         if (device >= 0 && device < MSNAP_MAX_DEVICES &&
-            atomic_load_explicit(&g_devices[device].ready, memory_order_acquire))
+            core_device_ready(device))
             e.aux2 = g_devices[device].info.total;
         e.result = 2;                      /* CUDA_ERROR_OUT_OF_MEMORY */
     } else {
         e.addr = addr;
-        if (action == MEMSNAP_TORCH_ALLOC) {
-            e.aux = pool;
+        /* the pool of a block and, from format 1.3, of a segment (PyTorch's
+         * trace entry names it for both; memsnap/format.h, "Memory pools") */
+        e.aux = pool;
+        if (action == MEMSNAP_TORCH_ALLOC)
             e.aux2 = requested;
-        }
     }
     e.stack = torch_stack(action, node);
     core_emit(&e, action == MEMSNAP_TORCH_OOM);

@@ -43,10 +43,9 @@ if "$memsnap" render --help >/dev/null 2>&1; then
     can_render=1
 fi
 
-highlights() {  # the lines of `memsnap summary` that tell the story
+highlights() {  # summary's first screen: the peaks, what was live at the peak, the findings
     "$memsnap" summary --top 1 "$1" 2>/dev/null |
-        grep -E '^  (reserved|allocated|vmm mapped) +peak|^  OOM at|^leak suspects|^fragmentation|^  device 0: [0-9]+ segments|^    1 - ' |
-        head -12 | sed 's/^/    /' || true
+        sed -n '/^peaks$/,/^(below/p' | sed '/^(below/d; /^$/d; s/^/    /' || true
 }
 
 run_case() {  # run_case NAME DESCRIPTION ARGS...

@@ -4,9 +4,11 @@
 #   scripts/test.sh               build/ and all tests
 #   scripts/test.sh --sanitize    build-asan/ with AddressSanitizer + UBSan
 #   scripts/test.sh --release     build-release/, CMAKE_BUILD_TYPE=Release (-O3,
-#                                 no debug information), all tests but
-#                                 install.wheel (which builds its own copy of
-#                                 the source, the same in every pass)
+#                                 no debug information) and warnings as
+#                                 errors (MEMSNAP_WERROR), all tests but
+#                                 install.wheel and install.manylinux (which
+#                                 build their own copy of the source, the
+#                                 same in every pass)
 # Other arguments go to ctest (e.g. -L recorder, -R format).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,9 +33,10 @@ elif [ "${1:-}" = --release ]; then
     build=${BUILD_DIR:-$root/build-release}
     # What users get from -DCMAKE_BUILD_TYPE=Release: the libraries have no
     # debug information, so stacks name their frames by symbol alone
-    # (issue 19), and -O3 inlines more (and warns about more).
-    BUILD_DIR=$build "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=Release
-    set -- -E '^install\.wheel$' "$@"
+    # (issue 19), and -O3 inlines more (and warns about more): this pass
+    # treats every warning as an error, so a warning fails CI once.
+    BUILD_DIR=$build "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=Release -DMEMSNAP_WERROR=ON
+    set -- -E '^install\.(wheel|manylinux)$' "$@"
 else
     build=${BUILD_DIR:-$root/build}
     BUILD_DIR=$build "$root/scripts/build.sh"

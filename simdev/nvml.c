@@ -14,14 +14,22 @@
  * reconciliation in `memsnap summary` finds exactly SIM_NVML_CONTEXT bytes
  * that no allocation explains, which its tests check.
  *
+ * MEMSNAP_SIM_NVML_DELAY_US=N (0 to 1000000) makes each memory read take
+ * N microseconds more, the figure taken at its end, as a loaded machine's
+ * NVML may: the recorder's samples must hold against what the program does
+ * meanwhile (case recorder.counters-settled).  A bad value is ignored with
+ * a line on stderr.
+ *
  * Devices are found by PCI bus id in the simulated driver's form
  * "0000:NN:00.0" (NN = ordinal + 1, hex), case-insensitively, with or
  * without the domain.  Calls before nvmlInit_v2 fail as in NVML.
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "memsnap/simdev.h"
 
@@ -39,6 +47,22 @@ typedef struct nvml_memory {          /* nvmlMemory_t (version 1) */
 } nvml_memory;
 
 static int inits;                     /* nvmlInit_v2 minus nvmlShutdown */
+static long delay_us = -1;            /* MEMSNAP_SIM_NVML_DELAY_US; -1 not read yet */
+
+static void read_delay(void)
+{
+    const char *v = getenv("MEMSNAP_SIM_NVML_DELAY_US");
+    char *end;
+    delay_us = 0;
+    if (!v || !*v)
+        return;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > 1000000)
+        fprintf(stderr, "memsnap simdev: bad MEMSNAP_SIM_NVML_DELAY_US='%s' (expected 0 to "
+                        "1000000 microseconds); ignored\n", v);
+    else
+        delay_us = n;
+}
 
 /* Handles are ordinal + 1 cast to a pointer (never NULL). */
 static int handle_dev(void *h)
@@ -49,6 +73,8 @@ static int handle_dev(void *h)
 /* nvmlInit_v2: always succeeds (reference counted, as in NVML). */
 EXPORT int nvmlInit_v2(void)
 {
+    if (delay_us < 0)
+        read_delay();
     inits++;
     return NVML_SUCCESS;
 }
@@ -90,6 +116,10 @@ EXPORT int nvmlDeviceGetMemoryInfo(void *h, nvml_memory *m)
     int d = handle_dev(h);
     if (!m || d < 0 || !memsnap_sim_capacity(d))
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (delay_us > 0) {
+        struct timespec ts = {delay_us / 1000000, (delay_us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
     m->total = memsnap_sim_capacity(d) + SIM_NVML_CONTEXT;
     m->used = memsnap_sim_used(d) + SIM_NVML_CONTEXT;
     m->free = m->total - m->used;

@@ -2,8 +2,7 @@
  * `memsnap run --sim-device` take it: one parser, one range, so memsnap run
  * refuses up front exactly what the simulated device would refuse at cuInit.
  *
- *   80G, 512M, 64KiB, 1T, 1073741824 (bytes): binary units, K/M/G/T in either
- *   case, an optional "i" after the unit and an optional "B".
+ *   80G, 512M, 64KiB, 1T, 1073741824 (bytes): util/size.h's sizes.
  *   From SIM_SIZE_MIN (2 MiB, the VMM granularity: one page) to SIM_SIZE_MAX
  *   (64 TiB).  Device memory is host address space (MAP_NORESERVE mappings)
  *   and a 64-bit Linux process has 128 TiB of it, so a device past half of
@@ -11,10 +10,9 @@
  */
 #ifndef MEMSNAP_SIMDEV_SIZE_H
 #define MEMSNAP_SIMDEV_SIZE_H
-#include <ctype.h>
-#include <errno.h>
 #include <stdint.h>
-#include <stdlib.h>
+
+#include "util/size.h"
 
 #define SIM_SIZE_MIN (2ull << 20)
 #define SIM_SIZE_MAX (64ull << 40)
@@ -24,28 +22,10 @@
  * -1 otherwise (*out unchanged). */
 static inline int sim_size_parse(const char *s, uint64_t *out)
 {
-    if (!s || !isdigit((unsigned char)*s))
+    uint64_t v;
+    if (msnap_size_parse(s, &v) || v < SIM_SIZE_MIN || v > SIM_SIZE_MAX)
         return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno)
-        return -1;
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    default: break;
-    }
-    if (shift && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end != '\0' || v > SIM_SIZE_MAX >> shift || (v << shift) < SIM_SIZE_MIN)
-        return -1;
-    *out = (uint64_t)v << shift;
+    *out = v;
     return 0;
 }
 #endif

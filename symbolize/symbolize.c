@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "symbolize.h"
+#include "util/hash.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -61,6 +62,7 @@ struct msnap_symbolizer {
     demangle_fn demangle;      /* __cxa_demangle when in the process */
     void *libstdcxx;           /* dlopen handle that gave demangle, or NULL */
     char err[512];
+    int err_kind;              /* MSNAP_SYM_ERR_* of the last add_module error */
 };
 
 static char *debuginfo_path_; /* NULL: elfutils' default search path */
@@ -83,13 +85,9 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-/* FNV-1a over a NUL-terminated string. */
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
+    return msnap_fnv1a_str(MSNAP_FNV_BASIS, s);
 }
 
 /* Returns the pool's copy of s (s itself is not kept); "" for NULL/"".
@@ -170,14 +168,36 @@ const char *msnap_symbolizer_error(const msnap_symbolizer *s)
     return s ? s->err : "";
 }
 
-/* Reads the GNU build-id of the ELF file at path as lowercase hex into out.
- * Returns its length in hex digits, 0 when the file has none, -1 when the
- * file cannot be opened or is not ELF. */
-static int file_build_id(const char *path, char *out, size_t cap)
+int msnap_symbolizer_error_kind(const msnap_symbolizer *s)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return s && s->err[0] ? s->err_kind : 0;
+}
+
+/* Opens path for reading if it is a regular file: never blocks (a FIFO or
+ * a device named in a recording is refused, not waited on).  The fd, or -1
+ * with errno (EINVAL: not a regular file). */
+static int open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return -1;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+/* Reads the GNU build-id of the ELF file open at fd as lowercase hex into
+ * out.  Returns its length in hex digits, 0 when the file has none, -1
+ * when it is not ELF. */
+static int file_build_id(int fd, char *out, size_t cap)
+{
     elf_version(EV_CURRENT);
     Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     int n = -1;
@@ -192,7 +212,6 @@ static int file_build_id(const char *path, char *out, size_t cap)
         out[n < (int)cap ? n : (int)cap - 1] = '\0';
     if (elf)
         elf_end(elf);
-    close(fd);
     return n;
 }
 
@@ -204,25 +223,39 @@ int msnap_symbolizer_add_module(msnap_symbolizer *s, const char *path,
     if (!s || !path || !*path)
         return -1;
     s->err[0] = '\0';
+    s->err_kind = 0;
     char have[129];
     errno = 0;
-    int n = file_build_id(path, have, sizeof have);
+    int fd = open_regular(path);
+    if (fd < 0) {
+        int e = errno;
+        s->err_kind = e == ENOENT || e == ENOTDIR ? MSNAP_SYM_ERR_MISSING : MSNAP_SYM_ERR_UNUSABLE;
+        snprintf(s->err, sizeof s->err, "%s: %s", path,
+                 e == EINVAL ? "not a regular file" : strerror(e));
+        return -1;
+    }
+    int n = file_build_id(fd, have, sizeof have);
     if (n < 0) {
-        snprintf(s->err, sizeof s->err, "%s: cannot read ELF file: %s", path,
-                 errno ? strerror(errno) : "not an ELF file");
+        close(fd);
+        s->err_kind = MSNAP_SYM_ERR_UNUSABLE;
+        snprintf(s->err, sizeof s->err, "%s: cannot read ELF file: not an ELF file", path);
         return -1;
     }
     if (build_id && *build_id && n > 0 && strcasecmp(build_id, have) != 0) {
+        close(fd);
+        s->err_kind = MSNAP_SYM_ERR_CHANGED;
         snprintf(s->err, sizeof s->err,
                  "%s: build-id %s differs from the recorded %s (the file "
                  "changed since the recording); its frames stay unresolved",
                  path, have, build_id);
         return -1;
     }
+    /* libdwfl takes the fd we checked (it closes it) */
     dwfl_report_begin_add(s->dwfl);
-    Dwfl_Module *m = dwfl_report_elf(s->dwfl, path, path, -1, base, false);
+    Dwfl_Module *m = dwfl_report_elf(s->dwfl, path, path, fd, base, false);
     dwfl_report_end(s->dwfl, NULL, NULL);
     if (!m) {
+        s->err_kind = MSNAP_SYM_ERR_UNUSABLE;
         snprintf(s->err, sizeof s->err, "%s: %s", path, dwfl_errmsg(-1));
         return -1;
     }
@@ -403,93 +436,3 @@ void msnap_symbolizer_free(msnap_symbolizer *s)
     free(s);
 }
 
-/* ---- Modules of the current process ------------------------------------ */
-
-typedef struct self_walk {
-    int (*fn)(const msnap_module *, void *);
-    void *ctx;
-    int rc;
-    int first;
-} self_walk;
-
-/* Reads the NT_GNU_BUILD_ID note of a loaded object as hex into out
- * ("" when none). */
-static void loaded_build_id(const struct dl_phdr_info *info, char *out,
-                            size_t cap)
-{
-    out[0] = '\0';
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE)
-            continue;
-        const unsigned char *p =
-            (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-        const unsigned char *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-            const unsigned char *name = p + sizeof *nh;
-            const unsigned char *desc = name + ((nh->n_namesz + 3) & ~3u);
-            const unsigned char *next = desc + ((nh->n_descsz + 3) & ~3u);
-            if (next > end)
-                break;
-            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-                memcmp(name, "GNU", 4) == 0) {
-                size_t n = 0;
-                for (uint32_t k = 0; k < nh->n_descsz && n + 3 <= cap; k++)
-                    n += (size_t)snprintf(out + n, cap - n, "%02x", desc[k]);
-                return;
-            }
-            p = next;
-        }
-    }
-}
-
-/* dl_iterate_phdr callback: builds an msnap_module and hands it on. */
-static int self_module_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    self_walk *w = arg;
-    char exe[PATH_MAX];
-    const char *path = info->dlpi_name;
-    int first = w->first;
-    w->first = 0;
-    if (!path || !*path) {
-        if (!first)
-            return 0; /* unnamed object other than the executable */
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n <= 0)
-            return 0;
-        exe[n] = '\0';
-        path = exe;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return 0; /* the vDSO, or a file deleted since it was loaded */
-    uint64_t extent = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_memsz > extent)
-            extent = ph->p_vaddr + ph->p_memsz;
-    }
-    char abs[PATH_MAX];
-    if (path[0] != '/' && realpath(path, abs))
-        path = abs;
-    char bid[129];
-    loaded_build_id(info, bid, sizeof bid);
-    msnap_module m = {.base = info->dlpi_addr,
-                      .size = extent,
-                      .path = path,
-                      .build_id = bid};
-    w->rc = w->fn(&m, w->ctx);
-    return w->rc;
-}
-
-int msnap_self_modules(int (*fn)(const msnap_module *m, void *ctx),
-                       void *ctx)
-{
-    if (!fn)
-        return -1;
-    self_walk w = {.fn = fn, .ctx = ctx, .rc = 0, .first = 1};
-    dl_iterate_phdr(self_module_cb, &w);
-    return w.rc;
-}

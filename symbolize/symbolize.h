@@ -77,6 +77,14 @@ int msnap_symbolizer_resolve_frame(msnap_symbolizer *s, uint64_t ip,
 
 /* The last add_module error, "" when none. */
 const char *msnap_symbolizer_error(const msnap_symbolizer *s);
+/* What kind it was: the file is not there (a recording from another
+ * machine), it changed since the recording (another build-id), or it is
+ * there but of no use (not a regular file: a FIFO is never opened for
+ * good, not ELF, unreadable); 0 when there was none. */
+#define MSNAP_SYM_ERR_MISSING 1
+#define MSNAP_SYM_ERR_CHANGED 2
+#define MSNAP_SYM_ERR_UNUSABLE 3
+int msnap_symbolizer_error_kind(const msnap_symbolizer *s);
 
 /* C++ names are demangled with libstdc++'s __cxa_demangle when the process
  * has libstdc++ loaded (in any scope).  allow = 1 lets new symbolizers load

@@ -68,6 +68,8 @@
 
 #ifndef MEMSNAP_TORCH_UNIT_TEST
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <dlfcn.h>
+#include <link.h>
 #include <typeinfo>
 #ifndef MEMSNAP_TORCH_NO_AUTOGRAD
 #include <ATen/SequenceNumber.h>
@@ -104,12 +106,19 @@ extern "C" typedef void (*memsnap_trace_torch2_fn)(int action, int device, uint6
                                                    uint32_t node);
 extern "C" typedef uint32_t (*memsnap_torch_node_id_fn)(const char* name);
 #define MEMSNAP_TORCH_API_NODES 1u
+#define MEMSNAP_TORCH_API_NO_FREE_REQUESTED 2u
+#define MEMSNAP_TORCH_API_POOL_KINDS 4u
 struct memsnap_torch_api {
     uint32_t size;
     uint32_t flags;
     memsnap_trace_torch2_fn trace;
     memsnap_torch_node_id_fn node_id;
 };
+#endif
+
+#ifndef MSNAP_POOL_HANDLE   // as memsnap/format.h (format 1.3)
+#define MSNAP_POOL_HANDLE (1ULL << 32)
+#define MSNAP_POOL_CAPTURING (1ULL << 33)
 #endif
 
 #define MEMSNAP_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
@@ -254,6 +263,10 @@ using c10::CachingDeviceAllocator::TraceEntry;
 memsnap_trace_torch_fn g_trace1;       // an older recorder's entry point
 memsnap_torch_api g_api;               // set once, before the tracker is attached
 bool g_nodes;                          // name autograd nodes
+bool g_no_free_requested;              // forward no FREE_REQUESTED entry
+bool g_pool_kinds;                     // pools with their half and capture bit (format 1.3)
+// cudaStreamIsCapturing, looked up at attach (NULL: no capture bit)
+int (*g_is_capturing)(void* stream, int* status);
 c10::cuda::CUDACachingAllocator::CUDAAllocator* g_alloc;
 
 #ifndef MEMSNAP_TORCH_NO_AUTOGRAD
@@ -346,6 +359,8 @@ void emit(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
         g_trace1(action, device, addr, size, stream, pool, requested);
         return;
     }
+    if (action == MEMSNAP_TORCH_FREE_REQUESTED && g_no_free_requested)
+        return;   // the recorder records none (its size was taken into the totals)
     uint64_t seq = 0;
     uint32_t node = 0;
     if (g_nodes && (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
@@ -361,12 +376,40 @@ int64_t read_total(int device)
         .current;
 }
 
+// The pool of an entry as the recorder writes it (memsnap/format.h, "Memory
+// pools"): MempoolId_t's first half when set (capture_begin's own pool),
+// else its second (graph_pool_handle(), torch.cuda.MemPool) marked
+// MSNAP_POOL_HANDLE, and on an allocation in a private pool
+// MSNAP_POOL_CAPTURING when its stream is capturing a graph (the one CUDA
+// call here, made only for private pools: cudaStreamIsCapturing is allowed
+// during a capture and takes no lock).  A recorder before format 1.3 gets
+// the id alone, as before.
+uint64_t pool_of(const TraceEntry& te, int action)
+{
+    uint64_t first = (uint64_t)te.mempool_.first, second = (uint64_t)te.mempool_.second;
+    if (!g_pool_kinds)
+        return first ? first : second;
+    uint64_t pool = first ? first : second ? (second | MSNAP_POOL_HANDLE) : 0;
+    if (pool && g_is_capturing &&
+        (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
+         action == MEMSNAP_TORCH_SEGMENT_MAP)) {
+        int status = 0;   // cudaStreamCaptureStatusNone
+        if (g_is_capturing((void*)te.stream_, &status) == 0 && status != 0)
+            pool |= MSNAP_POOL_CAPTURING;
+    }
+    return pool;
+}
+
 // The tracker: one PyTorch trace entry -> on_entry.  TraceEntry's size_ is
 // the size the program asked for (PyTorch's orig_size) for block entries
 // and the rounded request for OOM; addr_ is the device's free bytes for
 // OOM.  Nothing may escape into the allocator.
+std::atomic<bool> g_muted{false};   // memsnap_torch_bench_mute: forward nothing
+
 void on_trace(const TraceEntry& te)
 {
+    if (g_muted.load(std::memory_order_relaxed))
+        return;
     int a;
     switch (te.action_) {
     case TraceEntry::ALLOC: a = MEMSNAP_TORCH_ALLOC; break;
@@ -379,7 +422,7 @@ void on_trace(const TraceEntry& te)
     case TraceEntry::OOM: a = MEMSNAP_TORCH_OOM; break;
     default: return;   // SNAPSHOT markers and anything newer
     }
-    uint64_t pool = te.mempool_.first ? te.mempool_.first : te.mempool_.second;
+    uint64_t pool = pool_of(te, a);
     try {
         on_entry(a, te.device_, te.addr_, te.size_, (uint64_t)(uintptr_t)te.stream_, pool);
     } catch (...) {
@@ -439,6 +482,33 @@ bool gauges_start()
 bool gauges_start() { return false; }
 #endif
 
+// cudaStreamIsCapturing from the CUDA runtime the process loaded
+// (libc10_cuda's), without linking one: the global scope, else the loaded
+// libcudart itself (RTLD_NOLOAD).  NULL when neither has it.
+int dl_cudart(struct dl_phdr_info* info, size_t, void* out)
+{
+    const char* name = info->dlpi_name;
+    if (name && strstr(name, "libcudart.so")) {
+        snprintf(static_cast<char*>(out), 4096, "%s", name);
+        return 1;
+    }
+    return 0;
+}
+
+int (*find_is_capturing())(void*, int*)
+{
+    void* f = dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing");
+    if (!f) {
+        static char path[4096];
+        if (dl_iterate_phdr(dl_cudart, path)) {
+            void* h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+            if (h)
+                f = dlsym(h, "cudaStreamIsCapturing");   // the handle stays: the library does
+        }
+    }
+    return reinterpret_cast<int (*)(void*, int*)>(f);
+}
+
 int attach(char* msg, size_t msglen)
 {
     try {
@@ -458,6 +528,8 @@ int attach(char* msg, size_t msglen)
             return 1;
         g_alloc = a;
         g_read_total = read_total;
+        if (g_pool_kinds && !g_is_capturing)
+            g_is_capturing = find_is_capturing();
         g_emit = emit;
         if (gauges_start())
             g_gauge_found = true, g_gauge_ok.store(true);
@@ -500,6 +572,8 @@ MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach2(const memsnap_torch_api* api, ch
     }
     memsnap_plugin::g_api = *api;
     memsnap_plugin::g_nodes = (api->flags & MEMSNAP_TORCH_API_NODES) != 0;
+    memsnap_plugin::g_no_free_requested = (api->flags & MEMSNAP_TORCH_API_NO_FREE_REQUESTED) != 0;
+    memsnap_plugin::g_pool_kinds = (api->flags & MEMSNAP_TORCH_API_POOL_KINDS) != 0;
     return memsnap_plugin::attach(msg, msglen);
 }
 
@@ -527,6 +601,20 @@ MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mode(int sizes, int nodes)
         g_gauge_ok.store(false);
     }
     g_nodes = nodes && !g_trace1 && (g_api.flags & MEMSNAP_TORCH_API_NODES);
+}
+
+// For benchmarks (bench/bench_overhead.py): muted, the tracker returns at
+// once, so a recorded process can run steps with and without its events
+// side by side (what recording costs per event, PyTorch's own trace entry
+// aside).  Blocks allocated while muted are unknown to the recording; the
+// allocated totals are read again at the next ALLOC after unmuting.
+MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mute(int muted)
+{
+    using namespace memsnap_plugin;
+    if (!muted)
+        for (Device& d : g_dev)
+            d.known = false;
+    g_muted.store(muted != 0);
 }
 
 // What the block-size logic did so far (tests): out[0] 1 when the sizes

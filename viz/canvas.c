@@ -39,7 +39,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "outfile.h"
+#include "util/outfile.h"
 
 #define FONT_FAMILY "DejaVu Sans"
 #define SVG_FONTS "DejaVu Sans, Verdana, Bitstream Vera Sans, sans-serif"
@@ -307,6 +307,13 @@ void canvas_group(canvas *c, const char *cls, const char *label)
         o->s2 = s2;
         c->list->depth++;
     }
+}
+
+void canvas_group_tip(canvas *c, const char *cls, const char *label)
+{
+    canvas_group(c, cls, label);
+    if (c->list && c->list->n && c->list->ops[c->list->n - 1].kind == OP_GROUP && label)
+        c->list->ops[c->list->n - 1].a = 1;
 }
 
 void canvas_group_end(canvas *c)
@@ -890,6 +897,11 @@ static void svg_write(const canvas *c, FILE *f)
                 xml_text(f, L->strs + o->s2);
             }
             fputs("\">\n", f);
+            if (o->a && o->s2 != NO_STR) {   /* canvas_group_tip: a hover title */
+                fputs("<title>", f);
+                xml_text(f, L->strs + o->s2);
+                fputs("</title>\n", f);
+            }
             depth++;
             break;
         case OP_END:
@@ -934,9 +946,9 @@ int canvas_write(const canvas *c, const char *path, canvas_format fmt,
         snprintf(err, errlen, "%s: out of memory drawing the picture", path);
         return -1;
     }
-    /* never written in place: a new file renamed over path (outfile.h) */
+    /* never written in place: a new file renamed over path (util/outfile.h) */
     char tmp[4096 + 32];
-    int fd = outfile_create(path, tmp, sizeof tmp);
+    int fd = outfile_create(path, OUTFILE_REPLACE_LINK, tmp, sizeof tmp);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));

@@ -101,10 +101,13 @@ void canvas_text_up(canvas *c, int x, int y, const char *s, uint32_t rgb,
  * separated by spaces.  Groups nest; a group with nothing in it is left
  * out; the PNG ignores them. */
 void canvas_group(canvas *c, const char *cls, const char *label);
+/* canvas_group whose label is also the SVG's hover text (a <title> first
+ * in the group: a viewer shows it under the pointer). */
+void canvas_group_tip(canvas *c, const char *cls, const char *label);
 void canvas_group_end(canvas *c);
 
 /* Writes the picture to path in format f: PNG 8-bit RGB, or SVG.  Written
- * to a new file renamed over path when complete (format/outfile.h).  0 ok,
+ * to a new file renamed over path when complete (util/outfile.h).  0 ok,
  * -1 with a one-line reason in err. */
 int canvas_write(const canvas *c, const char *path, canvas_format f,
                  char *err, size_t errlen);

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "findings.h"
+#include "analyze/findings.h"
 
 
 #define TEXT 0x111111u
@@ -31,6 +31,7 @@
 typedef struct keyed {
     uint64_t key, peak, rep_peak;
     uint32_t stack;
+    uint32_t ord;       /* global_top: the order collected (file, device, rank) */
 } keyed;
 
 static int cmp_key(const void *a, const void *b)
@@ -39,12 +40,14 @@ static int cmp_key(const void *a, const void *b)
     return x->key < y->key ? -1 : x->key > y->key;
 }
 
+/* Largest peak first; equal peaks in the order collected, so that the
+ * sites of one file keep their ranks, the colours `render` gives them. */
 static int cmp_peak_desc(const void *a, const void *b)
 {
     const keyed *x = a, *y = b;
     if (x->peak != y->peak)
         return x->peak > y->peak ? -1 : 1;
-    return x->key < y->key ? -1 : x->key > y->key;
+    return x->ord < y->ord ? -1 : x->ord > y->ord;
 }
 
 /* The stacked-layer sites of m by key, sorted by key; NULL + *n = 0 when
@@ -61,7 +64,7 @@ static keyed *model_keys(const sm_model *m, size_t *n)
     size_t c = 0;
     for (size_t i = 0; i < ng; i++)
         if (gr[i].cls == cls && gr[i].peak)
-            k[c++] = (keyed){.key = sm_site_key(m, gr[i].stack),
+            k[c++] = (keyed){.key = sm_site_key(sm_labels_of(m), gr[i].stack),
                              .peak = gr[i].peak, .rep_peak = gr[i].peak,
                              .stack = gr[i].stack};
     qsort(k, c, sizeof *k, cmp_key);
@@ -112,8 +115,9 @@ static keyed *global_top(sm_model **models, int n, size_t *count)
             const sm_dev *v = sm_device(models[i], d);
             for (int r = 0; r < v->ntop; r++) {
                 const sm_group *s = &gr[sites[v->top[r]].grp];
-                g[c++] = (keyed){.key = sm_site_key(models[i], s->stack),
-                                 .peak = s->peak, .stack = s->stack};
+                g[c] = (keyed){.key = sm_site_key(sm_labels_of(models[i]), s->stack),
+                               .peak = s->peak, .stack = s->stack, .ord = (uint32_t)c};
+                c++;
             }
         }
     }
@@ -144,7 +148,7 @@ void viz_match_colours(sm_model **models, int n)
             const sm_dev *v = sm_device(models[i], d);
             int used[SM_MAX_TOP];
             for (int r = 0; r < v->ntop; r++) {
-                uint64_t key = sm_site_key(models[i], sites[v->top[r]].stack);
+                uint64_t key = sm_site_key(sm_labels_of(models[i]), sites[v->top[r]].stack);
                 int idx = -1;
                 for (size_t j = 0; j < ng && idx < 0; j++)
                     if (g[j].key == key)
@@ -297,10 +301,10 @@ int viz_cmp_build(sm_model **models, int n, int per_other, viz_cmp *out)
         /* Labels told apart within each side. */
         char (*labs)[SM_LABEL_MAX] = malloc(64 * sizeof *labs);
         if (labs) {
-            sm_site_labels(models[0], sa, nsa, labs);
+            sm_site_labels(sm_labels_of(models[0]), sa, nsa, labs);
             for (int k = 0; k < nsa; k++)
                 memcpy(out->changes[pa[k]].label, labs[k], SM_LABEL_MAX);
-            sm_site_labels(models[j], sb, nsb, labs);
+            sm_site_labels(sm_labels_of(models[j]), sb, nsb, labs);
             for (int k = 0; k < nsb; k++)
                 memcpy(out->changes[pb[k]].label, labs[k], SM_LABEL_MAX);
             free(labs);
@@ -516,7 +520,7 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                 viz_fit_label(lab, 70);
                 int up = ch->after > ch->before;
                 snprintf(buf, sizeof buf, "%s%s", up ? "+" : "-",
-                         msnap_size_text_short(absdiff(ch->after, ch->before), d, sizeof d));
+                         msnap_size_text(absdiff(ch->after, ch->before), d, sizeof d));
                 int sx = x0 + 12 * ts;
                 int sy = y + ts;
                 canvas_group(c, "change", lab);
@@ -525,8 +529,8 @@ static int draw_header(canvas *c, const viz_cmp *cmp, const char **names,
                 x += canvas_text(c, x, y, buf, up ? UP : DOWN, ts);
                 x = sx + 14 * ts + canvas_text_w("+1023.5 MiB", ts) + 8 * ts;
                 snprintf(buf, sizeof buf, "%s -> %s  %s",
-                         msnap_size_text_short(ch->before, a, sizeof a),
-                         msnap_size_text_short(ch->after, b, sizeof b), lab);
+                         msnap_size_text(ch->before, a, sizeof a),
+                         msnap_size_text(ch->after, b, sizeof b), lab);
                 canvas_fit(buf, width - 10 - x, ts);
                 canvas_text(c, x, y, buf, TEXT, ts);
                 canvas_group_end(c);

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "canvas.h"
-#include "model.h"
+#include "analyze/model.h"
 #include "render.h"
 
 /* One snapshot's row of the table. */

@@ -4,7 +4,7 @@
  * order.  A name that does not fit is cut ("..") or left out when the box
  * is narrower than a few characters; every box is an SVG group whose
  * data-label carries its full name and bytes, so nothing is lost in the
- * picture's file.
+ * picture's file, and its <title> is the box's hover text.
  *
  * Colours: warm hues picked by the name (the same frame, the same colour in
  * every picture); with a second moment (--vs), red for what grew, blue for
@@ -15,8 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "flame.h"
+#include "analyze/flame.h"
 #include "render.h"
+#include "util/hash.h"
 
 #define ROW 18        /* box height, 1 px of it a gap */
 #define MARGIN 12
@@ -25,9 +26,7 @@
 /* A warm colour from a name. */
 static uint32_t warm(const char *name)
 {
-    uint32_t h = 2166136261u;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (uint8_t)*p) * 16777619u;
+    uint32_t h = msnap_fnv1a32_str(name);
     unsigned r = 205 + (h & 0x1f), g = 90 + ((h >> 5) % 120), b = 40 + ((h >> 12) % 50);
     return r << 16 | g << 8 | b;
 }
@@ -63,8 +62,9 @@ static void draw_node(const fl_tree *t, uint32_t i, canvas *c, double x, double 
     } else {
         snprintf(label, sizeof label, "%s: %s (%" PRIu64 " bytes)", n->name, size, n->bytes);
     }
-    canvas_group(c, "frame", label);
-    canvas_rect(c, x0, y0, x1 > x0 + 1 ? x1 - 1 : x1, y1, t->has_vs ? diff_colour(n) : warm(n->name));
+    canvas_group_tip(c, "frame", label);
+    canvas_rect(c, x0, y0, x1 > x0 + 1 ? x1 - 1 : x1, y1,
+                t->has_vs ? diff_colour(n) : n->name[0] == '(' ? 0xc8c8c8 : warm(n->name));
     if (x1 - x0 >= MIN_TEXT_W) {
         char text[600];
         snprintf(text, sizeof text, "%s  %s", n->name, size);
@@ -76,8 +76,12 @@ static void draw_node(const fl_tree *t, uint32_t i, canvas *c, double x, double 
     }
     canvas_group_end(c);
     double cx = x;
-    for (uint32_t k = n->first; k != FL_NONE; k = t->n[k].next) {
+    for (uint32_t k = n->first; k != FL_NONE && cx < x + w; k = t->n[k].next) {
+        /* within the parent's box: sizes that saturated at 2^64 - 1 (a
+         * hostile file) can make the children add up to more */
         double cw = (double)t->n[k].bytes * scale;
+        if (cw > x + w - cx)
+            cw = x + w - cx;
         draw_node(t, k, c, cx, cw, base_y, scale);
         cx += cw;
     }
@@ -86,6 +90,8 @@ static void draw_node(const fl_tree *t, uint32_t i, canvas *c, double x, double 
 int viz_flame(const fl_tree *t, canvas *c, int width, const char *title, const char *subtitle)
 {
     int top = MARGIN + 2 * canvas_text_h(1) + 8;
+    if (t->maxdepth > (16384 - top - MARGIN) / ROW - 1 || width > 16384)
+        return VIZ_TOO_LARGE;
     int h = top + (t->maxdepth + 1) * ROW + MARGIN;
     if (canvas_init(c, width, h, 0xffffff))
         return -1;

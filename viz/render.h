@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "canvas.h"
-#include "model.h"
+#include "analyze/model.h"
 
 #define VIZ_BG 0xffffffu
 #define VIZ_OTHER 0xb4b4b4u      /* "other" sites */
@@ -35,6 +35,7 @@
                                     library's driver memory (cuBLAS, ...) */
 #define VIZ_RESERVED 0x1f1f1fu   /* reserved line */
 #define VIZ_OOM 0xd62728u
+#define VIZ_MARK 0x2b5fa8u       /* a mark's tick on the timeline's x axis */
 #define VIZ_LEAK 0x4a0a0au       /* hatch, outline and label of a leak suspect's band */
 
 /* Colour of site rank r (0-based) in the palette; r < 0 is "other". */
@@ -113,7 +114,9 @@ int viz_model_slots(const sm_model *m, int *slots);
 struct fl_tree;
 /* The flame graph of a tree (analyze/flame.h) into *c (allocated), width
  * pixels wide, its height from the tree's depth: title and subtitle (may
- * be NULL) above.  0 ok, -1 out of memory. */
+ * be NULL) above.  0 ok, -1 out of memory, VIZ_TOO_LARGE when the picture
+ * would not fit a canvas (16384 pixels; nothing allocated). */
+#define VIZ_TOO_LARGE (-2)
 int viz_flame(const struct fl_tree *t, canvas *c, int width, const char *title,
               const char *subtitle);
 /* "PREFIX - device N (name, capacity)". */

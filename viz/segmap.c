@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "findings.h"
+#include "analyze/findings.h"
 
 #define TEXT 0x111111u
 #define MUTED 0x555555u
@@ -228,25 +228,31 @@ static long fold_rows(const sm_layout *l, int all, size_t **row_seg,
     return (long)r;
 }
 
-int viz_segmap(const sm_model *m, canvas *c, int width, int height,
-               const char *title, viz_segmap_geom *geom)
-{
-    const sm_layout *l = sm_layout_at(m);
-    int ts = viz_text_scale(width);
-    char buf[512], a[32], b[32], d1[32];
+/* What the parts of one segment map share: the picture's geometry, fixed
+ * before anything is drawn. */
+typedef struct segmap {
+    const sm_model *m;
+    const sm_layout *l;
+    const sm_site *sites;
     size_t nsites;
-    const sm_site *sites = sm_sites(m, &nsites);
+    canvas *c;
+    int width, ts, margin;
+    int ndev_rows;           /* devices with rows */
+    int title_h, stats_h;
+    int label_w, bar_x, bar_w;
+    int row_h, line_h, dev_h;
+    double bpp;              /* bytes per pixel of every bar */
+} segmap;
 
-    /* Which devices have rows, and the stats lines. */
-    int ndev_rows = 0;
-    for (int d = 0; d < SM_NDEV; d++)
-        if (l->dev[d].segments || l->dev[d].block_bytes)
-            ndev_rows++;
-
-    /* Legend: sites present in the layout, by rank. */
-    item *it = calloc(SM_MAX_TOP * SM_NDEV + 4, sizeof *it);
-    if (!it)
-        return -1;
+/* The legend's items into it (room for SM_MAX_TOP * SM_NDEV + 4): the
+ * sites present in the layout, by rank, then other sites, other
+ * libraries' memory, free and unmapped.  Returns how many. */
+static int legend_items(const segmap *g, item *it)
+{
+    const sm_model *m = g->m;
+    const sm_layout *l = g->l;
+    const sm_site *sites = g->sites;
+    char a[32];
     int nit = 0, other = 0;
     for (int d = 0; d < SM_NDEV && nit < SM_MAX_TOP * 2; d++) {
         const sm_dev *v = sm_device(m, d);
@@ -257,23 +263,29 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         for (int r = 0; r < v->ntop; r++)
             stacks[r] = sites[v->top[r]].stack;
         if (labs)
-            sm_site_labels(m, stacks, v->ntop, labs);
+            sm_site_labels(sm_labels_of(m), stacks, v->ntop, labs);
         for (int r = 0; r < v->ntop; r++) {
+            /* the site as every view counts it: all its stacks (one
+             * group, one rank, one colour), not the one that names it */
             uint64_t bytes = 0;
-            for (size_t i = 0; i < l->nspans; i++)
-                if ((l->spans[i].what == SM_SPAN_BLOCK || l->spans[i].what == SM_SPAN_USED) &&
-                    l->spans[i].site == v->top[r])
-                    bytes += l->spans[i].size;
+            for (size_t i = 0; i < l->nspans; i++) {
+                const sm_span *sp = &l->spans[i];
+                if ((sp->what == SM_SPAN_BLOCK ||
+                     (sp->what == SM_SPAN_USED && !sm_blocks_seen(m))) &&
+                    sp->site < g->nsites && sites[sp->site].rank == r &&
+                    sites[sp->site].device == d)
+                    bytes += sp->size;
+            }
             if (!bytes)
                 continue;
             char lab[SM_LABEL_MAX];
             if (labs)
                 snprintf(lab, sizeof lab, "%s", labs[r]);
             else
-                sm_site_label(m, sites[v->top[r]].stack, lab, sizeof lab);
+                sm_site_label(sm_labels_of(m), sites[v->top[r]].stack, lab, sizeof lab);
             viz_fit_label(lab, 84);
             snprintf(it[nit].text, sizeof it[nit].text, "%s%.100s  %s here",
-                     ndev_rows > 1 ? "" : "", lab, msnap_size_text_short(bytes, a, sizeof a));
+                     g->ndev_rows > 1 ? "" : "", lab, msnap_size_text(bytes, a, sizeof a));
             it[nit++].colour = viz_rank_colour(m, d, r);
         }
         free(labs);
@@ -284,7 +296,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         if (sp->what == SM_SPAN_USED && sm_blocks_seen(m))
             other_lib += sp->size;
         else if ((sp->what == SM_SPAN_BLOCK || sp->what == SM_SPAN_USED) &&
-                 (sp->site >= nsites || sites[sp->site].rank < 0))
+                 (sp->site >= g->nsites || sites[sp->site].rank < 0))
             other = 1;
     }
     if (other) {
@@ -294,7 +306,7 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     if (other_lib) {
         snprintf(it[nit].text, sizeof it[nit].text,
                  "other libraries' memory (cuBLAS, cuDNN, NCCL)  %s",
-                 msnap_size_text_short(other_lib, a, sizeof a));
+                 msnap_size_text(other_lib, a, sizeof a));
         it[nit++].colour = VIZ_OTHER_LIB;
     }
     if (sm_blocks_seen(m)) {
@@ -305,102 +317,63 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
     snprintf(it[nit].text, sizeof it[nit].text, "reserved address space, not mapped");
     it[nit].colour = VIZ_UNMAPPED;
     it[nit++].hatch = 1;
+    return nit;
+}
 
-    /* Rows: similar full segments folded (sm_opts.all_segments: none). */
-    size_t *row_seg;
-    uint32_t *row_n;
-    int all = sm_options(m)->all_segments;
-    long nrow_l = fold_rows(l, all, &row_seg, &row_n);
-    if (nrow_l < 0) {
-        free(it);
-        return -1;
-    }
-    size_t nrow = (size_t)nrow_l;
-
-    /* Geometry. */
-    int margin = 10;
-    int title_h = 8 + CANVAS_LINE_H * (ts + 1) + 8;
-    int stat_lines = 2 + 4 * (ndev_rows ? ndev_rows : 1);
-    int stats_h = stat_lines * (CANVAS_LINE_H + 3) * ts + 8;
-    int legend_h = flow(NULL, it, nit, margin, width - margin, 0, ts) + 10;
-    int label_w = canvas_text_w("0x000000000000 000.00 MiB cuMemAlloc", ts) + 12;
-    if (label_w > width / 2)
-        label_w = width / 2;
-    int bar_x = margin + label_w, bar_w = width - bar_x - margin;
-    if (bar_w < 16)
-        bar_w = 16;
-    int row_h = 10 * ts + 4, line_h = row_h + 2 * ts, dev_h = (CANVAS_LINE_H + 6) * ts;
-    /* The failed request beside the largest free blocks (at an OOM with
-     * allocator blocks): a title line, the request bar, up to REQ_FREE
-     * free-block bars, on their own scale (the larger of the request and
-     * the largest free block fills 60% of the bar width). */
-    uint64_t req = 0, fr[REQ_FREE] = {0};
-    int nfr = 0;
-    if (l->at == SM_AT_OOM && sm_blocks_seen(m)) {
-        size_t no;
-        const sm_oom *oo = sm_ooms(m, &no, NULL);
-        if (no) {
-            req = oo[0].requested;
-            int od = oo[0].device < 0 ? SM_DEV_UNKNOWN : oo[0].device;
-            for (size_t k = 0; k < l->nsegs; k++)
-            for (size_t i = l->segs[k].first_span;
-                 i < l->segs[k].first_span + l->segs[k].nspans; i++) {
-                const sm_span *sp = &l->spans[i];
-                int sd = l->segs[k].device;
-                if (sp->what != SM_SPAN_FREE ||
-                    (sd != od && !(od == SM_DEV_UNKNOWN && sd < 0)))
-                    continue;
-                int j = nfr < REQ_FREE ? nfr++ : REQ_FREE;
-                if (j == REQ_FREE && sp->size <= fr[REQ_FREE - 1])
-                    continue;
-                if (j == REQ_FREE)
-                    j = REQ_FREE - 1;
-                while (j > 0 && fr[j - 1] < sp->size) {
-                    fr[j] = fr[j - 1];
-                    j--;
-                }
-                fr[j] = sp->size;
-            }
+/* At an OOM with allocator blocks: the failed request (returned; 0 when
+ * none) and the largest free blocks of its device, largest first, into
+ * fr[0..*nfr) (at most REQ_FREE). */
+static uint64_t oom_request(const sm_model *m, const sm_layout *l, uint64_t *fr, int *nfr)
+{
+    *nfr = 0;
+    if (l->at != SM_AT_OOM || !sm_blocks_seen(m))
+        return 0;
+    size_t no;
+    const sm_oom *oo = sm_ooms(m, &no, NULL);
+    if (!no)
+        return 0;
+    int od = oo[0].device < 0 ? SM_DEV_UNKNOWN : oo[0].device;
+    for (size_t k = 0; k < l->nsegs; k++)
+    for (size_t i = l->segs[k].first_span;
+         i < l->segs[k].first_span + l->segs[k].nspans; i++) {
+        const sm_span *sp = &l->spans[i];
+        int sd = l->segs[k].device;
+        if (sp->what != SM_SPAN_FREE ||
+            (sd != od && !(od == SM_DEV_UNKNOWN && sd < 0)))
+            continue;
+        int j = *nfr < REQ_FREE ? (*nfr)++ : REQ_FREE;
+        if (j == REQ_FREE && sp->size <= fr[REQ_FREE - 1])
+            continue;
+        if (j == REQ_FREE)
+            j = REQ_FREE - 1;
+        while (j > 0 && fr[j - 1] < sp->size) {
+            fr[j] = fr[j - 1];
+            j--;
         }
+        fr[j] = sp->size;
     }
-    int req_line = (CANVAS_LINE_H + 6) * ts;
-    int req_h = req ? (CANVAS_LINE_H + 3) * ts + (1 + nfr) * req_line + 10 : 0;
-    int rows_top = title_h + stats_h + req_h;
-    int avail;
-    if (height > 0)
-        avail = height - rows_top - legend_h - 10 - ndev_rows * dev_h;
-    else
-        avail = all ? 15000 - rows_top - legend_h : 2400;
-    int max_lines = avail / line_h;
-    if (max_lines < 1)
-        max_lines = 1;
-    /* Automatic height: a little wrapping (up to half again as many lines
-     * as segments) keeps big segments wide without a very tall picture. */
-    if (height <= 0) {
-        size_t extra = nrow / 2 > 8 ? nrow / 2 : nrow * 2 < 8 ? nrow * 2 : 8;
-        size_t want = nrow + extra;
-        if ((size_t)max_lines > want)
-            max_lines = (int)want;
-    }
+    return oo[0].requested;
+}
 
-    /* Bytes per pixel: the smallest that fits every row into max_lines
-     * (each segment at least one line). */
-    uint64_t biggest = 1, total = 0;
-    for (size_t i = 0; i < nrow; i++) {
+/* Bytes per pixel: the smallest that fits the rows row_seg[0..nrow) into
+ * max_lines lines of bar_w pixels (each segment at least one line); when
+ * even the coarsest scale does not fit, *shown < nrow rows are drawn. */
+static double fit_scale(const sm_layout *l, const size_t *row_seg, size_t nrow, int bar_w,
+                        int max_lines, size_t *shown)
+{
+    uint64_t biggest = 1;
+    for (size_t i = 0; i < nrow; i++)
         if (l->segs[row_seg[i]].size > biggest)
             biggest = l->segs[row_seg[i]].size;
-        total += l->segs[row_seg[i]].size;
-    }
     double lo = 1e-3, hi = (double)biggest / bar_w + 1;
     uint64_t nlines_hi = 0;
     for (size_t i = 0; i < nrow; i++)
         nlines_hi += seg_lines(l->segs[row_seg[i]].size, hi, bar_w);
-    size_t shown = nrow, hidden = 0;
+    *shown = nrow;
     if (nlines_hi > (uint64_t)max_lines) {
-        shown = (size_t)max_lines > 1 ? (size_t)max_lines - 1 : 1;
-        if (shown > nrow)
-            shown = nrow;
-        hidden = nrow - shown;
+        *shown = (size_t)max_lines > 1 ? (size_t)max_lines - 1 : 1;
+        if (*shown > nrow)
+            *shown = nrow;
     } else {
         for (int it2 = 0; it2 < 60; it2++) {
             double mid = (lo + hi) / 2;
@@ -416,38 +389,15 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
         if (hi < 1.0 && (double)biggest / bar_w < 1.0)
             hi = (double)biggest / bar_w;
     }
-    double bpp = hi > 0 ? hi : 1;
-    uint64_t total_lines = 0;
-    for (size_t i = 0; i < shown; i++)
-        total_lines += seg_lines(l->segs[row_seg[i]].size, bpp, bar_w);
-    size_t hidden_segs = 0;
-    for (size_t i = shown; i < nrow; i++)
-        hidden_segs += row_n[i];
-    int rows_h = (int)total_lines * line_h + ndev_rows * dev_h + (hidden ? line_h : 0);
-    int H = height > 0 ? height : rows_top + rows_h + legend_h + row_h + 20;
-    if (H > 16000)
-        H = 16000;
-    if (canvas_init(c, width, H, VIZ_BG)) {
-        free(it);
-        free(row_seg);
-        free(row_n);
-        return -1;
-    }
-    if (geom) {
-        memset(geom, 0, sizeof *geom);
-        geom->bytes_per_px = bpp;
-        geom->rows = calloc(shown + 1, sizeof *geom->rows);
-        geom->hidden = hidden;
-        geom->folded = nrow < l->nsegs ? l->nsegs - nrow : 0;
-        if (!geom->rows) {
-            free(it);
-            free(row_seg);
-            free(row_n);
-            return -1;
-        }
-    }
+    return hi > 0 ? hi : 1;
+}
 
-    /* Title. */
+/* The title line. */
+static void draw_title(const segmap *g, const char *title)
+{
+    canvas *c = g->c;
+    const sm_layout *l = g->l;
+    char buf[512], a[32];
     canvas_group(c, "title", NULL);
     const char *when = l->at == SM_AT_OOM ? "at the first OOM"
                      : l->at == SM_AT_PEAK ? "at the peak of reserved memory"
@@ -455,27 +405,37 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                                            : "at the end";
     snprintf(buf, sizeof buf, "%s %s (t = %s, after event %" PRIu64 ")", title,
              when, msnap_time_text(l->t_ns, a, sizeof a), l->event_index);
-    if (canvas_text_w(buf, ts + 1) > width - 2 * margin) {
-        canvas_fit(buf, width - 2 * margin, ts);
-        canvas_text(c, margin, 8, buf, TEXT, ts);
+    if (canvas_text_w(buf, g->ts + 1) > g->width - 2 * g->margin) {
+        canvas_fit(buf, g->width - 2 * g->margin, g->ts);
+        canvas_text(c, g->margin, 8, buf, TEXT, g->ts);
     } else
-        canvas_text(c, margin, 8, buf, TEXT, ts + 1);
+        canvas_text(c, g->margin, 8, buf, TEXT, g->ts + 1);
     canvas_group_end(c);
+}
 
-    /* Numbers. */
+/* The numbers: the scale, what the colours mean, then per device its
+ * segments, free memory and fragmentation. */
+static void draw_numbers(const segmap *g)
+{
+    canvas *c = g->c;
+    const sm_model *m = g->m;
+    const sm_layout *l = g->l;
+    int ts = g->ts, margin = g->margin, tw = g->width - 2 * margin;
+    int step = (CANVAS_LINE_H + 3) * ts;
+    char buf[512], a[32], b[32], d1[32];
     canvas_group(c, "numbers", NULL);
-    int y = title_h;
+    int y = g->title_h;
     snprintf(buf, sizeof buf,
              "One row per segment, laid out by address; every pixel is %s%s.",
-             bpp >= 1 ? "" : "less than 1 B",
-             bpp >= 1 ? msnap_size_text_short((uint64_t)llround(bpp), a, sizeof a) : "");
-    text_fit(c, width - 2 * margin, margin, y, buf, MUTED, ts);
-    y += (CANVAS_LINE_H + 3) * ts;
-    text_fit(c, width - 2 * margin, margin, y, sm_blocks_seen(m)
+             g->bpp >= 1 ? "" : "less than 1 B",
+             g->bpp >= 1 ? msnap_size_text_short((uint64_t)llround(g->bpp), a, sizeof a) : "");
+    text_fit(c, tw, margin, y, buf, MUTED, ts);
+    y += step;
+    text_fit(c, tw, margin, y, sm_blocks_seen(m)
                     ? "Colour = allocation site of the block; white = free."
                     : "No allocator blocks: segments show their own allocation site.",
                 MUTED, ts);
-    y += (CANVAS_LINE_H + 3) * ts;
+    y += step;
     for (int d = 0; d < SM_NDEV; d++) {
         const sm_dev_layout *dl = &l->dev[d];
         if (!dl->segments && !dl->block_bytes)
@@ -497,8 +457,8 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             snprintf(buf + n, sizeof buf - n, " (+%s of address space not mapped)",
                      msnap_size_text(dl->segment_bytes - dl->mapped_bytes, d1, sizeof d1));
         }
-        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
-        y += (CANVAS_LINE_H + 3) * ts;
+        text_fit(c, tw, margin, y, buf, TEXT, ts);
+        y += step;
         if (sm_blocks_seen(m)) {
             if (dl->other_bytes)
                 snprintf(buf, sizeof buf, "  other libraries' memory %s; free inside reserved "
@@ -510,8 +470,8 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                 snprintf(buf, sizeof buf, "  free inside reserved %s, largest free block %s",
                          msnap_size_text(dl->total_free, a, sizeof a),
                          msnap_size_text(dl->largest_free, b, sizeof b));
-            text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
-            y += (CANVAS_LINE_H + 3) * ts;
+            text_fit(c, tw, margin, y, buf, TEXT, ts);
+            y += step;
             if (dl->total_free)
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = %.3f",
                          sm_frag_free(dl->total_free, dl->largest_free));
@@ -519,12 +479,12 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
                 snprintf(buf, sizeof buf, "  fragmentation 1 - largest_free/total_free = 0 (nothing free)");
         } else {
             snprintf(buf, sizeof buf, "  free inside reserved: unknown (no allocator blocks)");
-            text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
-            y += (CANVAS_LINE_H + 3) * ts;
+            text_fit(c, tw, margin, y, buf, TEXT, ts);
+            y += step;
             snprintf(buf, sizeof buf, "  1 - largest_free/total_free: n/a");
         }
-        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
-        y += (CANVAS_LINE_H + 3) * ts;
+        text_fit(c, tw, margin, y, buf, TEXT, ts);
+        y += step;
         if (sm_blocks_seen(m) && v->peak_reserved)
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved = %.3f (whole run: %s / %s)",
@@ -535,224 +495,403 @@ int viz_segmap(const sm_model *m, canvas *c, int width, int height,
             snprintf(buf, sizeof buf,
                      "  1 - peak_allocated/peak_reserved: n/a (peak reserved %s)",
                      msnap_size_text(v->peak_reserved, a, sizeof a));
-        text_fit(c, width - 2 * margin, margin, y, buf, TEXT, ts);
-        y += (CANVAS_LINE_H + 3) * ts;
+        text_fit(c, tw, margin, y, buf, TEXT, ts);
+        y += step;
     }
     if (!l->nsegs)
         canvas_text(c, margin, y + 10, "No segments were live at this moment.",
                     MUTED, ts);
     canvas_group_end(c);
-    if (req) {
-        canvas_group(c, "oom-request", NULL);
-        int ry = title_h + stats_h;
-        text_fit(c, width - 2 * margin, margin, ry, "The failed request next to the largest free "
-                    "blocks inside reserved (one scale):", TEXT, ts);
-        ry += (CANVAS_LINE_H + 3) * ts;
-        uint64_t big = req > fr[0] ? req : fr[0];
-        double rbpp = (double)big / (bar_w * 0.6);
-        for (int k = 0; k <= nfr; k++) {
-            uint64_t v = k ? fr[k - 1] : req;
-            int w = (int)llround((double)v / rbpp);
-            if (w < 1)
-                w = 1;
-            int bh = CANVAS_LINE_H * ts;
-            if (k == 0)
-                canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_OOM);
-            else {
-                canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_FREE);
-                canvas_frame(c, bar_x, ry, bar_x + w, ry + bh, LARGEST);
-            }
-            if (k == 0)
-                snprintf(buf, sizeof buf, "requested %s",
-                         msnap_size_text(v, a, sizeof a));
-            else
-                snprintf(buf, sizeof buf, "%s free block %s",
-                         k == 1 ? "largest" : "next", msnap_size_text(v, a, sizeof a));
-            canvas_text(c, margin, ry + ts, buf, k ? TEXT : VIZ_OOM, ts);
-            if (geom && k <= REQ_FREE) {
-                geom->req_w[k] = w;
-                geom->req_y[k] = ry;
-                geom->nreq = k + 1;
-            }
-            ry += req_line;
-        }
-        if (geom)
-            geom->req_x = bar_x;
-        canvas_group_end(c);
-    }
-    y = rows_top;
+}
 
-    /* Rows. */
-    int *best_w = calloc((size_t)bar_w, sizeof *best_w);
-    uint32_t *best_c = calloc((size_t)bar_w, sizeof *best_c);
-    uint64_t *best_b = calloc((size_t)bar_w, sizeof *best_b);
-    if (!best_w || !best_c || !best_b) {
-        free(best_w);
-        free(best_c);
-        free(best_b);
-        free(it);
-        free(row_seg);
-        free(row_n);
+/* The failed request req beside the free blocks fr[0..nfr), on a scale of
+ * their own (the larger of the request and the largest free block fills
+ * 60% of the bar width), below the numbers. */
+static void draw_request(const segmap *g, uint64_t req, const uint64_t *fr, int nfr,
+                         int req_line, viz_segmap_geom *geom)
+{
+    canvas *c = g->c;
+    int ts = g->ts, bar_x = g->bar_x;
+    char buf[512], a[32];
+    canvas_group(c, "oom-request", NULL);
+    int ry = g->title_h + g->stats_h;
+    text_fit(c, g->width - 2 * g->margin, g->margin, ry, "The failed request next to the largest free "
+                "blocks inside reserved (one scale):", TEXT, ts);
+    ry += (CANVAS_LINE_H + 3) * ts;
+    uint64_t big = req > fr[0] ? req : fr[0];
+    double rbpp = (double)big / (g->bar_w * 0.6);
+    for (int k = 0; k <= nfr; k++) {
+        uint64_t v = k ? fr[k - 1] : req;
+        int w = (int)llround((double)v / rbpp);
+        if (w < 1)
+            w = 1;
+        int bh = CANVAS_LINE_H * ts;
+        if (k == 0)
+            canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_OOM);
+        else {
+            canvas_rect(c, bar_x, ry, bar_x + w, ry + bh, VIZ_FREE);
+            canvas_frame(c, bar_x, ry, bar_x + w, ry + bh, LARGEST);
+        }
+        if (k == 0)
+            snprintf(buf, sizeof buf, "requested %s",
+                     msnap_size_text(v, a, sizeof a));
+        else
+            snprintf(buf, sizeof buf, "%s free block %s",
+                     k == 1 ? "largest" : "next", msnap_size_text(v, a, sizeof a));
+        canvas_text(c, g->margin, ry + ts, buf, k ? TEXT : VIZ_OOM, ts);
+        if (geom && k <= REQ_FREE) {
+            geom->req_w[k] = w;
+            geom->req_y[k] = ry;
+            geom->nreq = k + 1;
+        }
+        ry += req_line;
+    }
+    if (geom)
+        geom->req_x = bar_x;
+    canvas_group_end(c);
+}
+
+/* The label of a row at y: the segment's address, size and kind, or for a
+ * folded row of n segments their count, size and kind (the site that fills
+ * them goes after the bar: draw_fold_note). */
+static void draw_row_label(const segmap *g, const sm_segment *s, uint32_t n, int y)
+{
+    canvas *c = g->c;
+    int ts = g->ts;
+    char buf[512], a[32];
+    if (n > 1) {
+        snprintf(buf, sizeof buf, "%u x %s %s", n,
+                 msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
+        canvas_fit(buf, g->label_w - 6, ts);
+        canvas_text(c, g->margin, y + 2, buf, TEXT, ts);
+    } else {
+        snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
+                 msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
+        canvas_fit(buf, g->label_w - 6, ts);
+        canvas_text(c, g->margin, y + 2, buf, TEXT, ts);
+    }
+}
+
+/* A folded row's note, "N x SIZE segments, full: SITE", after its bar is
+ * drawn: right of the bar where it fits, else over the bar's end on a
+ * white ground, so it is never behind the bar. */
+static void draw_fold_note(const segmap *g, const sm_segment *s, uint32_t n, int y)
+{
+    if (n < 2)
+        return;
+    canvas *c = g->c;
+    int ts = g->ts;
+    char buf[512], a[32], lab[SM_LABEL_MAX];
+    uint32_t fs = full_site(g->l, s);
+    int fr = fs < g->nsites ? g->sites[fs].rank : -1;
+    if (fr >= 0)
+        viz_site_label_in(g->m, s->device < 0 ? SM_DEV_UNKNOWN : s->device, fr, lab,
+                          sizeof lab);
+    else
+        snprintf(lab, sizeof lab, "other sites");
+    viz_fit_label(lab, 60);
+    snprintf(buf, sizeof buf, "%u x %s segments, full: %s", n,
+             msnap_size_text(s->size, a, sizeof a), lab);
+    canvas_fit(buf, g->bar_w, ts);
+    int tw = canvas_text_w(buf, ts);
+    int bw = (int)ceil((double)s->size / g->bpp);
+    if (bw > g->bar_w)
+        bw = g->bar_w;
+    int tx = g->bar_x + bw + 6;
+    if (tx + tw > g->width - g->margin) {
+        tx = g->width - g->margin - tw;
+        if (tx < g->bar_x)
+            tx = g->bar_x;
+        canvas_rect(c, tx - 3, y + 1, tx + tw + 3, y + 3 + CANVAS_LINE_H * ts, 0xffffff);
+    }
+    canvas_text(c, tx, y + 2, buf, MUTED, ts);
+}
+
+/* Per pixel of one line of a bar: the colour of what covers most of its
+ * bytes, and what it is (SM_SPAN_*, negative where a block starts). */
+typedef struct px_best {
+    int *what;
+    uint32_t *colour;
+    uint64_t *bytes;
+} px_best;
+
+/* The bar of segment s from y, `lines` lines of bar_w pixels. */
+static void draw_bar(const segmap *g, const sm_segment *s, int lines, int y, px_best *px)
+{
+    canvas *c = g->c;
+    const sm_layout *l = g->l;
+    double bpp = g->bpp;
+    int bar_x = g->bar_x, bar_w = g->bar_w, row_h = g->row_h;
+    int *best_w = px->what;
+    uint32_t *best_c = px->colour;
+    uint64_t *best_b = px->bytes;
+    size_t sp = s->first_span, spe = s->first_span + s->nspans;
+    for (int ln = 0; ln < lines; ln++) {
+        uint64_t la = s->addr + (uint64_t)((double)ln * bar_w * bpp);
+        uint64_t lb = s->addr + (uint64_t)((double)(ln + 1) * bar_w * bpp);
+        if (lb > s->addr + s->size || ln == lines - 1)
+            lb = s->addr + s->size;
+        int npx = (int)ceil((double)(lb - la) / bpp);
+        if (npx > bar_w)
+            npx = bar_w;
+        if (npx < 1)
+            npx = 1;
+        memset(best_b, 0, (size_t)bar_w * sizeof *best_b);
+        memset(best_w, 0, (size_t)bar_w * sizeof *best_w);
+        while (sp < spe && l->spans[sp].addr + l->spans[sp].size <= la)
+            sp++;
+        for (size_t k = sp; k < spe && l->spans[k].addr < lb; k++) {
+            const sm_span *spn = &l->spans[k];
+            uint64_t sa = spn->addr > la ? spn->addr : la;
+            uint64_t se = spn->addr + spn->size < lb ? spn->addr + spn->size : lb;
+            int p0 = (int)((double)(sa - la) / bpp), p1 = (int)((double)(se - 1 - la) / bpp);
+            if (p1 >= npx)
+                p1 = npx - 1;
+            uint32_t col = span_colour(g->m, spn);
+            for (int p = p0; p <= p1; p++) {
+                double pa = la + p * bpp, pb = la + (p + 1) * bpp;
+                double ov = (se < pb ? se : pb) - (sa > pa ? sa : pa);
+                uint64_t ob = ov > 0 ? (uint64_t)ceil(ov) : 0;
+                if (ob > best_b[p]) {
+                    best_b[p] = ob;
+                    best_c[p] = col;
+                    best_w[p] = spn->what;
+                }
+            }
+            /* block boundary tick when the block is at least 3 px wide */
+            if ((spn->what == SM_SPAN_BLOCK || spn->what == SM_SPAN_USED) &&
+                p1 - p0 >= 3 && spn->addr >= la)
+                best_w[p0] = -spn->what;
+        }
+        int ry = y + ln * g->line_h;
+        /* the colours, then the hatching, then the block ticks: each a
+         * run of columns (one path per colour run in the SVG) */
+        for (int p = 0; p < npx; p++)
+            canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
+                        best_b[p] ? best_c[p] : VIZ_FREE);
+        for (int p = 0; p < npx; p++)
+            if ((best_w[p] < 0 ? -best_w[p] : best_w[p]) == SM_SPAN_UNMAPPED)
+                canvas_hatch(c, bar_x + p, ry, bar_x + p + 1, ry + row_h, 0x9a9a9a, 6);
+        for (int p = 0; p < npx; p++)
+            if (best_w[p] < 0)
+                canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
+                            rgb_darken(best_b[p] ? best_c[p] : VIZ_FREE, 90));
+        canvas_frame(c, bar_x - 1, ry - 1, bar_x + npx + 1, ry + row_h + 1, OUTLINE);
+    }
+}
+
+/* Frames the largest free block of its device in red, when it is in s
+ * (drawn from y), over every line it spans. */
+static void frame_largest_free(const segmap *g, const sm_segment *s, int y)
+{
+    const sm_layout *l = g->l;
+    const sm_dev_layout *dl = &l->dev[s->device];
+    int bar_x = g->bar_x, bar_w = g->bar_w, row_h = g->row_h;
+    if (!sm_blocks_seen(g->m) || !dl->largest_free || s->largest_free != dl->largest_free)
+        return;
+    for (size_t k = s->first_span; k < s->first_span + s->nspans; k++) {
+        const sm_span *spn = &l->spans[k];
+        if (spn->what != SM_SPAN_FREE || spn->size != dl->largest_free)
+            continue;
+        uint64_t off0 = spn->addr - s->addr, off1 = off0 + spn->size;
+        uint64_t p0 = (uint64_t)((double)off0 / g->bpp), p1 = (uint64_t)((double)off1 / g->bpp);
+        for (uint64_t p = p0; p < p1 || p == p0; p += (uint64_t)bar_w - p % (uint64_t)bar_w) {
+            int ln = (int)(p / (uint64_t)bar_w);
+            uint64_t e = ((uint64_t)ln + 1) * (uint64_t)bar_w;
+            if (e > p1) e = p1 > p ? p1 : p + 1;
+            int x0 = bar_x + (int)(p % (uint64_t)bar_w), x1 = bar_x + (int)(e - (uint64_t)ln * bar_w);
+            int ry = y + ln * g->line_h;
+            canvas_frame(g->c, x0, ry, x1, ry + row_h, LARGEST);
+            canvas_frame(g->c, x0 + 1, ry + 1, x1 - 1, ry + row_h - 1, LARGEST);
+            if (e >= p1)
+                break;
+        }
+        break;
+    }
+}
+
+/* The rows row_seg[0..shown) from y, each under its device's heading when
+ * the device changes, down to H.  Returns the y below the last row;
+ * -1 out of memory. */
+static int draw_rows(const segmap *g, const size_t *row_seg, const uint32_t *row_n, size_t shown,
+                     int y, int H, viz_segmap_geom *geom)
+{
+    canvas *c = g->c;
+    int ts = g->ts;
+    char buf[512];
+    px_best px = {calloc((size_t)g->bar_w, sizeof *px.what),
+                  calloc((size_t)g->bar_w, sizeof *px.colour),
+                  calloc((size_t)g->bar_w, sizeof *px.bytes)};
+    if (!px.what || !px.colour || !px.bytes) {
+        free(px.what);
+        free(px.colour);
+        free(px.bytes);
         return -1;
     }
     int cur_dev = -2;
     canvas_group(c, "segments", NULL);
     for (size_t ri = 0; ri < shown && y < H; ri++) {
         size_t si = row_seg[ri];
-        const sm_segment *s = &l->segs[si];
+        const sm_segment *s = &g->l->segs[si];
         if (s->device != cur_dev) {
             cur_dev = s->device;
             snprintf(buf, sizeof buf, "device %d", cur_dev == SM_DEV_UNKNOWN ? -1 : cur_dev);
             canvas_group(c, "device", buf);
-            canvas_text(c, margin, y + 3 * ts, buf, TEXT, ts);
-            canvas_hline(c, margin + canvas_text_w(buf, ts) + 8, width - margin,
+            canvas_text(c, g->margin, y + 3 * ts, buf, TEXT, ts);
+            canvas_hline(c, g->margin + canvas_text_w(buf, ts) + 8, g->width - g->margin,
                          y + 3 * ts + CANVAS_CAP_H * ts / 2, 1, 0xbbbbbb, 0);
             canvas_group_end(c);
-            y += dev_h;
+            y += g->dev_h;
         }
         snprintf(buf, sizeof buf, "0x%" PRIx64, s->addr);
         canvas_group(c, row_n[ri] > 1 ? "segment folded" : "segment", buf);
-        int lines = (int)seg_lines(s->size, bpp, bar_w);
-        if (row_n[ri] > 1) {
-            /* a folded row: the count and what fills them, from the bar's
-             * right end (the label column is too narrow for it) */
-            char lab[SM_LABEL_MAX];
-            uint32_t fs = full_site(l, s);
-            int fr = fs < nsites ? sites[fs].rank : -1;
-            if (fr >= 0)
-                viz_site_label_in(m, s->device < 0 ? SM_DEV_UNKNOWN : s->device,
-                                  fr, lab, sizeof lab);
-            else
-                snprintf(lab, sizeof lab, "other sites");
-            viz_fit_label(lab, 60);
-            snprintf(buf, sizeof buf, "%u x %s %s", row_n[ri],
-                     msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
-            canvas_fit(buf, label_w - 6, ts);
-            canvas_text(c, margin, y + 2, buf, TEXT, ts);
-            snprintf(buf, sizeof buf, "%u x %s segments, full: %s", row_n[ri],
-                     msnap_size_text_short(s->size, a, sizeof a), lab);
-            int bw = (int)ceil((double)s->size / bpp);
-            if (bw > bar_w)
-                bw = bar_w;
-            int tx = bar_x + bw + 6;
-            if (tx + canvas_text_w(buf, ts) > width - margin)
-                tx = width - margin - canvas_text_w(buf, ts);
-            if (tx < bar_x)
-                tx = bar_x;
-            canvas_text(c, tx, y + 2, buf, MUTED, ts);
-        } else {
-            snprintf(buf, sizeof buf, "0x%" PRIx64 " %s %s", s->addr,
-                     msnap_size_text_short(s->size, a, sizeof a), kind_name(s->kind));
-            canvas_fit(buf, label_w - 6, ts);
-            canvas_text(c, margin, y + 2, buf, TEXT, ts);
-        }
+        int lines = (int)seg_lines(s->size, g->bpp, g->bar_w);
+        draw_row_label(g, s, row_n[ri], y);
         if (geom) {
             geom->rows[geom->nrows++] = (viz_segrow){
-                .seg = si, .x0 = bar_x, .y0 = y, .h = row_h, .bar_w = bar_w,
-                .line_h = line_h, .lines = lines};
+                .seg = si, .x0 = g->bar_x, .y0 = y, .h = g->row_h, .bar_w = g->bar_w,
+                .line_h = g->line_h, .lines = lines};
         }
-        size_t sp = s->first_span, spe = s->first_span + s->nspans;
-        for (int ln = 0; ln < lines; ln++) {
-            uint64_t la = s->addr + (uint64_t)((double)ln * bar_w * bpp);
-            uint64_t lb = s->addr + (uint64_t)((double)(ln + 1) * bar_w * bpp);
-            if (lb > s->addr + s->size || ln == lines - 1)
-                lb = s->addr + s->size;
-            int npx = (int)ceil((double)(lb - la) / bpp);
-            if (npx > bar_w)
-                npx = bar_w;
-            if (npx < 1)
-                npx = 1;
-            memset(best_b, 0, (size_t)bar_w * sizeof *best_b);
-            memset(best_w, 0, (size_t)bar_w * sizeof *best_w);
-            while (sp < spe && l->spans[sp].addr + l->spans[sp].size <= la)
-                sp++;
-            for (size_t k = sp; k < spe && l->spans[k].addr < lb; k++) {
-                const sm_span *spn = &l->spans[k];
-                uint64_t sa = spn->addr > la ? spn->addr : la;
-                uint64_t se = spn->addr + spn->size < lb ? spn->addr + spn->size : lb;
-                int p0 = (int)((double)(sa - la) / bpp), p1 = (int)((double)(se - 1 - la) / bpp);
-                if (p1 >= npx)
-                    p1 = npx - 1;
-                uint32_t col = span_colour(m, spn);
-                for (int p = p0; p <= p1; p++) {
-                    double pa = la + p * bpp, pb = la + (p + 1) * bpp;
-                    double ov = (se < pb ? se : pb) - (sa > pa ? sa : pa);
-                    uint64_t ob = ov > 0 ? (uint64_t)ceil(ov) : 0;
-                    if (ob > best_b[p]) {
-                        best_b[p] = ob;
-                        best_c[p] = col;
-                        best_w[p] = spn->what;
-                    }
-                }
-                /* block boundary tick when the block is at least 3 px wide */
-                if ((spn->what == SM_SPAN_BLOCK || spn->what == SM_SPAN_USED) &&
-                    p1 - p0 >= 3 && spn->addr >= la)
-                    best_w[p0] = -spn->what;
-            }
-            int ry = y + ln * line_h;
-            /* the colours, then the hatching, then the block ticks: each a
-             * run of columns (one path per colour run in the SVG) */
-            for (int p = 0; p < npx; p++)
-                canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
-                            best_b[p] ? best_c[p] : VIZ_FREE);
-            for (int p = 0; p < npx; p++)
-                if ((best_w[p] < 0 ? -best_w[p] : best_w[p]) == SM_SPAN_UNMAPPED)
-                    canvas_hatch(c, bar_x + p, ry, bar_x + p + 1, ry + row_h, 0x9a9a9a, 6);
-            for (int p = 0; p < npx; p++)
-                if (best_w[p] < 0)
-                    canvas_rect(c, bar_x + p, ry, bar_x + p + 1, ry + row_h,
-                                rgb_darken(best_b[p] ? best_c[p] : VIZ_FREE, 90));
-            canvas_frame(c, bar_x - 1, ry - 1, bar_x + npx + 1, ry + row_h + 1, OUTLINE);
-        }
-        /* Frame the largest free block of its device. */
-        const sm_dev_layout *dl = &l->dev[s->device];
-        if (sm_blocks_seen(m) && dl->largest_free && s->largest_free == dl->largest_free) {
-            for (size_t k = s->first_span; k < spe; k++) {
-                const sm_span *spn = &l->spans[k];
-                if (spn->what != SM_SPAN_FREE || spn->size != dl->largest_free)
-                    continue;
-                uint64_t off0 = spn->addr - s->addr, off1 = off0 + spn->size;
-                uint64_t p0 = (uint64_t)((double)off0 / bpp), p1 = (uint64_t)((double)off1 / bpp);
-                for (uint64_t p = p0; p < p1 || p == p0; p += (uint64_t)bar_w - p % (uint64_t)bar_w) {
-                    int ln = (int)(p / (uint64_t)bar_w);
-                    uint64_t e = ((uint64_t)ln + 1) * (uint64_t)bar_w;
-                    if (e > p1) e = p1 > p ? p1 : p + 1;
-                    int x0 = bar_x + (int)(p % (uint64_t)bar_w), x1 = bar_x + (int)(e - (uint64_t)ln * bar_w);
-                    int ry = y + ln * line_h;
-                    canvas_frame(c, x0, ry, x1, ry + row_h, LARGEST);
-                    canvas_frame(c, x0 + 1, ry + 1, x1 - 1, ry + row_h - 1, LARGEST);
-                    if (e >= p1)
-                        break;
-                }
-                break;
-            }
-        }
-        y += lines * line_h;
+        draw_bar(g, s, lines, y, &px);
+        draw_fold_note(g, s, row_n[ri], y);
+        frame_largest_free(g, s, y);
+        y += lines * g->line_h;
         canvas_group_end(c);
     }
     canvas_group_end(c);
+    free(px.what);
+    free(px.colour);
+    free(px.bytes);
+    return y;
+}
+
+int viz_segmap(const sm_model *m, canvas *c, int width, int height,
+               const char *title, viz_segmap_geom *geom)
+{
+    segmap g = {.m = m, .l = sm_layout_at(m), .c = c, .width = width,
+                .ts = viz_text_scale(width), .margin = 10};
+    const sm_layout *l = g.l;
+    int ts = g.ts, margin = g.margin;
+    char buf[512];
+    g.sites = sm_sites(m, &g.nsites);
+
+    /* Which devices have rows. */
+    for (int d = 0; d < SM_NDEV; d++)
+        if (l->dev[d].segments || l->dev[d].block_bytes)
+            g.ndev_rows++;
+
+    /* Legend: sites present in the layout, by rank. */
+    item *it = calloc(SM_MAX_TOP * SM_NDEV + 4, sizeof *it);
+    if (!it)
+        return -1;
+    int nit = legend_items(&g, it);
+
+    /* Rows: similar full segments folded (sm_opts.all_segments: none). */
+    size_t *row_seg;
+    uint32_t *row_n;
+    int all = sm_options(m)->all_segments;
+    long nrow_l = fold_rows(l, all, &row_seg, &row_n);
+    if (nrow_l < 0) {
+        free(it);
+        return -1;
+    }
+    size_t nrow = (size_t)nrow_l;
+
+    /* Geometry. */
+    g.title_h = 8 + CANVAS_LINE_H * (ts + 1) + 8;
+    int stat_lines = 2 + 4 * (g.ndev_rows ? g.ndev_rows : 1);
+    g.stats_h = stat_lines * (CANVAS_LINE_H + 3) * ts + 8;
+    int legend_h = flow(NULL, it, nit, margin, width - margin, 0, ts) + 10;
+    g.label_w = canvas_text_w("0x000000000000 000.00 MiB cuMemAlloc", ts) + 12;
+    if (g.label_w > width / 2)
+        g.label_w = width / 2;
+    g.bar_x = margin + g.label_w;
+    g.bar_w = width - g.bar_x - margin;
+    if (g.bar_w < 16)
+        g.bar_w = 16;
+    g.row_h = 10 * ts + 4;
+    g.line_h = g.row_h + 2 * ts;
+    g.dev_h = (CANVAS_LINE_H + 6) * ts;
+    /* The failed request beside the largest free blocks (at an OOM with
+     * allocator blocks): a title line, the request bar, up to REQ_FREE
+     * free-block bars. */
+    uint64_t fr[REQ_FREE] = {0};
+    int nfr;
+    uint64_t req = oom_request(m, l, fr, &nfr);
+    int req_line = (CANVAS_LINE_H + 6) * ts;
+    int req_h = req ? (CANVAS_LINE_H + 3) * ts + (1 + nfr) * req_line + 10 : 0;
+    int rows_top = g.title_h + g.stats_h + req_h;
+    int avail;
+    if (height > 0)
+        avail = height - rows_top - legend_h - 10 - g.ndev_rows * g.dev_h;
+    else
+        avail = all ? 15000 - rows_top - legend_h : 2400;
+    int max_lines = avail / g.line_h;
+    if (max_lines < 1)
+        max_lines = 1;
+    /* Automatic height: a little wrapping (up to half again as many lines
+     * as segments) keeps big segments wide without a very tall picture. */
+    if (height <= 0) {
+        size_t extra = nrow / 2 > 8 ? nrow / 2 : nrow * 2 < 8 ? nrow * 2 : 8;
+        size_t want = nrow + extra;
+        if ((size_t)max_lines > want)
+            max_lines = (int)want;
+    }
+    size_t shown;
+    g.bpp = fit_scale(l, row_seg, nrow, g.bar_w, max_lines, &shown);
+    size_t hidden = nrow - shown;
+    uint64_t total_lines = 0;
+    for (size_t i = 0; i < shown; i++)
+        total_lines += seg_lines(l->segs[row_seg[i]].size, g.bpp, g.bar_w);
+    size_t hidden_segs = 0;
+    for (size_t i = shown; i < nrow; i++)
+        hidden_segs += row_n[i];
+    int rows_h = (int)total_lines * g.line_h + g.ndev_rows * g.dev_h + (hidden ? g.line_h : 0);
+    int H = height > 0 ? height : rows_top + rows_h + legend_h + g.row_h + 20;
+    if (H > 16000)
+        H = 16000;
+    int rc = -1;
+    if (canvas_init(c, width, H, VIZ_BG))
+        goto out;
+    if (geom) {
+        memset(geom, 0, sizeof *geom);
+        geom->bytes_per_px = g.bpp;
+        geom->rows = calloc(shown + 1, sizeof *geom->rows);
+        geom->hidden = hidden;
+        geom->folded = nrow < l->nsegs ? l->nsegs - nrow : 0;
+        if (!geom->rows)
+            goto out;
+    }
+
+    draw_title(&g, title);
+    draw_numbers(&g);
+    if (req)
+        draw_request(&g, req, fr, nfr, req_line, geom);
+    int y = draw_rows(&g, row_seg, row_n, shown, rows_top, H, geom);
+    if (y < 0)
+        goto out;
     if (hidden) {
         snprintf(buf, sizeof buf, "... %zu more segments not drawn (too many "
                  "for the height; --all-segments draws every one)", hidden_segs);
         text_fit(c, width - 2 * margin, margin, y + 2, buf, MUTED, ts);
-        y += line_h;
+        y += g.line_h;
     }
-    free(best_w);
-    free(best_c);
-    free(best_b);
-    free(row_seg);
-    free(row_n);
 
     /* Legend, plus a note for the red frame. */
     int ly = H - legend_h;
     canvas_group(c, "legend", NULL);
     if (sm_blocks_seen(m)) {
-        canvas_frame(c, margin, ly - 2 - row_h, margin + 12 * ts, ly - 2 - row_h + CANVAS_CAP_H * ts, LARGEST);
-        canvas_text(c, margin + 14 * ts + 4, ly - 2 - row_h - ts, "largest free block (red frame)", TEXT, ts);
+        canvas_frame(c, margin, ly - 2 - g.row_h, margin + 12 * ts,
+                     ly - 2 - g.row_h + CANVAS_CAP_H * ts, LARGEST);
+        canvas_text(c, margin + 14 * ts + 4, ly - 2 - g.row_h - ts,
+                    "largest free block (red frame)", TEXT, ts);
     }
     flow(c, it, nit, margin, width - margin, ly, ts);
     canvas_group_end(c);
+    rc = 0;
+out:
     free(it);
-    (void)total;
-    return 0;
+    free(row_seg);
+    free(row_n);
+    return rc;
 }

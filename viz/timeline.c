@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "breakdown.h"
+#include "analyze/breakdown.h"
+#include "util/hash.h"
 
 #define GRID 0xe6e6e6u
 #define AXIS 0x444444u
@@ -58,7 +59,8 @@ static const struct { const char *name; uint32_t rgb; } cat_colours[] = {
     {"optimizer_state", 0x8e6bb8u}, {"activations", 0x4f9d4au},
     {"temporaries", 0xe9c46au},     {"inputs", 0x2aa5a0u},
     {"kv_cache", 0xd46fa8u},        {"workspaces", 0x9c6b4eu},
-    {"communication", 0x6b7a8fu}};
+    {"communication", 0x6b7a8fu},   {"all_gather", 0x7d9fc8u},
+    {"reduce_scatter", 0xc9a36bu},  {"graph_pool", 0xc44e52u}};
 static const uint32_t user_palette[] = {
     0x7fb8e6u, 0x9fd36bu, 0xa3a13au, 0xc44e52u, 0xf2a6a0u, 0x5fc4b8u,
     0xb39ddbu, 0xd8a05au};
@@ -70,9 +72,7 @@ uint32_t viz_category_colour(const char *name)
     for (size_t i = 0; i < sizeof cat_colours / sizeof cat_colours[0]; i++)
         if (!strcmp(name, cat_colours[i].name))
             return cat_colours[i].rgb;
-    uint32_t h = 2166136261u;   /* FNV-1a */
-    for (const char *p = name; *p; p++)
-        h = (h ^ (unsigned char)*p) * 16777619u;
+    uint32_t h = msnap_fnv1a32_str(name);
     return user_palette[h % (sizeof user_palette / sizeof user_palette[0])];
 }
 
@@ -81,6 +81,22 @@ uint32_t viz_band_colour(const sm_model *m, int slot, int band)
     const char *cat = sm_band_category(m, slot, band);
     if (cat)
         return viz_category_colour(cat);
+    if (sm_options(m)->by == SM_BY_POOL) {
+        /* the default pool in the first colour, each private pool in one
+         * of its own, its cache a lighter shade of it */
+        const sm_dev *v = sm_device(m, slot);
+        if (band >= v->nbands)
+            return VIZ_OTHER;
+        char name[96];
+        sm_band_name(m, slot, band, name, sizeof name);
+        int cache = strstr(name, " cache") != NULL;
+        int r = band == 0 ? 0 : (band + 1) / 2;
+        uint32_t c = viz_site_colour(r);
+        if (cache)   /* halfway to white */
+            c = (((c >> 16 & 0xff) + 255) / 2) << 16 | (((c >> 8 & 0xff) + 255) / 2) << 8 |
+                ((c & 0xff) + 255) / 2;
+        return c;
+    }
     return band < sm_device(m, slot)->ntop ? viz_rank_colour(m, slot, band) : VIZ_OTHER;
 }
 
@@ -348,18 +364,18 @@ static int site_items(const sm_model *m, int slot, legend_item *it)
     for (int r = 0; r < v->ntop; r++)
         stacks[r] = sites[v->top[r]].stack;
     if (labs)
-        sm_site_labels(m, stacks, v->ntop, labs);
+        sm_site_labels(sm_labels_of(m), stacks, v->ntop, labs);
     for (int r = 0; r < v->ntop; r++) {
         const sm_site *s = &sites[v->top[r]];
         char lab[SM_LABEL_MAX];
         if (labs)
             snprintf(lab, sizeof lab, "%s", labs[r]);
         else
-            sm_site_label(m, s->stack, lab, sizeof lab);
+            sm_site_label(sm_labels_of(m), s->stack, lab, sizeof lab);
         viz_fit_label(lab, 84);
         /* the site's peak as summary prints it: its group's */
         snprintf(it[n].text, sizeof it[n].text, "%.100s  peak %s", lab,
-                 msnap_size_text_short(groups[s->grp].peak, sz, sizeof sz));
+                 msnap_size_text(groups[s->grp].peak, sz, sizeof sz));
         it[n].colour = viz_rank_colour(m, slot, r);
         it[n++].style = 0;
     }
@@ -390,10 +406,11 @@ static int category_items(const sm_model *m, int slot, legend_item *it)
     for (int r = 0; r <= v->nbands; r++) {
         if (r == v->nbands && !v->band_peak[r])
             break;
+        char name[96];
         snprintf(it[n].text, sizeof it[n].text, "%s  peak %s, %s at total peak",
-                 sm_band_category(m, slot, r),
-                 msnap_size_text_short(v->band_peak[r], a, sizeof a),
-                 msnap_size_text_short(v->band_at_peak[r], b, sizeof b));
+                 sm_band_name(m, slot, r, name, sizeof name),
+                 msnap_size_text(v->band_peak[r], a, sizeof a),
+                 msnap_size_text(v->band_at_peak[r], b, sizeof b));
         it[n].colour = viz_band_colour(m, slot, r);
         it[n++].style = 0;
     }
@@ -405,8 +422,8 @@ static int legend_items(const sm_model *m, int slot, legend_item *it,
                         int has_cap, int has_capacity, int has_oom,
                         int has_nvtx, int has_counters)
 {
-    int n = sm_options(m)->by == SM_BY_CATEGORY ? category_items(m, slot, it)
-                                                : site_items(m, slot, it);
+    int n = sm_options(m)->by != SM_BY_SITE ? category_items(m, slot, it)
+                                            : site_items(m, slot, it);
     snprintf(it[n].text, sizeof it[n].text,
              "reserved (driver memory)");
     it[n].colour = VIZ_RESERVED;
@@ -538,7 +555,16 @@ static void panel_subtitle(const panel_info *p, char *s1, char *s2, size_t cap)
         memcpy(t, " at ", 5);
         msnap_time_text(v->peak_stacked_t, t + 4, sizeof t - 4);
     }
-    if (bd && layer && !strncmp(layer, "allocator blocks", 16))
+    if (sm_options(m)->by == SM_BY_POOL)
+        snprintf(s1, cap,
+                 "Coloured area by pool (PyTorch's caching allocator), as MemoryViz's "
+                 "\"Allocated Memory (incl. Private Pools)\": the default pool's blocks, "
+                 "then each private pool's blocks and its cache (its segments less its "
+                 "blocks: memory no other pool may use); line: reserved. Total peak %s, "
+                 "reserved %s.",
+                 msnap_size_text(v->peak_stacked, a, sizeof a),
+                 msnap_size_text(v->peak_reserved, b, sizeof b));
+    else if (bd && layer && !strncmp(layer, "allocator blocks", 16))
         snprintf(s1, cap,
                  "Coloured area by category, as memsnap summary counts them: "
                  "allocated bytes (allocator blocks) plus other libraries' driver "
@@ -621,20 +647,22 @@ static int panel_chrome_h(const panel_info *p, int width, int ts)
     return h;
 }
 
-/* Draws one panel into the band [top, top + h). */
-static void panel_draw(canvas *c, const panel_info *p, int top, int h,
-                       viz_geom *geom)
-{
-    const sm_model *m = p->m;
-    int W = c->w, ts = viz_text_scale(W), slot = p->slot;
-    const sm_dev *v = sm_device(m, slot);
-    const sm_opts *o = sm_options(m);
-    char buf[512], a[32], b[32];
-    int y = top + 8;
+/* What the parts of one panel share. */
+typedef struct panel_ctx {
+    canvas *c;
+    const panel_info *p;
+    const sm_model *m;
+    const sm_dev *v;
+    const sm_opts *o;
+    int ts, slot;
+    viz_geom g;            /* the plot area */
+} panel_ctx;
 
-    /* title and subtitle, wrapped to the width */
-    canvas_group(c, "panel", p->title);
-    int ncw = W - 20;
+/* The title and subtitle from y, wrapped to the width.  Returns the y
+ * below them. */
+static int panel_head(canvas *c, const panel_info *p, int ts, int y)
+{
+    int W = c->w, ncw = W - 20;
     canvas_group(c, "title", NULL);
     int tl = text_wrapped(c, 10, y, p->title, TEXT, ts + 1, W - 20,
                           (CANVAS_LINE_H + 2) * (ts + 1), TITLE_MAXL);
@@ -647,38 +675,24 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     y += lh * text_wrapped(c, 10, y, s1, MUTED, ts, ncw, lh, SUB_MAXL);
     y += lh * text_wrapped(c, 10, y, s2, MUTED, ts, ncw, lh, SUB_MAXL) + 4;
     canvas_group_end(c);
+    return y;
+}
 
-    /* geometry */
-    int lane_h = (CANVAS_LINE_H + 4) * ts;
-    int lanes_y = y;
-    y += p->lanes * lane_h;
-    int own_legend_h = legend_flow(NULL, p->items, p->nitems, left_margin(ts),
-                                   W - right_margin(ts), 0, ts);
-    int legend_h = p->legend_h > own_legend_h ? p->legend_h : own_legend_h;
-    viz_geom g;
-    g.x0 = left_margin(ts);
-    g.x1 = g.x0 + o->columns;
-    g.y0 = y + 4;
-    g.y1 = top + h - legend_h - 12 - (CANVAS_LINE_H + 4) * ts - 6 -
-           (CANVAS_LINE_H + 6) * ts - 6;
-    if (g.y1 < g.y0 + 20)
-        g.y1 = g.y0 + 20;
-    g.ymax = p->ymax;
-    g.slot = slot;
-    g.leak_rank = -1;
-    if (geom)
-        *geom = g;
-
-    uint64_t xlo, xhi;
-    sm_x_range(m, &xlo, &xhi);
+/* The NVTX lanes from lanes_y (lane_h each), named where the name fits,
+ * and the shading of the plot under every other depth-0 range. */
+static void draw_nvtx(const panel_ctx *x, int lanes_y, int lane_h)
+{
+    canvas *c = x->c;
+    const sm_model *m = x->m;
+    const viz_geom *g = &x->g;
+    int ts = x->ts;
+    char buf[512];
     size_t nr;
     const sm_range *rg = sm_ranges(m, &nr, NULL);
-
-    /* NVTX lanes and shading (depth 0) */
     canvas_group(c, "nvtx", NULL);
     for (size_t i = 0; i < nr; i++) {
-        int x0 = g.x0 + sm_col_of(m, rg[i].t0), x1 = g.x0 + sm_col_of(m, rg[i].t1) + 1;
-        if (rg[i].lane >= p->lanes)
+        int x0 = g->x0 + sm_col_of(m, rg[i].t0), x1 = g->x0 + sm_col_of(m, rg[i].t1) + 1;
+        if (rg[i].lane >= x->p->lanes)
             continue;
         int ly = lanes_y + rg[i].lane * lane_h;
         uint32_t col = (i % 2) ? NVTX_A : NVTX_B;
@@ -696,29 +710,49 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             canvas_text(c, x0 + 2, ly + (lane_h - CANVAS_LINE_H) / 2 + 1, buf, TEXT, 1);
         }
         if (rg[i].lane == 0 && (i % 2) == 0)
-            canvas_blend_rect(c, x0, g.y0, x1, g.y1, NVTX_SHADE, 28);
+            canvas_blend_rect(c, x0, g->y0, x1, g->y1, NVTX_SHADE, 28);
     }
-    if (p->lanes) {
+    if (x->p->lanes) {
         canvas_text(c, 10, lanes_y + 2 * ts, "NVTX", MUTED, ts);
     }
     canvas_group_end(c);
+}
 
-    /* grid and y ticks */
+/* The grid and the y axis's ticks, in bytes. */
+static void draw_y_axis(const panel_ctx *x)
+{
+    canvas *c = x->c;
+    const viz_geom *g = &x->g;
+    int ts = x->ts;
+    char buf[64];
     canvas_group(c, "axis-y", NULL);
-    uint64_t ystep = size_step(g.ymax);
-    for (uint64_t val = 0; val <= g.ymax; val += ystep) {
-        int yy = viz_y_of(&g, val);
+    uint64_t ystep = size_step(g->ymax);
+    for (uint64_t val = 0; val <= g->ymax; val += ystep) {
+        int yy = viz_y_of(g, val);
         if (val)
-            canvas_hline(c, g.x0, g.x1 - 1, yy, 1, GRID, 0);
+            canvas_hline(c, g->x0, g->x1 - 1, yy, 1, GRID, 0);
         msnap_size_text_short(val, buf, sizeof buf);
-        canvas_text(c, g.x0 - 8 - canvas_text_w(buf, ts),
+        canvas_text(c, g->x0 - 8 - canvas_text_w(buf, ts),
                     yy - CANVAS_CAP_H * ts / 2, buf, TEXT, ts);
-        canvas_hline(c, g.x0 - 5, g.x0 - 1, yy, 1, AXIS, 0);
-        if (g.ymax - val < ystep)
+        canvas_hline(c, g->x0 - 5, g->x0 - 1, yy, 1, AXIS, 0);
+        if (g->ymax - val < ystep)
             break;
     }
     canvas_group_end(c);
-    /* x ticks */
+}
+
+/* The x axis's ticks (time, event index or the marks' numbers) and its
+ * title, which says where the axis starts. */
+static void draw_x_axis(const panel_ctx *x)
+{
+    canvas *c = x->c;
+    const sm_model *m = x->m;
+    const sm_opts *o = x->o;
+    const viz_geom *g = &x->g;
+    int ts = x->ts;
+    char buf[512], a[32];
+    uint64_t xlo, xhi;
+    sm_x_range(m, &xlo, &xhi);
     canvas_group(c, "axis-x", NULL);
     int label_w = canvas_text_w("00.00 min", ts) + 16;
     int nt = o->columns / label_w;
@@ -727,9 +761,9 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
     /* Ticks at multiples of the step from the axis start on. */
     uint64_t xfirst = (xlo + xstep - 1) / xstep * xstep;
     for (uint64_t xv = xfirst; xv <= xhi; xv += xstep) {
-        int xx = g.x0 + sm_col_of(m, xv);
-        canvas_vline(c, xx, g.y0, g.y1 - 1, 1, GRID, 0);
-        canvas_vline(c, xx, g.y1, g.y1 + 5, 1, AXIS, 0);
+        int xx = g->x0 + sm_col_of(m, xv);
+        canvas_vline(c, xx, g->y0, g->y1 - 1, 1, GRID, 0);
+        canvas_vline(c, xx, g->y1, g->y1 + 5, 1, AXIS, 0);
         if (o->x_mode == SM_X_EVENTS)
             count_label(xv, buf, sizeof buf);
         else if (o->x_mode == SM_X_MARKS) {
@@ -744,16 +778,34 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
         int tw = canvas_text_w(buf, ts);
         int tx = xx - tw / 2;
         /* clear of the y axis's "0 B", which ends 8 pixels left of the plot */
-        if (tx < g.x0 - 4)
-            tx = g.x0 - 4;
-        canvas_text(c, tx, g.y1 + 8, buf, TEXT, ts);
+        if (tx < g->x0 - 4)
+            tx = g->x0 - 4;
+        canvas_text(c, tx, g->y1 + 8, buf, TEXT, ts);
         if (xhi - xv < xstep)
             break;
     }
-    char xt[256];
+    size_t nmk = sm_nmarks_all(m);
+    char xt[512], ticks[96] = "";
+    if (nmk)
+        snprintf(ticks, sizeof ticks, "; blue ticks: %zu mark%s", nmk, nmk == 1 ? "" : "s");
     const char *mword;
-    if (o->x_mode == SM_X_EVENTS)
-        snprintf(xt, sizeof xt, "event index (events in file order)");
+    double evs, tms;
+    uint64_t tlo, thi;
+    uint64_t first_mark;
+    uint64_t before = sm_marks_before(m, &first_mark);
+    if (o->x_mode == SM_X_EVENTS && sm_x_auto(m, &evs, &tms, &tlo, &thi)) {
+        char b2[32];
+        snprintf(xt, sizeof xt, "event index (chosen: %.0f%% of the events fall in %.0f%% of "
+                 "the time, %s to %s; --x time)%s", 100 * evs, 100 * tms,
+                 msnap_time_text(tlo, a, sizeof a), msnap_time_text(thi, b2, sizeof b2), ticks);
+    } else if (o->x_mode == SM_X_EVENTS)
+        snprintf(xt, sizeof xt, "event index (events in file order)%s", ticks);
+    else if (o->x_mode == SM_X_MARKS && sm_marks(m, &mword) && before)
+        snprintf(xt, sizeof xt, "%s%sfrom %zu mark%s the program wrote "
+                 "(between marks: in proportion to events); the %" PRIu64 " events before "
+                 "the first, event %" PRIu64 ", are drawn at its place", mword,
+                 *mword ? ", " : "", sm_marks(m, NULL),
+                 sm_marks(m, NULL) == 1 ? "" : "s", before, first_mark);
     else if (o->x_mode == SM_X_MARKS && sm_marks(m, &mword))
         snprintf(xt, sizeof xt, "%s%sfrom %zu mark%s the program wrote "
                  "(between marks: in proportion to events)", mword,
@@ -768,32 +820,67 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
                  msnap_time_text(sm_first_event_t(m), own, sizeof own));
     } else if (xlo > 0)
         snprintf(xt, sizeof xt, "time since the recorder started (the plot "
-                 "starts at the first event, %s; --from 0 shows from 0)",
-                 msnap_time_text(xlo, a, sizeof a));
+                 "starts at the first event, %s; --from 0 shows from 0)%s",
+                 msnap_time_text(xlo, a, sizeof a), ticks);
     else
-        snprintf(xt, sizeof xt, "time since the recorder started");
+        snprintf(xt, sizeof xt, "time since the recorder started%s", ticks);
     canvas_fit(xt, o->columns, ts);
-    canvas_text(c, g.x0 + (o->columns - canvas_text_w(xt, ts)) / 2,
-                g.y1 + 8 + (CANVAS_LINE_H + 6) * ts, xt, MUTED, ts);
+    canvas_text(c, g->x0 + (o->columns - canvas_text_w(xt, ts)) / 2,
+                g->y1 + 8 + (CANVAS_LINE_H + 6) * ts, xt, MUTED, ts);
     canvas_group_end(c);
+}
 
-    /* stacked area: the bands bottom to top (viz_stack_order: sites in
-     * the order they first allocated, categories the longest-lived first),
-     * "other" on top; the leak suspect's band hatched with its top edge
-     * outlined */
+/* The program's marks as ticks under the x axis, one a column (the SVG's
+ * <g class="mark"> names each). */
+static void draw_marks(const panel_ctx *x)
+{
+    canvas *c = x->c;
+    const sm_model *m = x->m;
+    const viz_geom *g = &x->g;
+    int ts = x->ts, last_col = -1;
+    char a[32], lab[320];
+    for (size_t i = 0; i < sm_nmarks_all(m); i++) {
+        uint64_t ev, t;
+        const char *text;
+        if (sm_mark_at(m, i, &ev, &t, &text))
+            break;
+        int col = sm_col_of(m, sm_x_of_event(m, ev, t));
+        if (col == last_col)
+            continue;
+        last_col = col;
+        snprintf(lab, sizeof lab, "mark at %s: %s", msnap_time_text(t, a, sizeof a),
+                 text ? text : "");
+        canvas_group(c, "mark", lab);
+        canvas_vline(c, g->x0 + col, g->y1 + 1, g->y1 + 6, ts, VIZ_MARK, 0);
+        canvas_group_end(c);
+    }
+}
+
+/* The stacked area: the bands bottom to top (viz_stack_order: sites in
+ * the order they first allocated, categories the longest-lived first),
+ * "other" on top; the leak suspect's band (rank leak_rank) hatched with
+ * its top edge outlined.  *leak_x, *leak_y: where its label goes (-1:
+ * nowhere). */
+static void draw_area(const panel_ctx *x, int leak_rank, int *leak_x, int *leak_y)
+{
+    canvas *c = x->c;
+    const sm_model *m = x->m;
+    const sm_dev *v = x->v;
+    const sm_opts *o = x->o;
+    const viz_geom *g = &x->g;
+    int slot = x->slot, ts = x->ts;
     int K = v->nbands;
     int order[SM_MAX_TOP + 1];
     int norder = viz_stack_order(m, slot, order);
-    int leak_rank = viz_leak_rank(m, slot);
-    int leak_x = -1, leak_y = -1;
+    *leak_x = *leak_y = -1;
     /* Band by band, each a run of columns (one path in the SVG); the
      * bands of a column never overlap, so this draws what a column by
      * column loop would.  Then the leak suspect's hatch and top edge. */
     canvas_group(c, "area", NULL);
     for (int j = 0; j < norder && v->cols; j++) {
         int r = order[j];
-        char lab[SM_LABEL_MAX];
-        const char *cat = sm_band_category(m, slot, r);
+        char lab[SM_LABEL_MAX], name[SM_LABEL_MAX];
+        const char *cat = sm_band_name(m, slot, r, name, sizeof name);
         if (cat)
             snprintf(lab, sizeof lab, "%s", cat);
         else if (r < K)
@@ -811,20 +898,20 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
             uint64_t val = sm_col_value(m, slot, col, r);
             if (!val)
                 continue;
-            int ya = viz_y_of(&g, cum + val), yb = viz_y_of(&g, cum);
-            canvas_rect(c, g.x0 + col, ya, g.x0 + col + 1, yb, colour);
+            int ya = viz_y_of(g, cum + val), yb = viz_y_of(g, cum);
+            canvas_rect(c, g->x0 + col, ya, g->x0 + col + 1, yb, colour);
             if (r == leak_rank && yb > ya &&
                 /* the label goes above the band where its top is highest
                  * (the latest such column), clear of the teardown at exit
                  * that leaves the band alone at the bottom */
-                (leak_y < 0 || ya <= leak_y)) {
-                leak_x = g.x0 + col;
-                leak_y = ya;
+                (*leak_y < 0 || ya <= *leak_y)) {
+                *leak_x = g->x0 + col;
+                *leak_y = ya;
             }
         }
         canvas_group_end(c);
     }
-    if (leak_y >= 0) {
+    if (*leak_y >= 0) {
         canvas_group(c, "leak-hatch", NULL);
         for (int pass = 0; pass < 2; pass++)
             for (int col = 0; col < o->columns; col++) {
@@ -834,98 +921,127 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
                 for (int i = 0; i < norder && order[i] != leak_rank; i++)
                     cum += sm_col_value(m, slot, col, order[i]);
                 uint64_t val = sm_col_value(m, slot, col, leak_rank);
-                int ya = viz_y_of(&g, cum + val), yb = viz_y_of(&g, cum);
+                int ya = viz_y_of(g, cum + val), yb = viz_y_of(g, cum);
                 if (!val || yb <= ya)
                     continue;
-                int x = g.x0 + col;
+                int xx = g->x0 + col;
                 if (pass == 0)
-                    canvas_hatch(c, x, ya, x + 1, yb, VIZ_LEAK, 7);
+                    canvas_hatch(c, xx, ya, xx + 1, yb, VIZ_LEAK, 7);
                 else
-                    canvas_rect(c, x, ya, x + 1, ya + ts + 1, VIZ_LEAK);
+                    canvas_rect(c, xx, ya, xx + 1, ya + ts + 1, VIZ_LEAK);
             }
         canvas_group_end(c);
     }
     canvas_group_end(c);
-    /* counters series where events do not reach */
-    if (p->has_counters && v->cols) {
-        canvas_group(c, "counters", NULL);
-        int first_col = sm_col_of(m, sm_first_event_t(m));
-        /* Straight segments between consecutive counters samples. */
-        int px = -1, py = -1, pya = -1;
-        for (int col = 0; col <= first_col && col < o->columns; col++) {
-            const sm_col *k = &v->cols[col];
-            if (!k->has_cnt)
-                continue;
-            int x = g.x0 + col;
-            int yr = viz_y_of(&g, k->cnt_res), ya = viz_y_of(&g, k->cnt_alloc);
-            if (px >= 0) {
-                canvas_line(c, px, py, x, yr, ts, COUNTERS);
-                if (sm_blocks_seen(m))
-                    canvas_line(c, px, pya, x, ya, 1, rgb_lighten(COUNTERS, 60));
-            } else {
-                canvas_rect(c, x, yr, x + ts, yr + ts, COUNTERS);
-            }
-            px = x;
-            py = yr;
-            pya = ya;
+}
+
+/* The counters series where events do not reach (before the first
+ * recorded event), straight segments between consecutive samples. */
+static void draw_counters(const panel_ctx *x)
+{
+    canvas *c = x->c;
+    const sm_model *m = x->m;
+    const sm_dev *v = x->v;
+    const viz_geom *g = &x->g;
+    int ts = x->ts;
+    char buf[64];
+    canvas_group(c, "counters", NULL);
+    int first_col = sm_col_of(m, sm_first_event_t(m));
+    int px = -1, py = -1, pya = -1;
+    for (int col = 0; col <= first_col && col < x->o->columns; col++) {
+        const sm_col *k = &v->cols[col];
+        if (!k->has_cnt)
+            continue;
+        int xx = g->x0 + col;
+        int yr = viz_y_of(g, k->cnt_res), ya = viz_y_of(g, k->cnt_alloc);
+        if (px >= 0) {
+            canvas_line(c, px, py, xx, yr, ts, COUNTERS);
+            if (sm_blocks_seen(m))
+                canvas_line(c, px, pya, xx, ya, 1, rgb_lighten(COUNTERS, 60));
+        } else {
+            canvas_rect(c, xx, yr, xx + ts, yr + ts, COUNTERS);
         }
-        if (first_col > 0) {
-            canvas_vline(c, g.x0 + first_col, g.y0, g.y1 - 1, 1, MUTED, 4);
-            snprintf(buf, sizeof buf, "first recorded event");
-            int tw = canvas_text_w(buf, ts);
-            int tx = g.x0 + first_col - tw - 4;
-            canvas_text(c, tx < g.x0 + 2 ? g.x0 + first_col + 4 : tx, g.y0 + 4, buf, MUTED, ts);
-        }
-        canvas_group_end(c);
+        px = xx;
+        py = yr;
+        pya = ya;
     }
-    /* reserved line: the highest value of each column, joined */
+    if (first_col > 0) {
+        canvas_vline(c, g->x0 + first_col, g->y0, g->y1 - 1, 1, MUTED, 4);
+        snprintf(buf, sizeof buf, "first recorded event");
+        int tw = canvas_text_w(buf, ts);
+        int tx = g->x0 + first_col - tw - 4;
+        canvas_text(c, tx < g->x0 + 2 ? g->x0 + first_col + 4 : tx, g->y0 + 4, buf, MUTED, ts);
+    }
+    canvas_group_end(c);
+}
+
+/* The reserved line (the highest value of each column, joined), then the
+ * device's capacity and the cap when the panel shows them. */
+static void draw_lines(const panel_ctx *x)
+{
+    canvas *c = x->c;
+    const panel_info *p = x->p;
+    const sm_dev *v = x->v;
+    const viz_geom *g = &x->g;
+    int ts = x->ts;
+    char buf[128], a[32];
     int prev = -1;
     canvas_group(c, "reserved", NULL);
-    for (int col = 0; col < o->columns && v->cols; col++) {
+    for (int col = 0; col < x->o->columns && v->cols; col++) {
         const sm_col *k = &v->cols[col];
         if (!k->has) {
             prev = -1;
             continue;
         }
-        int yr = viz_y_of(&g, k->res_max);
+        int yr = viz_y_of(g, k->res_max);
         int ya = yr, yb = yr;
         if (prev >= 0) {
             if (prev < ya) ya = prev;
             if (prev > yb) yb = prev;
         }
-        canvas_rect(c, g.x0 + col, ya - 1, g.x0 + col + 1, yb + 1, VIZ_RESERVED);
+        canvas_rect(c, g->x0 + col, ya - 1, g->x0 + col + 1, yb + 1, VIZ_RESERVED);
         prev = yr;
     }
     canvas_group_end(c);
-    /* capacity and cap */
     if (p->show_capacity) {
         canvas_group(c, "capacity", NULL);
-        int yy = viz_y_of(&g, p->capacity);
-        canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAPACITY, 6);
+        int yy = viz_y_of(g, p->capacity);
+        canvas_hline(c, g->x0, g->x1 - 1, yy, ts, CAPACITY, 6);
         snprintf(buf, sizeof buf, "device capacity %s",
                  msnap_size_text(p->capacity, a, sizeof a));
-        canvas_text(c, g.x1 - canvas_text_w(buf, ts) - 4,
+        canvas_text(c, g->x1 - canvas_text_w(buf, ts) - 4,
                     yy - (CANVAS_LINE_H + 1) * ts, buf, CAPACITY, ts);
         canvas_group_end(c);
     }
     if (p->show_cap) {
         canvas_group(c, "cap", NULL);
-        int yy = viz_y_of(&g, p->cap);
-        canvas_hline(c, g.x0, g.x1 - 1, yy, ts, CAP, 6);
+        int yy = viz_y_of(g, p->cap);
+        canvas_hline(c, g->x0, g->x1 - 1, yy, ts, CAP, 6);
         snprintf(buf, sizeof buf, "cap %s", msnap_size_text(p->cap, a, sizeof a));
-        canvas_text(c, g.x0 + 6, yy - (CANVAS_LINE_H + 1) * ts, buf, CAP, ts);
+        canvas_text(c, g->x0 + 6, yy - (CANVAS_LINE_H + 1) * ts, buf, CAP, ts);
         canvas_group_end(c);
     }
-    /* OOMs */
+}
+
+/* The OOMs of the panel's device: a line at each, the request as a bar on
+ * the area's top, and its label where it does not run into the last. */
+static void draw_ooms(const panel_ctx *x)
+{
+    canvas *c = x->c;
+    const sm_model *m = x->m;
+    const sm_opts *o = x->o;
+    const viz_geom *g = &x->g;
+    int ts = x->ts;
+    char buf[512], a[32];
     size_t no;
     const sm_oom *oo = sm_ooms(m, &no, NULL);
     int last_label_x = -100000;
     for (size_t i = 0; i < no; i++) {
         int od = oo[i].device < 0 ? 0 : oo[i].device;
-        if (od != slot)
+        if (od != x->slot)
             continue;
         uint64_t xv = sm_x_of_event(m, oo[i].event_index, oo[i].t_ns);
-        int xx = g.x0 + sm_col_of(m, xv);
+        int xx = g->x0 + sm_col_of(m, xv);
         char where[64] = "";
         if (o->x_mode != SM_X_TIME) {
             where[0] = ' ';
@@ -942,68 +1058,123 @@ static void panel_draw(canvas *c, const panel_info *p, int top, int h,
                  oo[i].action == MSNAP_A_OOM ? "OOM" : "alloc error", where,
                  msnap_size_text(oo[i].requested, a, sizeof a));
         canvas_group(c, "oom", buf);
-        canvas_vline(c, xx, g.y0, g.y1 - 1, ts, VIZ_OOM, 0);
-        int yb = viz_y_of(&g, oo[i].allocated);
-        int ya = viz_y_of(&g, oo[i].allocated + oo[i].requested);
+        canvas_vline(c, xx, g->y0, g->y1 - 1, ts, VIZ_OOM, 0);
+        int yb = viz_y_of(g, oo[i].allocated);
+        int ya = viz_y_of(g, oo[i].allocated + oo[i].requested);
         canvas_rect(c, xx + ts + 1, ya, xx + ts + 1 + 5 * ts, yb, VIZ_OOM);
         int tw = canvas_text_w(buf, ts);
         if (xx - last_label_x > tw + 10) {
             int tx = xx + 8 * ts;
-            if (tx + tw > g.x1)
+            if (tx + tw > g->x1)
                 tx = xx - tw - 4 * ts;
-            canvas_rect(c, tx - 2, g.y0 + 2, tx + tw + 2, g.y0 + 4 + CANVAS_LINE_H * ts, 0xffffff);
-            canvas_text(c, tx, g.y0 + 4, buf, VIZ_OOM, ts);
+            canvas_rect(c, tx - 2, g->y0 + 2, tx + tw + 2, g->y0 + 4 + CANVAS_LINE_H * ts, 0xffffff);
+            canvas_text(c, tx, g->y0 + 4, buf, VIZ_OOM, ts);
             last_label_x = xx;
         }
         canvas_group_end(c);
     }
-    /* the leak suspect's label, above the last column of its band */
-    if (leak_rank >= 0 && leak_x >= 0) {
-        size_t nl, nsites;
-        const sm_leak *lk = sm_leaks(m, &nl, NULL);
-        const sm_site *sites = sm_sites(m, &nsites);
-        for (size_t i = 0; i < nl; i++) {
-            if (sites[lk[i].site].rank != leak_rank ||
-                sites[lk[i].site].device != slot)
-                continue;
-            char lab[SM_LABEL_MAX];
-            viz_site_label_in(m, slot, leak_rank, lab, sizeof lab);
-            viz_fit_label(lab, 40);
-            snprintf(buf, sizeof buf, "leak suspect: %s, floor %s -> %s", lab,
+}
+
+/* The leak suspect's label (rank leak_rank), above the last column of its
+ * band at (leak_x, leak_y). */
+static void draw_leak_label(const panel_ctx *x, int leak_rank, int leak_x, int leak_y)
+{
+    canvas *c = x->c;
+    const sm_model *m = x->m;
+    const viz_geom *g = &x->g;
+    int ts = x->ts, slot = x->slot;
+    char buf[512], a[32], b[32];
+    size_t nl, nsites;
+    const sm_leak *lk = sm_leaks(m, &nl, NULL);
+    const sm_site *sites = sm_sites(m, &nsites);
+    for (size_t i = 0; i < nl; i++) {
+        if (sites[lk[i].site].rank != leak_rank ||
+            sites[lk[i].site].device != slot)
+            continue;
+        char lab[SM_LABEL_MAX];
+        viz_site_label_in(m, slot, leak_rank, lab, sizeof lab);
+        viz_fit_label(lab, 40);
+        snprintf(buf, sizeof buf, "leak suspect: %s, floor %s -> %s", lab,
+                 msnap_size_text(lk[i].first, a, sizeof a),
+                 msnap_size_text(lk[i].last, b, sizeof b));
+        int tw = canvas_text_w(buf, ts);
+        if (tw > g->x1 - g->x0 - 8) {
+            snprintf(buf, sizeof buf, "leak suspect: floor %s -> %s",
                      msnap_size_text(lk[i].first, a, sizeof a),
                      msnap_size_text(lk[i].last, b, sizeof b));
-            int tw = canvas_text_w(buf, ts);
-            if (tw > g.x1 - g.x0 - 8) {
-                snprintf(buf, sizeof buf, "leak suspect: floor %s -> %s",
-                         msnap_size_text(lk[i].first, a, sizeof a),
-                         msnap_size_text(lk[i].last, b, sizeof b));
-                tw = canvas_text_w(buf, ts);
-            }
-            int tx = leak_x - tw - 6 * ts;
-            if (tx < g.x0 + 4)
-                tx = g.x0 + 4;
-            int ty = leak_y - (CANVAS_LINE_H + 4) * ts;
-            if (ty < g.y0 + (CANVAS_LINE_H + 6) * ts)
-                ty = leak_y + 4 * ts;
-            canvas_group(c, "leak-label", NULL);
-            canvas_rect(c, tx - 2, ty - 1, tx + tw + 2, ty + CANVAS_LINE_H * ts + 1, 0xffffff);
-            canvas_text(c, tx, ty, buf, VIZ_LEAK, ts);
-            canvas_group_end(c);
-            break;
+            tw = canvas_text_w(buf, ts);
         }
+        int tx = leak_x - tw - 6 * ts;
+        if (tx < g->x0 + 4)
+            tx = g->x0 + 4;
+        int ty = leak_y - (CANVAS_LINE_H + 4) * ts;
+        if (ty < g->y0 + (CANVAS_LINE_H + 6) * ts)
+            ty = leak_y + 4 * ts;
+        canvas_group(c, "leak-label", NULL);
+        canvas_rect(c, tx - 2, ty - 1, tx + tw + 2, ty + CANVAS_LINE_H * ts + 1, 0xffffff);
+        canvas_text(c, tx, ty, buf, VIZ_LEAK, ts);
+        canvas_group_end(c);
+        break;
     }
+}
+
+/* Draws one panel into the band [top, top + h): the title, the NVTX
+ * lanes, the axes, the stacked area, the counters, the reserved line and
+ * the limits, the OOMs, the leak suspect, the legend. */
+static void panel_draw(canvas *c, const panel_info *p, int top, int h,
+                       viz_geom *geom)
+{
+    panel_ctx x = {.c = c, .p = p, .m = p->m, .slot = p->slot,
+                   .v = sm_device(p->m, p->slot), .o = sm_options(p->m)};
+    int W = c->w, ts = x.ts = viz_text_scale(W);
+
+    canvas_group(c, "panel", p->title);
+    int y = panel_head(c, p, ts, top + 8);
+
+    /* geometry */
+    int lane_h = (CANVAS_LINE_H + 4) * ts;
+    int lanes_y = y;
+    y += p->lanes * lane_h;
+    int own_legend_h = legend_flow(NULL, p->items, p->nitems, left_margin(ts),
+                                   W - right_margin(ts), 0, ts);
+    int legend_h = p->legend_h > own_legend_h ? p->legend_h : own_legend_h;
+    viz_geom *g = &x.g;
+    g->x0 = left_margin(ts);
+    g->x1 = g->x0 + x.o->columns;
+    g->y0 = y + 4;
+    g->y1 = top + h - legend_h - 12 - (CANVAS_LINE_H + 4) * ts - 6 -
+            (CANVAS_LINE_H + 6) * ts - 6;
+    if (g->y1 < g->y0 + 20)
+        g->y1 = g->y0 + 20;
+    g->ymax = p->ymax;
+    g->slot = x.slot;
+    g->leak_rank = -1;
+    if (geom)
+        *geom = *g;
+
+    draw_nvtx(&x, lanes_y, lane_h);
+    draw_y_axis(&x);
+    draw_x_axis(&x);
+    int leak_rank = viz_leak_rank(x.m, x.slot), leak_x, leak_y;
+    draw_area(&x, leak_rank, &leak_x, &leak_y);
+    if (p->has_counters && x.v->cols)
+        draw_counters(&x);
+    draw_lines(&x);
+    draw_marks(&x);
+    draw_ooms(&x);
+    if (leak_rank >= 0 && leak_x >= 0)
+        draw_leak_label(&x, leak_rank, leak_x, leak_y);
     if (geom)
         geom->leak_rank = leak_rank;
     /* axes */
     canvas_group(c, "axes", NULL);
-    canvas_vline(c, g.x0 - 1, g.y0, g.y1, 1, AXIS, 0);
-    canvas_hline(c, g.x0 - 1, g.x1 - 1, g.y1, 1, AXIS, 0);
+    canvas_vline(c, g->x0 - 1, g->y0, g->y1, 1, AXIS, 0);
+    canvas_hline(c, g->x0 - 1, g->x1 - 1, g->y1, 1, AXIS, 0);
     canvas_group_end(c);
 
     /* legend */
     legend_flow(c, p->items, p->nitems, left_margin(ts), W - right_margin(ts),
                 top + h - legend_h - 8, ts);
-    (void)own_legend_h;
     canvas_group_end(c);   /* panel */
 }
 
@@ -1023,8 +1194,10 @@ int viz_stack_order(const sm_model *m, int slot, int *ranks)
 {
     const sm_dev *v = sm_device(m, slot);
     int n = 0;
-    if (sm_options(m)->by == SM_BY_CATEGORY) {
-        /* the bands' order: the longest-lived at the bottom, "other" on top */
+    if (sm_options(m)->by != SM_BY_SITE) {
+        /* the bands' order: the longest-lived at the bottom, "other" on top
+         * (by pool: the default pool, then each private pool, its blocks
+         * under its cache) */
         for (int b = 0; b <= v->nbands; b++)
             ranks[n++] = b;
         return n;
@@ -1046,8 +1219,8 @@ int viz_stack_order(const sm_model *m, int slot, int *ranks)
 
 int viz_leak_rank(const sm_model *m, int slot)
 {
-    if (sm_options(m)->by == SM_BY_CATEGORY)
-        return -1;   /* a leak suspect is a site; the bands are categories */
+    if (sm_options(m)->by != SM_BY_SITE)
+        return -1;   /* a leak suspect is a site; the bands are categories or pools */
     size_t nl, nsites;
     const sm_leak *lk = sm_leaks(m, &nl, NULL);
     const sm_site *sites = sm_sites(m, &nsites);
@@ -1072,10 +1245,10 @@ void viz_site_label_in(const sm_model *m, int slot, int rank, char *buf,
     for (int r = 0; r < v->ntop; r++)
         stacks[r] = sites[v->top[r]].stack;
     if (labs) {
-        sm_site_labels(m, stacks, v->ntop, labs);
+        sm_site_labels(sm_labels_of(m), stacks, v->ntop, labs);
         snprintf(buf, cap, "%s", labs[rank]);
     } else {
-        sm_site_label(m, stacks[rank], buf, cap);
+        sm_site_label(sm_labels_of(m), stacks[rank], buf, cap);
     }
     free(labs);
 }

@@ -3,8 +3,8 @@
  *
  * The pieces, in the order pr_build and pr_predict run them:
  *
- *   read_input     one read per recording: its request stream (requests.h)
- *                  and an sm_model on the same read (site labels, keys);
+ *   read_input     one read per recording: its request stream (requests.h);
+ *                  site labels and keys from the stream's file (label.h);
  *   collect        each input's requests in order: the hash of its stack's
  *                  frames as text, the size asked for, the stack id; for
  *                  the template also the time and the mark or NVTX range
@@ -30,16 +30,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "human.h"
-#include "model.h"
+#include "util/human.h"
+#include "analyze/model.h"
 #include "requests.h"
 #include "torchalloc.h"
+#include "util/hash.h"
+#include "util/size.h"
 
 #define ALIGN_WINDOW 256        /* requests looked ahead in each input at a difference */
 #define ALIGN_RUN 8             /* keys that must match again to go on */
 #define ALIGN_MAX_REGIONS 4096  /* past this many differences the rest is unaligned */
 #define NONE UINT64_MAX
-#define FNV0 0xcbf29ce484222325ULL
+#define FNV0 MSNAP_FNV_BASIS
 #define MAX_WHERE_DEPTH 32
 
 /* One request of the template: its size as a function of x. */
@@ -72,7 +74,7 @@ struct pr_model {
     double x[PR_MAX_INPUTS];
     char *path[PR_MAX_INPUTS];
     rq_stream *q;       /* the template's request stream, kept for the predictions */
-    sm_model *sm;       /* the template's labels */
+    const sm_labels *lab; /* the template's labels (its file's: m->q->f) */
     pr_req *req;
     uint64_t nreq;
     pr_site *sites;
@@ -84,22 +86,16 @@ struct pr_model {
 
 static uint64_t fnv(uint64_t h, const char *s)
 {
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return msnap_fnv1a_str(h, s);
 }
 
 /* ---- reading and collecting ------------------------------------------------ */
 
-/* Reads path once into q with a model m on the same read.  0, or 2 with
- * "PATH: why" in err.  q and *m are to be freed by the caller either way. */
-static int read_input(const char *path, rq_stream *q, sm_model **m, char *err, size_t errlen)
+/* Reads path once into q.  0, or 2 with "PATH: why" in err.  q is to be
+ * freed by the caller either way. */
+static int read_input(const char *path, rq_stream *q, char *err, size_t errlen)
 {
-    sm_opts o = {.top = 8};
-    *m = sm_new(&o);
-    if (rq_init(q, path) || !*m || sm_attach(*m, &q->f)) {
+    if (rq_init(q, path)) {
         snprintf(err, errlen, "%s: out of memory", path);
         return 2;
     }
@@ -419,7 +415,7 @@ static int site_of(pr_model *m, u64map *by_key, u64map *by_stack, uint32_t stack
         *out = (uint32_t)*v;
         return 0;
     }
-    uint64_t key = sm_site_key(m->sm, stack);
+    uint64_t key = sm_site_key(m->lab, stack);
     v = u64map_get(by_key, 0, key);
     uint64_t idx;
     if (v) {
@@ -459,8 +455,7 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
         return 2;
     }
     pr_model *m = calloc(1, sizeof *m);
-    rq_stream *qs[PR_MAX_INPUTS] = {0};   /* apart: each model points into its own */
-    sm_model *sms[PR_MAX_INPUTS] = {0};
+    rq_stream *qs[PR_MAX_INPUTS] = {0};   /* apart: the template's is kept (m->q) */
     in_reqs rs[PR_MAX_INPUTS];
     uint64_t *maps[PR_MAX_INPUTS] = {0};
     u64map by_key = {0}, by_stack = {0};
@@ -487,7 +482,7 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
     int eng0 = 0;
     for (int i = 0; i < n; i++) {
         inited[i] = 1;
-        if (read_input(paths[i], qs[i], &sms[i], err, errlen))
+        if (read_input(paths[i], qs[i], err, errlen))
             goto out;
         int eng = engine == MSNAP_ENGINE_AUTO ? msnap_replay_engine_of(qs[i]) : engine;
         if (i && qs[i]->blocks != qs[0]->blocks) {
@@ -557,9 +552,9 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
             al->div_t_ns = t->t[fa];
             al->div_size[0] = t->size[fa];
             al->div_size[1] = fb == NONE ? 0 : rs[i].size[fb];
-            sm_site_label(sms[m->tmpl], t->stack[fa], al->div_site[0], PR_LABEL_MAX);
+            sm_site_label(an_labels(&qs[m->tmpl]->f), t->stack[fa], al->div_site[0], PR_LABEL_MAX);
             if (fb != NONE)
-                sm_site_label(sms[i], rs[i].stack[fb], al->div_site[1], PR_LABEL_MAX);
+                sm_site_label(an_labels(&qs[i]->f), rs[i].stack[fb], al->div_site[1], PR_LABEL_MAX);
             else
                 snprintf(al->div_site[1], PR_LABEL_MAX, "(no more requests)");
         }
@@ -571,9 +566,9 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
             if (fb != NONE)
                 msnap_size_text(rs[i].size[fb], a1, sizeof a1);
             char l0[PR_LABEL_MAX], l1[PR_LABEL_MAX] = "nothing more";
-            sm_site_label(sms[m->tmpl], t->stack[fa], l0, sizeof l0);
+            sm_site_label(an_labels(&qs[m->tmpl]->f), t->stack[fa], l0, sizeof l0);
             if (fb != NONE)
-                sm_site_label(sms[i], rs[i].stack[fb], l1, sizeof l1);
+                sm_site_label(an_labels(&qs[i]->f), rs[i].stack[fb], l1, sizeof l1);
             snprintf(err, errlen, "%s and %s do not align: %" PRIu64 " of %" PRIu64 " requests "
                      "(%.1f%%) match in order and stack; they first differ at request %" PRIu64
                      " (%s for %s in %s; %s%s%s in %s); predict needs recordings of one program "
@@ -590,7 +585,7 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
         goto out;
     }
     m->nreq = t->n;
-    m->sm = sms[m->tmpl];
+    m->lab = an_labels(&qs[m->tmpl]->f);
     uint64_t shrink = 0;
     for (uint64_t k = 0; k < t->n; k++) {
         pr_req *r = &m->req[k];
@@ -633,13 +628,11 @@ int pr_build(pr_model **out, const char *const *paths, const double *values, int
     m->q = qs[m->tmpl];
     qs[m->tmpl] = NULL;
     inited[m->tmpl] = 0;
-    sms[m->tmpl] = NULL;
     *out = m;
     m = NULL;
     rc = 0;
 out:
     for (int i = 0; i < n; i++) {
-        sm_free(sms[i]);   /* before its stream: it points into it */
         if (inited[i])
             rq_free(qs[i]);
         free(qs[i]);
@@ -648,10 +641,7 @@ out:
     }
     u64map_free(&by_key);
     u64map_free(&by_stack);
-    if (m) {
-        m->sm = NULL;   /* freed above with the others */
-        pr_free(m);
-    }
+    pr_free(m);
     return rc;
 }
 
@@ -659,7 +649,6 @@ void pr_free(pr_model *m)
 {
     if (!m)
         return;
-    sm_free(m->sm);
     if (m->q)
         rq_free(m->q);
     free(m->q);
@@ -711,6 +700,21 @@ static int make_stream(pr_model *m, double x, rq_stream *out, const char *name)
             return -1;
     }
     return more < 0 ? -1 : 0;
+}
+
+int pr_stream_at(pr_model *m, double x, rq_stream *out, const char *name, char *err,
+                 size_t errlen)
+{
+    if (make_stream(m, x, out, name)) {
+        snprintf(err, errlen, "cannot write a temporary file: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+an_file *pr_template(pr_model *m)
+{
+    return &m->q->f;
 }
 
 /* The walk: the prediction's allocated bytes at x, entry by entry of the
@@ -771,27 +775,30 @@ static int live_at_peak(pr_model *m, double x, u64map *live, uint64_t *peak)
 
 /* ---- predictions --------------------------------------------------------------------- */
 
-/* What a config lets the allocator reserve on device_mem bytes. */
-static uint64_t limit_of(const pr_model *m, const char *conf, uint64_t device_mem)
+/* What a config lets the allocator reserve on device_mem bytes of which it
+ * can get available (the rest held outside it, whatif.h). */
+static uint64_t limit_of(const pr_model *m, const char *conf, uint64_t device_mem,
+                         uint64_t available)
 {
+    uint64_t lim = device_mem;
     if (m->torch) {
         ta_config c;
         char e[256];
         ta_config_default(&c);
         if (!ta_config_parse(&c, conf, e, sizeof e) && c.fraction > 0)
-            return (uint64_t)(c.fraction * (double)device_mem);
-        return device_mem;
+            lim = (uint64_t)(c.fraction * (double)device_mem);
+    } else {
+        const char *p = strstr(conf, "device_limit:");
+        if (p) {
+            char v[64];
+            size_t n = strcspn(p + 13, ",");
+            uint64_t b;
+            snprintf(v, sizeof v, "%.*s", (int)(n < 63 ? n : 63), p + 13);
+            if (!msnap_size_parse(v, &b) && b && b < device_mem)
+                lim = b;
+        }
     }
-    const char *p = strstr(conf, "device_limit:");
-    if (p) {
-        char v[64];
-        size_t n = strcspn(p + 13, ",");
-        uint64_t b;
-        snprintf(v, sizeof v, "%.*s", (int)(n < 63 ? n : 63), p + 13);
-        if (!msnap_size_parse(v, &b) && b && b < device_mem)
-            return b;
-    }
-    return device_mem;
+    return available && available < lim ? available : lim;
 }
 
 /* The walk's share of aligned requests at x's peak. */
@@ -873,7 +880,7 @@ int pr_predict(pr_model *m, const double *at, int nat, const char *const *confs,
             r->at = at[v];
             r->conf = confs[c];
             r->rp = rp[v * nconf + c];
-            r->limit = limit_of(m, confs[c], r->rp.device_mem);
+            r->limit = limit_of(m, confs[c], r->rp.device_mem, r->rp.available);
             r->headroom = !r->rp.oom && r->limit > r->rp.peak_reserved
                               ? r->limit - r->rp.peak_reserved : 0;
             r->walk_peak = wpeak;
@@ -881,7 +888,7 @@ int pr_predict(pr_model *m, const double *at, int nat, const char *const *confs,
             if (r->rp.oom && r->rp.oom_index >= 1 && r->rp.oom_index <= m->nreq) {
                 const pr_req *q = &m->req[r->rp.oom_index - 1];
                 r->oom_request = r->rp.oom_index;
-                sm_site_label(m->sm, m->sites[q->site].stack, r->oom_site, sizeof r->oom_site);
+                sm_site_label(m->lab, m->sites[q->site].stack, r->oom_site, sizeof r->oom_site);
                 if (q->where)
                     snprintf(r->oom_where, sizeof r->oom_where, "%s",
                              sm_symtab_str(&m->q->f.tab, q->where));
@@ -1042,7 +1049,7 @@ int pr_growth_at(pr_model *m, double x, pr_growth *out, int max)
     for (size_t i = 0; i < n && k < max; i++, k++) {
         out[k] = (pr_growth){.bytes = acc[i].bytes, .requests = acc[i].requests,
                              .per_unit = acc[i].b, .per_unit2 = acc[i].c};
-        sm_site_label(m->sm, m->sites[acc[i].site].stack, out[k].label, sizeof out[k].label);
+        sm_site_label(m->lab, m->sites[acc[i].site].stack, out[k].label, sizeof out[k].label);
     }
     free(acc);
     return k;

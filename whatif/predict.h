@@ -9,8 +9,8 @@
  * a product of its dimensions: constant, linear, or quadratic where two of
  * them grow, as attention scores do with the sequence).  So:
  *
- *   read      each recording once (requests.h: rq_init/rq_load, an sm_model
- *             on the same read for site labels);
+ *   read      each recording once (requests.h: rq_init/rq_load; site labels
+ *             from the file, label.h);
  *   align     their requests (the allocated layer when the recordings have
  *             one, else the driver allocations; the same level replay
  *             uses) one by one, in order, a request matching when its
@@ -67,6 +67,7 @@
 #include <stdint.h>
 
 #include "whatif.h"
+#include "requests.h"
 
 #define PR_MAX_INPUTS 3
 #define PR_LABEL_MAX 160    /* as SM_LABEL_MAX */
@@ -129,7 +130,9 @@ typedef struct pr_result {
     const char *conf;                 /* borrowed from the caller */
     msnap_replay_result rp;           /* the replay's figures (peaks, the first OOM) */
     uint64_t limit;                   /* what it may reserve: the device memory, times
-                                         memory_fraction, or device_limit (memsnap) */
+                                         memory_fraction, or device_limit (memsnap),
+                                         at most what the recording left the
+                                         allocator (whatif.h available) */
     uint64_t headroom;                /* limit - peak reserved; 0 with an OOM */
     uint64_t walk_peak;               /* the walk's peak of allocated bytes */
     double aligned_share;             /* of it: bytes of aligned requests */
@@ -155,6 +158,15 @@ int pr_predict(pr_model *m, const double *at, int nat, const char *const *confs,
  * 0, or -1 with a message. */
 int pr_find_max(pr_model *m, const char *conf, uint64_t device_mem, int jobs, const char *show,
                 pr_result *fit, pr_result *next, char *err, size_t errlen);
+
+/* The predicted request stream at x: the template's, every request at its
+ * fitted size, the template's failed requests left out; name is its path
+ * in messages (borrowed).  Its stacks are the template's (pr_template's
+ * tables and labels).  rq_free it.  0, or -1 with err. */
+int pr_stream_at(pr_model *m, double x, rq_stream *out, const char *name, char *err,
+                 size_t errlen);
+/* The template's file: the tables and labels of every predicted stream. */
+an_file *pr_template(pr_model *m);
 
 /* A site whose live bytes at the predicted peak grow with the parameter. */
 typedef struct pr_growth {

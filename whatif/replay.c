@@ -25,9 +25,14 @@
  *            traces that came from PyTorch (memsnap import, or block events
  *            with api torch); the config is a PYTORCH_CUDA_ALLOC_CONF.  The
  *            trace does not say when the program called empty_cache, so a
- *            run of segment releases that no segment creation follows (an
- *            OOM retry or garbage collection allocates right after) is
- *            taken as an empty_cache call, made before the next request.
+ *            run of segment releases is taken as an empty_cache call, made
+ *            before the next request, unless it was an OOM retry (recorded
+ *            live: a driver allocation failed before it; imported: a
+ *            segment creation follows it).  PyTorch's private pools (a CUDA
+ *            graph's, a MemPool) are kept apart (torchalloc.h), a pool
+ *            taken as freeable once the recording gives back a segment of
+ *            it; requests of a grown site (grow.h) are made at their new
+ *            size.
  *
  * How the device is simulated for the memsnap engine: in-process.  The
  * simulated libcuda.so.1 is dlopen'ed (RTLD_GLOBAL) and then
@@ -57,8 +62,8 @@
  * memory for the live blocks only.
  */
 #include "whatif.h"
-#include "interop.h"
-#include "common.h"
+#include "interop/interop.h"
+#include "interop/common.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -75,7 +80,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "outfile.h"
+#include "util/outfile.h"
 #include "memsnap/alloc.h"
 #include "requests.h"
 #include "torchalloc.h"
@@ -192,6 +197,10 @@ typedef struct rp {
     msnap_replay_result *res;
     int torch;                          /* engine: torchalloc, else libmemsnap_alloc */
     u64map pages;                       /* torch engine: mapped page -> handle */
+    const msnap_grow_spec *grow;             /* requests at other sizes, or NULL */
+    uint32_t where, last_mark;          /* the NVTX mark or range the stream is in */
+    uint32_t ranges[16];
+    int depth;
 } rp;
 
 static rp *cur;
@@ -465,7 +474,8 @@ typedef struct engine {
     memsnap_alloc_config cfg;
     ta_config tcfg;
     memsnap_alloc_driver drv;
-    uint64_t device_mem;
+    uint64_t device_mem;        /* the device (a memory fraction is of it) */
+    uint64_t available;         /* what the allocator can get of it */
 } engine;
 
 typedef struct probe_t {
@@ -476,7 +486,7 @@ typedef struct probe_t {
 static int eng_get(engine *g, rp *r, int d, char *err, size_t errlen)
 {
     if (g->torch) {
-        if (!g->ta[d] && !(g->ta[d] = ta_create(&g->tcfg, g->device_mem,
+        if (!g->ta[d] && !(g->ta[d] = ta_create(&g->tcfg, g->device_mem, g->available,
                                                 VIRT_BASE + (uint64_t)d * (1ull << 44),
                                                 ta_seg_event, r))) {
             snprintf(err, errlen, "out of memory");
@@ -491,12 +501,14 @@ static int eng_get(engine *g, rp *r, int d, char *err, size_t errlen)
     return 0;
 }
 
-/* 0 served (*p), 1 out of memory, -1 error (err). */
-static int eng_malloc(engine *g, int d, uint64_t size, uint64_t stream, uint64_t *p, char *err,
-                      size_t errlen)
+/* 0 served (*p), 1 out of memory, -1 error (err).  pool: PyTorch's pool
+ * (memsnap/format.h; 0 the default pool): the torch engine keeps private
+ * pools apart, memsnap's allocator has none. */
+static int eng_malloc(engine *g, int d, uint64_t size, uint64_t stream, uint64_t pool,
+                      uint64_t *p, char *err, size_t errlen)
 {
     if (g->torch) {
-        int rc = ta_malloc(g->ta[d], size, stream, p);
+        int rc = ta_malloc_pool(g->ta[d], size, stream, pool, p);
         if (rc == TA_NOMEM)
             snprintf(err, errlen, "out of memory");
         return rc == TA_OK ? 0 : rc == TA_OOM ? 1 : -1;
@@ -632,248 +644,281 @@ static void write_tables(rp *r, const sm_symtab *t)
     }
 }
 
-int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay_result *res,
-                        char *err, size_t errlen)
+/* The engine for conf: PyTorch's allocator emulated (g->torch), or
+ * memsnap's allocator on the simulated device, loaded now, its driver
+ * calls going through the w_* wrappers.  0 ok; -1 with err (a bad config:
+ * res->bad_config). */
+static int engine_setup(engine *g, rp *r, const char *conf, msnap_replay_result *res, char *err,
+                        size_t errlen)
 {
-    memset(res, 0, sizeof *res);
-    const char *conf = opt->conf ? opt->conf : "";
-    int blocks = q->blocks;
-    engine *g = calloc(1, sizeof *g);
-    rp *r = calloc(1, sizeof *r);
-    if (!g || !r) {
-        free(g);
-        free(r);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    g->torch = opt->engine == MSNAP_ENGINE_TORCH || (opt->engine == MSNAP_ENGINE_AUTO && q->torch);
-    g->device_mem = opt->device_mem ? opt->device_mem
-                    : q->device_total ? q->device_total : MSNAP_REPLAY_DEFAULT_MEM;
-    res->device_mem = g->device_mem;
-    snprintf(res->device_mem_from, sizeof res->device_mem_from, "%s",
-             opt->device_mem ? "--device-mem" : q->device_total ? "the recording" : "the default");
-    snprintf(res->level, sizeof res->level, "%s", blocks ? "blocks" : "reserved");
-    snprintf(res->engine, sizeof res->engine, "%s", g->torch ? "torch" : "memsnap");
-    r->res = res;
-    r->torch = g->torch;
-    r->next_virt = VIRT_BASE;
-    int rc = -1, more;
     char perr[256];
-    char out_tmp[PATH_MAX + 32] = ""; /* the new snapshot's temporary name (outfile.h) */
     if (g->torch) {
         ta_config_default(&g->tcfg);
         if (ta_config_parse(&g->tcfg, conf, perr, sizeof perr)) {
             snprintf(err, errlen, "bad config \"%s\": %s", conf, perr);
             res->bad_config = 1;
-            goto done;
+            return -1;
         }
-    } else {
-        if (load(g->device_mem, err, errlen))
-            goto done;
-        A.config_default(&g->cfg);
-        if (A.config_parse(&g->cfg, conf, perr, sizeof perr)) {
-            snprintf(err, errlen, "bad config \"%s\": %s", conf, perr);
-            res->bad_config = 1;
-            goto done;
+        return 0;
+    }
+    if (load(g->available, err, errlen))
+        return -1;
+    A.config_default(&g->cfg);
+    if (A.config_parse(&g->cfg, conf, perr, sizeof perr)) {
+        snprintf(err, errlen, "bad config \"%s\": %s", conf, perr);
+        res->bad_config = 1;
+        return -1;
+    }
+    g->cfg.trace = 0;
+    r->real = *A.driver_default();
+    g->drv = r->real;
+    g->drv.cuMemAlloc_v2 = w_alloc;
+    g->drv.cuMemFree_v2 = w_free;
+    g->drv.cuMemAddressReserve = w_reserve;
+    g->drv.cuMemAddressFree = w_addr_free;
+    g->drv.cuMemCreate = w_create;
+    g->drv.cuMemRelease = w_release;
+    g->drv.cuMemMap = w_map;
+    g->drv.cuMemUnmap = w_unmap;
+    g->drv.cuMemSetAccess = w_set_access;
+    g->drv.cuEventRecord = w_event_record;
+    g->drv.cuStreamSynchronize = w_stream_sync;
+    return 0;
+}
+
+/* Where the replay stands at the recorded OOM: the headroom, reserved and
+ * fragmentation there, from the walk w. */
+static void at_recorded_oom(msnap_replay_result *res, const probe_t *w)
+{
+    res->headroom = w->largest_free > w->device_free ? w->largest_free : w->device_free;
+    res->reserved_at = w->reserved;
+    res->peak_reserved_at = res->peak_reserved;
+    res->frag_at = frag_of(w);
+}
+
+/* A request of size bytes (event e, on device d; failed: one that failed
+ * in the recording; restore: a refused free put back) through the engine:
+ * a block_alloc in the new snapshot, or its OOM.  0 ok, -1 with err. */
+static int replay_alloc(engine *g, rp *r, const msnap_event *e, int d, uint64_t size, int failed,
+                        int restore, char *err, size_t errlen)
+{
+    msnap_replay_result *res = r->res;
+    res->requests++;
+    res->restored += restore;
+    uint64_t p = 0, before = r->reserve_changes;
+    probe_t pb;
+    eng_probe(g, r, d, 0, &pb);
+    uint64_t pool = e->action == MSNAP_A_BLOCK_ALLOC ? msnap_pool_id(e->aux) : 0;
+    int arc = eng_malloc(g, d, size, e->stream, pool, &p, err, errlen);
+    if (arc < 0)
+        return -1;
+    if (failed && !res->rec_ooms++) {
+        res->rec_oom_size = size;
+        res->rec_oom_stream = e->stream;
+        res->rec_oom_t_ns = e->t_ns;
+        res->rec_oom_index = res->requests;
+    }
+    if (arc != 0) {
+        if (!res->ooms++) {
+            res->oom = 1;
+            res->oom_t_ns = e->t_ns;
+            res->oom_size = size;
+            res->oom_index = res->requests;
+            res->oom_stack = e->stack;
+            res->oom_where = r->where;
         }
-        g->cfg.trace = 0;
-        r->real = *A.driver_default();
-        g->drv = r->real;
-        g->drv.cuMemAlloc_v2 = w_alloc;
-        g->drv.cuMemFree_v2 = w_free;
-        g->drv.cuMemAddressReserve = w_reserve;
-        g->drv.cuMemAddressFree = w_addr_free;
-        g->drv.cuMemCreate = w_create;
-        g->drv.cuMemRelease = w_release;
-        g->drv.cuMemMap = w_map;
-        g->drv.cuMemUnmap = w_unmap;
-        g->drv.cuMemSetAccess = w_set_access;
-        g->drv.cuEventRecord = w_event_record;
-        g->drv.cuStreamSynchronize = w_stream_sync;
+        probe_t w;
+        eng_probe(g, r, d, 1, &w);
+        if (failed && res->rec_ooms == 1)
+            at_recorded_oom(res, &w);
+        /* the memory this allocator could have: what it reserved and what
+         * it could still get (a memory fraction's or device_limit's cap, the
+         * device less what was outside it), not the whole device */
+        msnap_event o = {.t_ns = e->t_ns, .size = size, .aux = w.device_free,
+                         .aux2 = w.reserved + w.device_free, .stack = e->stack, .tid = e->tid,
+                         .stream = e->stream, .action = MSNAP_A_OOM,
+                         .api = MSNAP_API_ALLOCATOR, .device = (int16_t)d, .result = 2};
+        emit(r, &o);
+        return 0;
     }
-    cur = r;
-    if (rq_rewind(q)) {
-        snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
-        goto done;
+    probe_t pa;
+    eng_probe(g, r, d, 0, &pa);
+    msnap_event o = *e;
+    o.action = MSNAP_A_BLOCK_ALLOC;
+    o.api = MSNAP_API_ALLOCATOR;
+    o.addr = g->torch ? p : virt_of(r, p);
+    o.size = size;
+    o.device = (int16_t)d;
+    o.aux = o.aux2 = 0;
+    if (g->torch && pa.allocated > pb.allocated) {
+        /* as the recorder writes PyTorch's blocks: the block's size (what
+         * PyTorch's allocated counts), the request beside it */
+        o.size = pa.allocated - pb.allocated;
+        o.aux2 = size;
     }
-    if (opt->progress)
-        opt->progress->bytes_total = q->n;
-    if (opt->out_path) {
-        /* never written in place: a new file renamed over out_path at the end */
-        int ofd = outfile_create(opt->out_path, out_tmp, sizeof out_tmp);
-        /* zstd level 1, as `memsnap run` writes by default (recorder/config.c) */
-        if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 1))) {
-            snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
-            if (ofd >= 0)
-                close(ofd);
-            goto done;
+    o.result = 0;
+    emit(r, &o);
+    if (pa.reserved != pb.reserved || r->reserve_changes != before || res->requests == 1)
+        note_peak(g, r, d);
+    if (!failed) {
+        if (u64map_put(&r->ptrs, (uint32_t)d, e->addr, p)) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    if (res->rec_ooms == 1) {
+        probe_t w;
+        eng_probe(g, r, d, 1, &w);
+        res->rec_oom_served = 1;
+        at_recorded_oom(res, &w);
+    }
+    res->rec_ooms_served++;
+    /* the program never had it: give it back at once */
+    if (eng_free(g, d, p, err, errlen))
+        return -1;
+    o.action = MSNAP_A_BLOCK_FREE;
+    o.size = 0;
+    emit(r, &o);
+    return 0;
+}
+
+/* A free (event e, on device d) through the engine: a block_free in the
+ * new snapshot; a free of nothing the replay allocated is counted and
+ * passed by.  0 ok, -1 with err. */
+static int replay_free(engine *g, rp *r, const msnap_event *e, int d, char *err, size_t errlen)
+{
+    uint64_t p;
+    if (!u64map_del(&r->ptrs, (uint32_t)d, e->addr, &p)) {
+        r->res->skipped_frees++;
+        return 0;
+    }
+    msnap_event o = *e;
+    o.action = MSNAP_A_BLOCK_FREE;
+    o.api = MSNAP_API_ALLOCATOR;
+    o.addr = g->torch ? p : virt_of(r, p);
+    o.size = 0;
+    o.device = (int16_t)d;
+    if (eng_free(g, d, p, err, errlen))
+        return -1;
+    emit(r, &o);
+    r->res->frees++;
+    return 0;
+}
+
+/* One entry of the request stream: NVTX events copied, PyTorch's segment
+ * records noted (segments released with no new one after: its
+ * empty_cache()), requests and frees replayed.  *n: bytes of a line in
+ * r->buf to write after it; *last_t: the latest event time.  0 ok, -1 with
+ * err. */
+enum { PR_RELEASED = 1,        /* torch: segments released, empty_cache() pending */
+       PR_DRIVER_FAILED = 2 };  /* a driver allocation failed since the last request */
+
+static int replay_entry(engine *g, rp *r, rq_stream *q, const spill_rec *rec,
+                        int *pending_release, uint64_t *last_t, size_t *n, char *err,
+                        size_t errlen)
+{
+    const msnap_event *e = &rec->e;
+    int a = e->action;
+    int restore = rec->k1 == RQ_RESTORE;
+    if ((a == MSNAP_A_OOM || a == MSNAP_A_ALLOC_ERROR) && e->api != MSNAP_API_TORCH &&
+        e->api != MSNAP_API_ALLOCATOR)
+        *pending_release |= PR_DRIVER_FAILED;
+    if (a == MSNAP_A_NVTX_PUSH || a == MSNAP_A_NVTX_POP || a == MSNAP_A_NVTX_MARK) {
+        /* where the stream is, for the first failed request (as predict's) */
+        if (a == MSNAP_A_NVTX_MARK) {
+            r->where = r->last_mark = (uint32_t)e->aux;
+        } else if (a == MSNAP_A_NVTX_PUSH) {
+            if (r->depth < (int)(sizeof r->ranges / sizeof r->ranges[0]))
+                r->ranges[r->depth++] = (uint32_t)e->aux;
+            r->where = (uint32_t)e->aux;
+        } else {
+            if (r->depth)
+                r->depth--;
+            r->where = r->depth ? r->ranges[r->depth - 1] : r->last_mark;
+        }
+        if (r->out) {
+            *n = msnap_fmt_event(r->buf, sizeof r->buf, e);
+            r->nev++;
+        }
+        return 0;
+    }
+    if (g->torch && q->blocks && !restore) {
+        /* PyTorch's segment records: its own (api torch) when recorded
+         * live - the driver calls there include other libraries' - else
+         * the imported ones, which are driver-level events */
+        int rel = q->torch_api ? a == MSNAP_A_SEGMENT_FREE || a == MSNAP_A_SEGMENT_UNMAP
+                               : a == MSNAP_A_FREE || a == MSNAP_A_VMM_UNMAP;
+        int mk = q->torch_api ? a == MSNAP_A_SEGMENT_ALLOC || a == MSNAP_A_SEGMENT_MAP
+                              : a == MSNAP_A_ALLOC || a == MSNAP_A_VMM_MAP ||
+                                    a == MSNAP_A_VMM_CREATE;
+        if (rel || mk) {
+            /* a creation after releases: an OOM retry of the same request
+             * (it releases, then allocates), not empty_cache.  Recorded
+             * live, a retry follows a failed driver allocation (PyTorch
+             * retries after cudaMalloc fails; an imported trace cannot
+             * tell, and a retry under a memory fraction makes no driver
+             * call): without one, the releases were empty_cache() */
+            if (rel)
+                *pending_release |= PR_RELEASED;
+            else if (!q->torch_api || (*pending_release & PR_DRIVER_FAILED))
+                *pending_release &= ~PR_RELEASED;
+            /* PyTorch gives a private pool's segment back only once the
+             * pool is freeable (its graphs are gone; or an oversize block
+             * of the requesting pool, with max_split_size): from here on,
+             * the replay may release that pool's cache too */
+            uint64_t pool = msnap_pool_id(e->aux);
+            if (rel && pool && q->torch_api) {
+                int d = e->device >= 0 && e->device < NDEV ? e->device : 0;
+                if (eng_get(g, r, d, err, errlen))
+                    return -1;
+                if (g->torch && ta_pool_release(g->ta[d], pool)) {
+                    snprintf(err, errlen, "out of memory");
+                    return -1;
+                }
+            }
+            return 0;
         }
     }
-    write_header(r, conf, res->engine, g->device_mem);
-    write_tables(r, &q->f.tab);
-    spill_rec rec;
-    uint64_t last_t = 0, nrec = 0;
-    int pending_release = 0; /* torch: segments released, no creation yet */
-    while ((more = rq_next(q, &rec)) == 1) {
-        size_t n = 0;
-        if (opt->progress && !(++nrec & 0xffff)) {
-            opt->progress->bytes_done = nrec;
-            opt->progress->records = nrec;
-        }
-        do { /* one entry; break ends it */
-            const msnap_event *e = &rec.e;
-            int a = e->action;
-            int restore = rec.k1 == RQ_RESTORE;
-            if (a == MSNAP_A_NVTX_PUSH || a == MSNAP_A_NVTX_POP || a == MSNAP_A_NVTX_MARK) {
-                if (r->out) {
-                    n = msnap_fmt_event(r->buf, sizeof r->buf, e);
-                    r->nev++;
-                }
-                break;
-            }
-            if (g->torch && blocks && !restore) {
-                /* PyTorch's segment records: its own (api torch) when recorded
-                 * live - the driver calls there include other libraries' -
-                 * else the imported ones, which are driver-level events */
-                int rel = q->torch_api ? a == MSNAP_A_SEGMENT_FREE || a == MSNAP_A_SEGMENT_UNMAP
-                                       : a == MSNAP_A_FREE || a == MSNAP_A_VMM_UNMAP;
-                int mk = q->torch_api ? a == MSNAP_A_SEGMENT_ALLOC || a == MSNAP_A_SEGMENT_MAP
-                                      : a == MSNAP_A_ALLOC || a == MSNAP_A_VMM_MAP ||
-                                            a == MSNAP_A_VMM_CREATE;
-                if (rel || mk) {
-                    pending_release = rel;
-                    break;
-                }
-            }
-            int kind = rq_kind(q, &rec); /* requests.h: the same rule for every reader */
-            int failed = kind == RQ_FAILED;
-            int is_alloc = failed || kind == RQ_ALLOC;
-            int is_free = kind == RQ_FREE;
-            if (!is_alloc && !is_free)
-                break;
-            int d = e->device >= 0 && e->device < NDEV ? e->device : 0;
-            r->t_ns = e->t_ns;
-            r->tid = e->tid;
-            r->device = d;
-            if (e->t_ns > last_t)
-                last_t = e->t_ns;
-            if (eng_get(g, r, d, err, errlen))
-                goto done;
-            if (pending_release) {
-                /* segments went back with no new one after: empty_cache() */
-                ta_empty_cache(g->ta[d]);
-                res->empty_cache_calls++;
-                pending_release = 0;
-            }
-            if (is_alloc) {
-                /* PyTorch's own record: the size the program asked for */
-                uint64_t size = rq_request_size(e, g->torch);
-                if (!size)
-                    break;
-                res->requests++;
-                res->restored += restore;
-                uint64_t p = 0, before = r->reserve_changes;
-                probe_t pb;
-                eng_probe(g, r, d, 0, &pb);
-                int arc = eng_malloc(g, d, size, e->stream, &p, err, errlen);
-                if (arc < 0)
-                    goto done;
-                if (failed && !res->rec_ooms++) {
-                    res->rec_oom_size = size;
-                    res->rec_oom_stream = e->stream;
-                    res->rec_oom_t_ns = e->t_ns;
-                    res->rec_oom_index = res->requests;
-                }
-                if (arc == 0) {
-                    probe_t pa;
-                    eng_probe(g, r, d, 0, &pa);
-                    msnap_event o = *e;
-                    o.action = MSNAP_A_BLOCK_ALLOC;
-                    o.api = MSNAP_API_ALLOCATOR;
-                    o.addr = g->torch ? p : virt_of(r, p);
-                    o.size = size;
-                    o.device = (int16_t)d;
-                    o.aux = o.aux2 = 0;
-                    if (g->torch && pa.allocated > pb.allocated) {
-                        /* as the recorder writes PyTorch's blocks: the block's
-                         * size (what PyTorch's allocated counts), the request
-                         * beside it */
-                        o.size = pa.allocated - pb.allocated;
-                        o.aux2 = size;
-                    }
-                    o.result = 0;
-                    emit(r, &o);
-                    if (pa.reserved != pb.reserved || r->reserve_changes != before || res->requests == 1)
-                        note_peak(g, r, d);
-                    if (failed) {
-                        if (res->rec_ooms == 1) {
-                            probe_t w;
-                            eng_probe(g, r, d, 1, &w);
-                            res->rec_oom_served = 1;
-                            res->headroom = w.largest_free > w.device_free ? w.largest_free : w.device_free;
-                            res->reserved_at = w.reserved;
-                            res->peak_reserved_at = res->peak_reserved;
-                            res->frag_at = frag_of(&w);
-                        }
-                        res->rec_ooms_served++;
-                        /* the program never had it: give it back at once */
-                        if (eng_free(g, d, p, err, errlen))
-                            goto done;
-                        o.action = MSNAP_A_BLOCK_FREE;
-                        o.size = 0;
-                        emit(r, &o);
-                    } else if (u64map_put(&r->ptrs, (uint32_t)d, e->addr, p)) {
-                        snprintf(err, errlen, "out of memory");
-                        goto done;
-                    }
-                } else {
-                    if (!res->ooms++) {
-                        res->oom = 1;
-                        res->oom_t_ns = e->t_ns;
-                        res->oom_size = size;
-                        res->oom_index = res->requests;
-                    }
-                    probe_t w;
-                    eng_probe(g, r, d, 1, &w);
-                    if (failed && res->rec_ooms == 1) {
-                        res->headroom = w.largest_free > w.device_free ? w.largest_free : w.device_free;
-                        res->reserved_at = w.reserved;
-                        res->peak_reserved_at = res->peak_reserved;
-                        res->frag_at = frag_of(&w);
-                    }
-                    msnap_event o = {.t_ns = e->t_ns, .size = size, .aux = w.device_free,
-                                     .aux2 = g->device_mem, .stack = e->stack, .tid = e->tid,
-                                     .stream = e->stream, .action = MSNAP_A_OOM,
-                                     .api = MSNAP_API_ALLOCATOR, .device = (int16_t)d, .result = 2};
-                    emit(r, &o);
-                }
-            } else {
-                uint64_t p;
-                if (!u64map_del(&r->ptrs, (uint32_t)d, e->addr, &p)) {
-                    res->skipped_frees++;
-                    break;
-                }
-                msnap_event o = *e;
-                o.action = MSNAP_A_BLOCK_FREE;
-                o.api = MSNAP_API_ALLOCATOR;
-                o.addr = g->torch ? p : virt_of(r, p);
-                o.size = 0;
-                o.device = (int16_t)d;
-                if (eng_free(g, d, p, err, errlen))
-                    goto done;
-                emit(r, &o);
-                res->frees++;
-            }
-        } while (0);
-        if (n && r->out && msnap_out_write(r->out, r->buf, n))
-            r->wfail = 1;
+    int kind = rq_kind(q, rec); /* requests.h: the same rule for every reader */
+    int failed = kind == RQ_FAILED;
+    int is_alloc = failed || kind == RQ_ALLOC;
+    if (!is_alloc && kind != RQ_FREE)
+        return 0;
+    int d = e->device >= 0 && e->device < NDEV ? e->device : 0;
+    r->t_ns = e->t_ns;
+    r->tid = e->tid;
+    r->device = d;
+    if (e->t_ns > *last_t)
+        *last_t = e->t_ns;
+    if (eng_get(g, r, d, err, errlen))
+        return -1;
+    if (*pending_release & PR_RELEASED) {
+        /* segments went back with no new one after: empty_cache() */
+        ta_empty_cache(g->ta[d]);
+        r->res->empty_cache_calls++;
     }
-    if (more < 0) {
-        snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
-        goto done;
+    *pending_release = 0;
+    if (!is_alloc)
+        return replay_free(g, r, e, d, err, errlen);
+    /* PyTorch's own record: the size the program asked for */
+    uint64_t size = rq_request_size(e, g->torch);
+    const uint64_t *gi = r->grow && size ? u64map_get(r->grow->stacks, 0, e->stack) : NULL;
+    if (gi && *gi < (uint64_t)r->grow->n && r->grow->base[*gi]) {
+        /* a grown site (grow.h): its size scaled, rounded up */
+        unsigned __int128 v = (unsigned __int128)size * r->grow->size[*gi];
+        uint64_t b = r->grow->base[*gi];
+        v = (v + b - 1) / b;
+        size = v > UINT64_MAX ? UINT64_MAX : v ? (uint64_t)v : 1;
+        r->res->grown++;
     }
-    if (opt->progress)
-        opt->progress->bytes_done = opt->progress->bytes_total;
+    return size ? replay_alloc(g, r, e, d, size, failed, restore, err, errlen) : 0;
+}
+
+/* After the stream: the peaks and the driver calls of every device's
+ * engine into res. */
+static void replay_totals(engine *g, rp *r, msnap_replay_result *res)
+{
     for (int d = 0; d < NDEV; d++) {
         if (!g->al[d] && !g->ta[d])
             continue;
@@ -900,6 +945,89 @@ int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay
         }
     }
     res->frag_peak = res->peak_reserved ? 1.0 - (double)res->peak_allocated / (double)res->peak_reserved : 0;
+}
+
+int msnap_replay_stream(rq_stream *q, const msnap_replay_opts *opt, msnap_replay_result *res,
+                        char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    const char *conf = opt->conf ? opt->conf : "";
+    engine *g = calloc(1, sizeof *g);
+    rp *r = calloc(1, sizeof *r);
+    if (!g || !r) {
+        free(g);
+        free(r);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    g->torch = opt->engine == MSNAP_ENGINE_TORCH || (opt->engine == MSNAP_ENGINE_AUTO && q->torch);
+    g->device_mem = opt->device_mem ? opt->device_mem
+                    : q->device_total ? q->device_total : MSNAP_REPLAY_DEFAULT_MEM;
+    res->device_mem = g->device_mem;
+    if (!opt->device_mem) {
+        /* what the recording measured outside the allocator is not the
+         * replayed allocator's to have (requests.h); 2 MiB stay at least */
+        uint64_t out = q->outside_context + q->outside_libs;
+        uint64_t most = g->device_mem > (2u << 20) ? g->device_mem - (2u << 20) : 0;
+        res->outside = out < most ? out : most;
+        res->outside_context = q->outside_context;
+        res->outside_libs = q->outside_libs;
+        res->outside_measured = q->outside_measured;
+    }
+    res->available = g->available = g->device_mem - res->outside;
+    snprintf(res->device_mem_from, sizeof res->device_mem_from, "%s",
+             opt->device_mem ? "--device-mem" : q->device_total ? "the recording" : "the default");
+    snprintf(res->level, sizeof res->level, "%s", q->blocks ? "blocks" : "reserved");
+    snprintf(res->engine, sizeof res->engine, "%s", g->torch ? "torch" : "memsnap");
+    r->res = res;
+    r->torch = g->torch;
+    r->grow = opt->grow;
+    r->next_virt = VIRT_BASE;
+    int rc = -1, more;
+    char out_tmp[PATH_MAX + 32] = ""; /* the new snapshot's temporary name (util/outfile.h) */
+    if (engine_setup(g, r, conf, res, err, errlen))
+        goto done;
+    cur = r;
+    if (rq_rewind(q)) {
+        snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
+        goto done;
+    }
+    if (opt->progress)
+        opt->progress->bytes_total = q->n;
+    if (opt->out_path) {
+        /* never written in place: a new file renamed over out_path at the end */
+        int ofd = outfile_create(opt->out_path, OUTFILE_REPLACE_LINK, out_tmp, sizeof out_tmp);
+        /* zstd level 1, as `memsnap run` writes by default (recorder/config.c) */
+        if (ofd < 0 || !(r->out = msnap_out_fdopen(ofd, 1))) {
+            snprintf(err, errlen, "%s: cannot write: %s", opt->out_path, strerror(errno));
+            if (ofd >= 0)
+                close(ofd);
+            goto done;
+        }
+    }
+    write_header(r, conf, res->engine, g->device_mem);
+    write_tables(r, &q->f.tab);
+    spill_rec rec;
+    uint64_t last_t = 0, nrec = 0;
+    int pending_release = 0; /* torch: PR_* */
+    while ((more = rq_next(q, &rec)) == 1) {
+        size_t n = 0;
+        if (opt->progress && !(++nrec & 0xffff)) {
+            opt->progress->bytes_done = nrec;
+            opt->progress->records = nrec;
+        }
+        if (replay_entry(g, r, q, &rec, &pending_release, &last_t, &n, err, errlen))
+            goto done;
+        if (n && r->out && msnap_out_write(r->out, r->buf, n))
+            r->wfail = 1;
+    }
+    if (more < 0) {
+        snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
+        goto done;
+    }
+    if (opt->progress)
+        opt->progress->bytes_done = opt->progress->bytes_total;
+    replay_totals(g, r, res);
     if (r->out) {
         msnap_trailer tr = {last_t, r->nev, 0, 0, "replay"};
         size_t n = msnap_fmt_trailer(r->buf, sizeof r->buf, &tr);

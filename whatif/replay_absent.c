@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "whatif.h"
-#include "interop.h"
+#include "interop/interop.h"
 #include "requests.h"
 
 static const char absent[] =

@@ -10,7 +10,7 @@
 static int wanted(int action)
 {
     switch (action) {
-    case MSNAP_A_BLOCK_ALLOC: case MSNAP_A_BLOCK_FREE: case MSNAP_A_OOM:
+    case MSNAP_A_BLOCK_ALLOC: case MSNAP_A_BLOCK_FREE: case MSNAP_A_OOM: case MSNAP_A_ALLOC_ERROR:
     case MSNAP_A_ALLOC: case MSNAP_A_ASYNC_ALLOC: case MSNAP_A_FREE: case MSNAP_A_ASYNC_FREE:
     case MSNAP_A_VMM_MAP: case MSNAP_A_VMM_UNMAP: case MSNAP_A_VMM_CREATE:
     case MSNAP_A_SEGMENT_ALLOC: case MSNAP_A_SEGMENT_FREE:
@@ -57,6 +57,7 @@ static int rq_change(void *ctx, an_file *f, const msnap_obj *o, int sign)
         return 0;
     spill_rec r = {.k1 = RQ_RESTORE};
     r.e = (msnap_event){.t_ns = f->t, .addr = o->addr, .size = o->size, .stream = o->stream,
+                        .aux = o->kind == MSNAP_A_BLOCK_ALLOC ? o->aux : 0,
                         .stack = o->stack, .action = o->kind, .api = o->api,
                         .device = (int16_t)(o->device == MSNAP_ST_HOST ? -1 : o->device)};
     return put(q, f, &r);
@@ -90,12 +91,36 @@ int rq_init(rq_stream *q, const char *path)
     an_init(&q->f, path);
     an_observer o = {.ctx = q, .record = rq_record, .event_before = rq_event_before,
                      .change = rq_change};
-    return an_observe(&q->f, &o) ? -1 : 0;
+    if (an_observe(&q->f, &o))
+        return -1;
+    /* the reconciliation (requests.h): the default rules (the categories
+     * go unused; the libraries are the same under any rules) */
+    if (!(q->bd_rules = cat_rules_new()) || !(q->bd = bd_new(q->bd_rules)) ||
+        an_want_log(&q->f) || bd_attach(q->bd, &q->f))
+        return -1;
+    return 0;
 }
 
 int rq_load(rq_stream *q, char *err, size_t errlen)
 {
-    return an_read(&q->f, err, errlen);
+    int rc = an_read(&q->f, err, errlen);
+    if (!rc && q->bd) {
+        /* the device where the most was measured outside */
+        for (int d = 0; d < BD_NDEV; d++) {
+            uint64_t ctx, libs;
+            int measured = bd_outside(q->bd, d, q->blocks, &ctx, &libs);
+            if (ctx + libs > q->outside_context + q->outside_libs) {
+                q->outside_context = ctx;
+                q->outside_libs = libs;
+            }
+            q->outside_measured |= measured;
+        }
+    }
+    bd_free(q->bd);
+    q->bd = NULL;
+    cat_rules_free(q->bd_rules);
+    q->bd_rules = NULL;
+    return rc;
 }
 
 int rq_read(rq_stream *q, const char *path, char *err, size_t errlen)
@@ -115,6 +140,9 @@ void rq_synth_init(rq_stream *q, const rq_stream *like, const char *name)
     q->torch = like->torch;
     q->torch_api = like->torch_api;
     q->device_total = like->device_total;
+    q->outside_context = like->outside_context;
+    q->outside_libs = like->outside_libs;
+    q->outside_measured = like->outside_measured;
 }
 
 int rq_put(rq_stream *q, const spill_rec *r)
@@ -149,6 +177,10 @@ int rq_kind(const rq_stream *q, const spill_rec *r)
 
 void rq_free(rq_stream *q)
 {
+    bd_free(q->bd);
+    q->bd = NULL;
+    cat_rules_free(q->bd_rules);
+    q->bd_rules = NULL;
     an_free(&q->f);
     spill_close(&q->items);
 }

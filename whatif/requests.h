@@ -17,6 +17,14 @@
  * The tables (stacks, syms, modules, strings) and the header stay in the
  * stream's an_file, so a replay can write them to its new snapshot.
  *
+ * The same read reconciles the recording with the driver's used figure
+ * (analyze/breakdown.h, as `memsnap summary` does, so the two say the
+ * same bytes): what it measured outside the allocator (the CUDA context,
+ * other libraries' driver memory) is memory the replayed allocator could
+ * not have had, and a replay on the recording's device leaves it out
+ * (whatif.h).  That keeps the change log (about 8-10 bytes an event)
+ * while the stream lives.
+ *
  * A stream can also be built by a caller instead of read (rq_synth_init,
  * rq_put): a prediction (predict.h) writes the requests it expects at
  * another size, and the replay takes that stream as it takes a recorded
@@ -29,8 +37,9 @@
 
 #include <stdint.h>
 
-#include "analysis.h"
-#include "common.h"
+#include "analyze/analysis.h"
+#include "analyze/breakdown.h"
+#include "interop/common.h"
 
 /* spill_rec.k1 of a stream entry */
 enum { RQ_EVENT = 0,     /* a recorded event (e) */
@@ -44,6 +53,14 @@ typedef struct rq_stream {
     int torch;                 /* PyTorch's allocator made them */
     int torch_api;             /* ... recorded live (api torch), not imported */
     uint64_t device_total;     /* the first device's memory in the recording, 0 unknown */
+    /* what the recording measured outside the allocator a replay stands in
+     * for (breakdown.h bd_outside, the device where it is largest): the
+     * replay subtracts it from the recording's device memory */
+    uint64_t outside_context;  /* device used less everything recorded */
+    uint64_t outside_libs;     /* other libraries' driver memory (blocks only) */
+    int outside_measured;      /* the device used was recorded */
+    breakdown *bd;             /* while reading */
+    cat_rules *bd_rules;
     /* while reading */
     int in_free_error;
 } rq_stream;

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "u64map.h"
+#include "util/u64map.h"
 
 #define KMIN 512ull                  /* every size is a multiple of it */
 #define KSMALL (1ull << 20)          /* largest small request */
@@ -62,13 +62,28 @@ struct tpool {
     uint64_t gc_calls;           /* get_free_block calls, when gc is on */
 };
 
+/* A private pool (PyTorch's PrivatePool): a graph's, a shared
+ * graph_pool_handle()'s, a MemPool's.  Its blocks come only from its own
+ * segments, and its cached blocks go back to the driver only once it is
+ * freeable (its graphs are gone: PyTorch's use_count 0). */
+typedef struct tprivate {
+    uint64_t id;
+    tpool small, large;
+    int freeable;
+} tprivate;
+
 struct ta_alloc {
     ta_config c;
-    uint64_t total, allowed;     /* capacity; fraction * capacity (0 = unset) */
+    uint64_t total, allowed;     /* capacity; fraction * the device (0 = unset) */
+    uint64_t device_total;       /* the device's memory (an expandable
+                                    segment reserves address space for it) */
     uint64_t next_addr;          /* expandable reservations, upward */
     uint64_t top_addr;           /* fixed segments, downward from here */
     uint32_t seed;
-    tpool small, large;
+    tpool small, large;          /* the default pool */
+    tprivate **priv;             /* private pools, in the order first used */
+    size_t npriv, cappriv;
+    u64map priv_ix;              /* pool id -> index into priv */
     u64map live;                 /* ptr -> tb* of allocated blocks */
     tseg **segs;                 /* live expandable segments */
     size_t nsegs, capsegs;
@@ -247,6 +262,8 @@ uint64_t ta_round_size(const ta_config *c, uint64_t size)
 {
     if (size < KMIN)
         return KMIN;
+    if (size > UINT64_MAX - (KROUNDLARGE << 1))
+        return UINT64_MAX & ~(KROUNDLARGE - 1);   /* no wrap to a small size */
     uint32_t div = divisions_for(c, size);
     if (div > 1 && size > KMIN * div) {
         if (!(size & (size - 1)))
@@ -474,7 +491,7 @@ static tb *find_expandable(ta_alloc *a, tpool *p, uint64_t stream, uint64_t size
             return s;
     }
     uint64_t page = p->small ? KSMALLBUF : KLARGEBUF;
-    uint64_t want = a->total + a->total / 8;
+    uint64_t want = a->device_total + a->device_total / 8;
     tseg *es = calloc(1, sizeof *es);
     if (!es)
         return NULL;
@@ -658,10 +675,55 @@ static void release_pool(ta_alloc *a, tpool *p)
     free(v);
 }
 
+/* PyTorch's release_cached_blocks for the default pool: its unsplit
+ * cached segments and free expandable pages, and those of every freeable
+ * private pool; a live private pool keeps its cache (its graphs replay into
+ * it). */
 void ta_empty_cache(ta_alloc *a)
 {
     release_pool(a, &a->large);
     release_pool(a, &a->small);
+    for (size_t i = 0; i < a->npriv; i++)
+        if (a->priv[i]->freeable) {
+            release_pool(a, &a->priv[i]->small);
+            release_pool(a, &a->priv[i]->large);
+        }
+}
+
+/* The private pool of id, made on first use.  NULL: out of host memory. */
+static tprivate *private_pool(ta_alloc *a, uint64_t id)
+{
+    uint64_t *v = u64map_get(&a->priv_ix, 0, id);
+    if (v)
+        return a->priv[*v];
+    if (a->npriv == a->cappriv) {
+        size_t nc = a->cappriv ? a->cappriv * 2 : 8;
+        tprivate **np = realloc(a->priv, nc * sizeof *np);
+        if (!np)
+            return NULL;
+        a->priv = np;
+        a->cappriv = nc;
+    }
+    tprivate *t = calloc(1, sizeof *t);
+    if (!t || u64map_put(&a->priv_ix, 0, id, a->npriv)) {
+        free(t);
+        return NULL;
+    }
+    t->id = id;
+    t->small.small = 1;
+    a->priv[a->npriv++] = t;
+    return t;
+}
+
+int ta_pool_release(ta_alloc *a, uint64_t pool)
+{
+    if (!pool)
+        return 0;
+    tprivate *t = private_pool(a, pool);
+    if (!t)
+        return -1;
+    t->freeable = 1;
+    return 0;
 }
 
 /* Frees oversize cached blocks of the request's stream until size bytes
@@ -791,8 +853,28 @@ static tb *alloc_block(ta_alloc *a, tpool *p, uint64_t stream, uint64_t size, ui
 
 int ta_malloc(ta_alloc *a, uint64_t req, uint64_t stream, uint64_t *ptr)
 {
+    return ta_malloc_pool(a, req, stream, 0, ptr);
+}
+
+int ta_malloc_pool(ta_alloc *a, uint64_t req, uint64_t stream, uint64_t pool, uint64_t *ptr)
+{
+    /* more than the device: out of memory, as PyTorch's would be (and the
+     * rounding below would wrap past 2^64 for a request near it: a 16 EiB
+     * request became a block of 0 bytes) */
+    if (req > a->total) {
+        a->st.ooms++;
+        return TA_OOM;
+    }
     uint64_t size = ta_round_size(&a->c, req);
     tpool *p = size <= KSMALL ? &a->small : &a->large;
+    if (pool) {
+        /* get_pool: a capture (or use_mem_pool) routes the stream's requests
+         * to its private pool, small or large as the default pools */
+        tprivate *t = private_pool(a, pool);
+        if (!t)
+            return TA_NOMEM;
+        p = size <= KSMALL ? &t->small : &t->large;
+    }
     uint64_t alloc_size = allocation_size(size);
     tb *b = get_free_block(a, p, stream, size);
     if (!b) {
@@ -803,7 +885,10 @@ int ta_malloc(ta_alloc *a, uint64_t req, uint64_t stream, uint64_t *ptr)
             a->st.retries++;
             b = alloc_block(a, p, stream, size, alloc_size);
         }
-        if (!b) {
+        /* the last retry frees every unsplit cached block, but only while no
+         * capture is under way (PyTorch's captures_underway): a request into
+         * a private pool is made during one, and goes out of memory here */
+        if (!b && !pool) {
             ta_empty_cache(a);
             a->st.retries++;
             b = alloc_block(a, p, stream, size, alloc_size);
@@ -855,14 +940,15 @@ int ta_free(ta_alloc *a, uint64_t ptr)
 
 /* ---- life cycle and stats ------------------------------------------------------------- */
 
-ta_alloc *ta_create(const ta_config *c, uint64_t device_total, uint64_t base, ta_seg_fn seg,
-                    void *ctx)
+ta_alloc *ta_create(const ta_config *c, uint64_t device_total, uint64_t capacity, uint64_t base,
+                    ta_seg_fn seg, void *ctx)
 {
     ta_alloc *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
     a->c = *c;
-    a->total = device_total;
+    a->total = capacity < device_total ? capacity : device_total;
+    a->device_total = device_total;
     a->allowed = c->fraction > 0 ? (uint64_t)(c->fraction * (double)device_total) : 0;
     a->next_addr = base;
     a->top_addr = base + (1ull << 43);
@@ -895,6 +981,15 @@ void ta_destroy(ta_alloc *a)
     free_tree(a->small.unmapped);
     free_tree(a->large.blocks);
     free_tree(a->large.unmapped);
+    for (size_t i = 0; i < a->npriv; i++) {
+        free_tree(a->priv[i]->small.blocks);
+        free_tree(a->priv[i]->small.unmapped);
+        free_tree(a->priv[i]->large.blocks);
+        free_tree(a->priv[i]->large.unmapped);
+        free(a->priv[i]);
+    }
+    free(a->priv);
+    u64map_free(&a->priv_ix);
     for (size_t i = 0; i < a->nsegs; i++)
         free(a->segs[i]);
     free(a->segs);
@@ -927,6 +1022,8 @@ void ta_stats_get(ta_alloc *a, ta_stats *s)
     *s = a->st;
     uint64_t l = tree_max_size(a->large.blocks), m = tree_max_size(a->small.blocks);
     s->largest_free = l > m ? l : m;
+    /* a private pool's cached blocks serve only its own requests: not in
+     * the default pool's largest free block */
     uint64_t cap = a->allowed && a->allowed < a->total ? a->allowed : a->total;
     s->device_free = cap > a->st.reserved ? cap - a->st.reserved : 0;
 }

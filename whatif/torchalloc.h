@@ -29,8 +29,20 @@
  *                 (large) pages at the lowest address that fits; release
  *                 unmaps the whole free pages
  *
- * Not emulated: CUDA graph private pools, record_stream events (the trace's
- * frees are PyTorch's free_completed, already after the events), IPC.
+ *   private pools a CUDA graph's pool, one graph_pool_handle() shares, a
+ *                 torch.cuda.MemPool: small and large block sets of their
+ *                 own (ta_malloc_pool), segments of their own (expandable
+ *                 ones too), no cached block shared with another pool; a
+ *                 request into one is made during a capture, so its miss
+ *                 path stops before the last retry (PyTorch releases the
+ *                 caches only with no capture under way); empty_cache and
+ *                 that last retry release the default pool's cache and the
+ *                 caches of freeable private pools only (ta_pool_release:
+ *                 their graphs are gone), never a live pool's
+ *
+ * Not emulated: record_stream events (the trace's frees are PyTorch's
+ * free_completed, already after the events), IPC, a MemPool's own
+ * allocator, use_on_oom and no_split pools, checkpointed pool states.
  *
  * Deterministic: no clock, no randomness beyond a fixed-seed treap.
  */
@@ -70,11 +82,13 @@ typedef void (*ta_seg_fn)(void *ctx, int kind, uint64_t addr, uint64_t size, uin
 
 typedef struct ta_alloc ta_alloc;
 
-/* A new allocator for a device of device_total bytes, addresses from base.
- * seg (may be NULL) hears of every segment/page change.  NULL when out of
- * host memory. */
-ta_alloc *ta_create(const ta_config *c, uint64_t device_total, uint64_t base, ta_seg_fn seg,
-                    void *ctx);
+/* A new allocator for a device of device_total bytes (a memory fraction is
+ * of it) of which it can get capacity bytes from the driver (the rest
+ * holds the CUDA context and other libraries' memory), addresses from
+ * base.  seg (may be NULL) hears of every segment/page change.  NULL when
+ * out of host memory. */
+ta_alloc *ta_create(const ta_config *c, uint64_t device_total, uint64_t capacity, uint64_t base,
+                    ta_seg_fn seg, void *ctx);
 void ta_destroy(ta_alloc *a);
 
 #define TA_OK 0
@@ -86,11 +100,23 @@ void ta_destroy(ta_alloc *a);
  * been released, as PyTorch does), TA_NOMEM when the host is out. */
 int ta_malloc(ta_alloc *a, uint64_t size, uint64_t stream, uint64_t *ptr);
 
-/* Frees the block at ptr.  0, or -1 when no allocated block starts there. */
+/* ta_malloc in pool (0 the default pool; else a private pool's id, made on
+ * first use): the request PyTorch makes while a capture or use_mem_pool
+ * routes the stream to that pool. */
+int ta_malloc_pool(ta_alloc *a, uint64_t size, uint64_t stream, uint64_t pool, uint64_t *ptr);
+
+/* Private pool `pool` is freeable from now on (PyTorch's releasePool with
+ * use_count 0: its graphs were destroyed): empty_cache and the last retry of
+ * a miss may release its cached segments.  0, or -1 out of host memory. */
+int ta_pool_release(ta_alloc *a, uint64_t pool);
+
+/* Frees the block at ptr (back to its own pool).  0, or -1 when no
+ * allocated block starts there. */
 int ta_free(ta_alloc *a, uint64_t ptr);
 
 /* torch.cuda.empty_cache(): releases every unsplit cached segment and the
- * free pages of expandable segments. */
+ * free pages of expandable segments of the default pool and of freeable
+ * private pools. */
 void ta_empty_cache(ta_alloc *a);
 
 typedef struct ta_stats {

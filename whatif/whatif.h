@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/u64map.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,10 +49,23 @@ typedef struct msnap_replay_result {
     uint64_t device_mem;      /* the device memory replayed on */
     char device_mem_from[24]; /* where that came from: "the recording",
                                  "--device-mem" or "the default" */
+    uint64_t outside;         /* of it, what the recording measured outside the
+                                 allocator (the CUDA context, other libraries'
+                                 driver memory; requests.h), left out: 0 with
+                                 opts.device_mem */
+    uint64_t outside_context, outside_libs; /* its two parts */
+    int outside_measured;     /* the recording had the device used */
+    uint64_t available;       /* device_mem - outside: what the allocator could
+                                 get from the driver (a memory fraction is of
+                                 device_mem, as PyTorch's is of the device) */
     uint64_t restored;        /* requests for memory a refused free put back */
     int bad_config;           /* the error was the config */
     char level[16];           /* "blocks" or "reserved": which events fed it */
     char engine[16];          /* "memsnap" or "torch" */
+    /* the first failed request (oom): its stack (the stream's tables) and
+     * the NVTX mark or range the stream was in (a string id, 0 none) */
+    uint32_t oom_stack, oom_where;
+    uint64_t grown;           /* requests a grow spec resized */
 } msnap_replay_result;
 
 /* Progress of one replay, written by the replay (another process may read
@@ -63,13 +78,26 @@ typedef struct msnap_replay_progress {
 #define MSNAP_ENGINE_MEMSNAP 1 /* libmemsnap_alloc on the simulated device */
 #define MSNAP_ENGINE_TORCH 2   /* the PyTorch caching allocator emulation */
 
+/* Requests made at other sizes (grow.h): each request whose stack maps to
+ * site i in stacks (stack id -> i) is made at its size * size[i] / base[i],
+ * rounded up. */
+#define MSNAP_GROW_MAX 8
+typedef struct msnap_grow_spec {
+    const u64map *stacks;      /* borrowed */
+    int n;
+    uint64_t base[MSNAP_GROW_MAX], size[MSNAP_GROW_MAX];
+} msnap_grow_spec;
+
 typedef struct msnap_replay_opts {
     const char *conf;          /* MEMSNAP_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF syntax */
     uint64_t device_mem;       /* bytes; 0 = the recording's device, else
-                                  MSNAP_REPLAY_DEFAULT_MEM */
+                                  MSNAP_REPLAY_DEFAULT_MEM, less what the
+                                  recording measured outside the allocator;
+                                  set: all of it for the allocator */
     const char *out_path;      /* the new snapshot, or NULL */
     int engine;                /* MSNAP_ENGINE_* */
     msnap_replay_progress *progress; /* or NULL */
+    const msnap_grow_spec *grow;    /* or NULL (borrowed) */
 } msnap_replay_opts;
 
 /* The device memory a replay runs on when neither the options nor the

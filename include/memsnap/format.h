@@ -28,7 +28,7 @@ extern "C" {
 
 #define MSNAP_FORMAT_NAME "memsnap"
 #define MSNAP_FORMAT_MAJOR 1
-#define MSNAP_FORMAT_MINOR 2
+#define MSNAP_FORMAT_MINOR 3
 
 /* ---- Actions: what an event says happened. ------------------------------
  * X(enum, json-name).  Order is ABI for the in-memory record only; the file
@@ -139,12 +139,31 @@ static inline int msnap_ip_is_python(uint64_t ip) { return (ip & MSNAP_PYFRAME_B
 static inline int msnap_ip_is_autograd(uint64_t ip) { return (ip >> 62) == 3; }
 static inline uint64_t msnap_autograd_ip(uint32_t node_id) { return MSNAP_AUTOGRAD_TAG | node_id; }
 
+/* ---- Memory pools of PyTorch's caching allocator (format 1.3). -----------
+ * x of a PyTorch block_alloc (and, from format 1.3, of its segment_alloc,
+ * segment_free, segment_map and segment_unmap, and of a block_alloc's live
+ * line) names the pool the block or segment belongs to: 0 the default pool;
+ * else PyTorch's MempoolId_t (a pair), written as its first half when that
+ * is set (a pool CUDAGraph::capture_begin made for one graph), else as its
+ * second half with MSNAP_POOL_HANDLE set (a pool of graph_pool_handle(),
+ * shared by graphs, or of torch.cuda.MemPool).  MSNAP_POOL_CAPTURING on an
+ * allocation (block_alloc, segment_alloc, segment_map) says the allocating
+ * stream was capturing a CUDA graph.  The pool itself is x without that
+ * bit (msnap_pool_id).  Files before 1.3 name the pool on block_alloc only,
+ * as first-or-second half without the bits. */
+#define MSNAP_POOL_HANDLE (1ULL << 32)
+#define MSNAP_POOL_CAPTURING (1ULL << 33)
+static inline uint64_t msnap_pool_id(uint64_t x) { return x & ~MSNAP_POOL_CAPTURING; }
+
 /* ---- The event record (72 bytes, fixed size). ---------------------------
  * The recorder's hot path fills one of these; the writer formats it.  Field
  * meaning per action (unused fields are 0 and are not written):
  *   alloc/managed_alloc/host_alloc/async_alloc/block_alloc:
  *              addr, size, stream (async: the stream; block: the pool stream)
- *              aux = pool handle (cuMemAllocFromPoolAsync), 0 otherwise
+ *              aux = pool handle (cuMemAllocFromPoolAsync), PyTorch's pool
+ *              (block_alloc, above), 0 otherwise
+ *   segment_alloc/segment_free/segment_map/segment_unmap: addr, size,
+ *              stream; aux = PyTorch's pool (format 1.3)
  *   free/host_free/async_free/block_free: addr (size 0: the reader looks it
  *              up from the live allocation; the writer fills it in when known)
  *   vmm_reserve/vmm_addr_free: addr (VA), size; aux = requested alignment
@@ -208,6 +227,8 @@ typedef struct msnap_header {
     const char *settings_json; /* recorder settings as a JSON object text */
     int ndevices;
     msnap_device_info devices[MSNAP_MAX_DEVICES];
+    int has_rank;              /* 1: rank is the job's rank of this process */
+    int64_t rank;              /* "rank" (the launcher's RANK and the like) */
 } msnap_header;
 
 /* A deduplicated native stack: raw instruction pointers, innermost first. */
@@ -281,7 +302,15 @@ typedef struct msnap_trailer {
  * Each returns the number of bytes written (including the trailing '\n'), or
  * 0 if cap was too small (nothing useful written).  No I/O, no allocation
  * except msnap_fmt_header (cJSON). */
+/* The header line; settings_json is parsed and re-printed compactly (NULL,
+ * invalid JSON or a non-object writes {}): cJSON, allocates; 0 also when
+ * out of memory. */
 size_t msnap_fmt_header(char *buf, size_t cap, const msnap_header *h);
+/* The same with settings_json written as it is: the caller promises one
+ * compact JSON object (or NULL: {}).  For writers that make their settings
+ * themselves and must not need cJSON (the recorder: libmemsnap.so links no
+ * shared library but libc). */
+size_t msnap_fmt_header_compact(char *buf, size_t cap, const msnap_header *h);
 /* msnap_fmt_event never needs more than this many bytes. */
 #define MSNAP_FMT_EVENT_MAX 400
 size_t msnap_fmt_device(char *buf, size_t cap, const msnap_device_info *d);
@@ -379,6 +408,14 @@ int msnap_reader_is_zstd(const msnap_reader *r);   /* the input is zstd-compress
  * only, instead of being skipped: for a tool that rewrites a snapshot and
  * must keep every line (memsnap symbolize). */
 void msnap_reader_keep_unknown(msnap_reader *r);
+/* Following a file that is still being written (memsnap top, the live
+ * metrics): with on set, the end of the input is only where the writer has
+ * got to.  msnap_reader_next then returns 0 at the end of what is there now
+ * without taking a line the writer has not finished (nor a zstd block it
+ * has not flushed), and a later call reads on from there.  Set it off when
+ * no more will come (the writer is gone): a cut-off last line is then
+ * msnap_reader_truncated, as for any file. */
+void msnap_reader_follow(msnap_reader *r, int on);
 void msnap_reader_close(msnap_reader *r);
 
 /* ---- Progress ------------------------------------------------------------

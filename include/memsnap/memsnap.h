@@ -62,12 +62,14 @@ void memsnap_trace_block(int action, int device, uint64_t addr, uint64_t size,
  * event with api "torch" and the calling thread's stack.  action (PyTorch's
  * TraceEntry::Action):
  *   MEMSNAP_TORCH_ALLOC           block_alloc: addr, size, stream; pool =
- *                                 memory pool id; requested = the size the
+ *                                 memory pool id (memsnap/format.h, "Memory
+ *                                 pools"); requested = the size the
  *                                 program asked for (0 when unknown)
  *   MEMSNAP_TORCH_FREE_REQUESTED  block_free_requested: addr, size, stream
  *   MEMSNAP_TORCH_FREE_COMPLETED  block_free: addr, size, stream
  *   MEMSNAP_TORCH_SEGMENT_ALLOC, _SEGMENT_FREE, _SEGMENT_MAP, _SEGMENT_UNMAP
- *                                 segment_*: addr, size, stream
+ *                                 segment_*: addr, size, stream, pool
+ *   (pool is the event's x, every action but OOM: format 1.3)
  *   MEMSNAP_TORCH_OOM             oom: size = requested bytes, addr = device
  *                                 free bytes as PyTorch read them
  * Other values (PyTorch's SNAPSHOT entries, future actions) are ignored.
@@ -118,6 +120,11 @@ typedef uint32_t (*memsnap_torch_node_id_fn)(const char *name);
  * exports it beside memsnap_torch_attach; a plugin without it gets
  * memsnap_trace_torch, and its blocks the requested sizes). */
 #define MEMSNAP_TORCH_API_NODES 1u     /* name autograd nodes (MEMSNAP_TORCH_NODES=1) */
+#define MEMSNAP_TORCH_API_NO_FREE_REQUESTED 2u  /* no FREE_REQUESTED entries are wanted
+                                                   (MEMSNAP_TORCH_FREE_REQUESTED=0) */
+#define MEMSNAP_TORCH_API_POOL_KINDS 4u    /* pool: MempoolId_t's half (MSNAP_POOL_HANDLE)
+                                                   and the capture bit (MSNAP_POOL_CAPTURING),
+                                                   memsnap/format.h (format 1.3) */
 typedef struct memsnap_torch_api {
     uint32_t size;                     /* sizeof(memsnap_torch_api) */
     uint32_t flags;                    /* MEMSNAP_TORCH_API_* */

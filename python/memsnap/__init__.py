@@ -10,6 +10,9 @@ simulated CUDA device and the libraries they need.  From Python
                                --json` prints), .events(), .sites(layer),
                                .categories(), .state_at(t) as pandas DataFrames,
                                from memsnap's own C analysis library
+    memsnap.job(paths, client) a Job of many ranks: .ranks(), .sites() as DataFrames,
+                               .summary() (the dict `memsnap job --json` prints), the
+                               files read on Dask workers or local processes
     memsnap.record(path)       with memsnap.record("x.msnap"): records PyTorch's
                                allocated layer in this process, with Python frames
     pytest markers             limit_gpu_memory, limit_gpu_leaks (memsnap.pytest_plugin)
@@ -27,7 +30,7 @@ except ImportError:                        # a source tree that was never built
     __version__ = "0+unknown"
 
 __all__ = ["__version__", "paths", "load", "Snapshot", "record", "Recording",
-           "parse_size"]
+           "parse_size", "job", "Job"]
 
 # The bundled tree, laid out as an installed memsnap (setup.py; cli/parts.h).
 _NATIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
@@ -40,13 +43,18 @@ _PARTS = {
     "alloc": "lib/libmemsnap_alloc.so.0",               # the caching allocator
     "py": "lib/memsnap/libmemsnap_py.so",               # the analysis library (load())
     "font": "lib/memsnap/fonts/DejaVuSans.ttf",         # the pictures' font
+    "man": "share/man",                                 # a MANPATH entry: man memsnap-run
+    "completion": "share/bash-completion/completions/memsnap",  # bash completion
 }
 
 
 def paths():
     """A dict of absolute paths of the bundled parts, keyed memsnap, smoke,
-    decode, recorder, simdev_dir, alloc, py and font; None for a part this
-    build does not have (a build without the CUDA toolkit has no recorder)."""
+    decode, recorder, simdev_dir, alloc, py, font, man (a MANPATH entry:
+    MANPATH=... man memsnap-run) and completion (the bash completion script:
+    source it); None for a part this build does not have (a build without
+    the CUDA toolkit has no recorder; the build tree's package has no man
+    pages)."""
     out = {}
     for key, rel in _PARTS.items():
         p = os.path.join(_NATIVE, rel)
@@ -69,6 +77,9 @@ def __getattr__(name):
     if name in ("record", "Recording"):
         from . import _record
         return getattr(_record, name)
+    if name in ("job", "Job"):
+        from . import _job
+        return getattr(_job, name)
     if name == "parse_size":
         from ._sizes import parse_size
         return parse_size

@@ -5,14 +5,18 @@
 
 runs the cell while recording PyTorch's allocations in this process
 (memsnap.record), then shows the timeline (the SVG of `memsnap render
---format svg`, the bundled binary) and the summary's highlights: peak
+--format svg`, the bundled binary) and the summary's highlights (in a
+front end that draws neither, IPython in a terminal: the first screen of
+`memsnap summary` as text): peak
 allocated, what was still allocated at the end, OOMs, leak suspects and the
 top sites with their Python lines.  -o keeps the snapshot (else it goes to
 a temporary file, removed once shown); --no-torch records only what calls
 the recorder's API itself (memsnap.record's torch=False).  The cell runs as
 any cell (its output, its exceptions); a cell that raises still shows what
 it allocated up to then, and the magic then fails too (CellFailed, one line),
-so that Run All stops there.
+so that Run All stops there.  Where it cannot record (no PyTorch without
+--no-torch, a recording running already), one line says why and what to
+try, and the cell runs unrecorded.
 
 report(path) builds the same (SVG text, HTML text) from any snapshot, and
 record_cell() runs code the same way without IPython (tests/gpu).
@@ -21,6 +25,7 @@ import html
 import os
 import shlex
 import subprocess
+import sys
 import tempfile
 
 from . import paths
@@ -84,6 +89,28 @@ def report(path, top=5, width=900):
     return render_svg(path, width), highlights(path, top)
 
 
+def text_report(path, top=5):
+    """The first screen of `memsnap summary` (the peaks, what was live at the
+    peak by site, the findings) as text: what the magic shows where the
+    front end draws no SVG or HTML (IPython in a terminal)."""
+    r = subprocess.run([paths()["memsnap"], "summary", "--top", str(int(top)), path],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode not in (0, 1):
+        raise RuntimeError(r.stderr.decode(errors="replace").strip() or
+                           "memsnap summary: exit %d" % r.returncode)
+    lines = r.stdout.decode(errors="replace").splitlines()
+    if "---- details" in lines:
+        lines = lines[:lines.index("---- details")]
+    while lines and (not lines[-1].strip() or lines[-1].startswith(("(below:", " --stacks"))):
+        lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+class NotRecorded(RuntimeError):
+    """memsnap.record() cannot record here (no PyTorch, a recording running
+    already): the magic runs the cell unrecorded and says why in one line."""
+
+
 class UsageError(ValueError):
     """A bad %%memsnap line (IPython shows it as a usage error)."""
 
@@ -121,24 +148,32 @@ def _parse(line):
     return a
 
 
-def record_cell(code, run=None, path=None, top=5, width=900, torch=True):
+def record_cell(code, run=None, path=None, top=5, width=900, torch=True, text=False):
     """Records code while it runs (run(code) when given, else exec in a
     fresh namespace) into path (a temporary file when None, removed after)
-    and returns (svg, html, result of run).  What the magic does."""
+    and returns (svg, html, result of run), or with text (a front end that
+    draws neither) (None, text_report, result).  What the magic does.
+    NotRecorded (nothing run) when memsnap.record() cannot record here."""
     from ._record import Recording
     tmp = path is None
     if tmp:
         fd, path = tempfile.mkstemp(prefix="memsnap-cell-", suffix=".msnap")
         os.close(fd)
     try:
+        from ._record import RecordError
         rec = Recording(path, torch=torch)
-        rec.start()
+        try:
+            rec.start()
+        except RecordError as e:
+            raise NotRecorded(str(e)) from None
         try:
             result = run(code) if run else exec(compile(code, "<cell>", "exec"), {})
         finally:
             rec.stop()
-        svg, text = report(path, top, width)
-        return svg, text, result
+        if text:
+            return None, text_report(path, top), result
+        svg, html_text = report(path, top, width)
+        return svg, html_text, result
     finally:
         if tmp:
             try:
@@ -158,12 +193,30 @@ def register(ipython):
             a = _parse(line)
         except UsageError as e:
             raise IPythonUsageError(str(e)) from None
-        svg, text, result = record_cell(cell, run=lambda c: ipython.run_cell(c),
-                                        path=a.output, top=a.top, width=a.width,
-                                        torch=not a.no_torch)
-        display(SVG(svg))
-        display(HTML(text + ("<p>snapshot: <code>%s</code></p>" % html.escape(a.output)
-                             if a.output else "")))
+        # a front end that shows SVG and HTML (a notebook), else text
+        rich = "image/svg+xml" in (getattr(ipython.display_formatter, "active_types", None)
+                                   or ["image/svg+xml"])
+        try:
+            svg, text, result = record_cell(cell, run=lambda c: ipython.run_cell(c),
+                                            path=a.output, top=a.top, width=a.width,
+                                            torch=not a.no_torch, text=not rich)
+        except NotRecorded as e:
+            # one line, not a traceback, and the cell runs all the same
+            sys.stderr.write("%%%%memsnap: not recorded: %s%s; the cell runs unrecorded\n"
+                             % (e, "" if a.no_torch else
+                                " (%%memsnap --no-torch records without PyTorch)"))
+            sys.stderr.flush()
+            result = ipython.run_cell(cell)
+            if result is not None and not result.success:
+                raise CellFailed("%%memsnap: the cell raised (its traceback is above)")
+            return
+        if rich:
+            display(SVG(svg))
+            display(HTML(text + ("<p>snapshot: <code>%s</code></p>" % html.escape(a.output)
+                                 if a.output else "")))
+        else:
+            # IPython in a terminal: the summary's first screen as text
+            sys.stdout.write(text + ("snapshot: %s\n" % a.output if a.output else ""))
         # a cell that raised is a failed cell (Run All stops there), after
         # showing what it allocated
         if result is not None and not result.success:

@@ -173,9 +173,12 @@ class Recording:
     start() and stop().  After stop(): .events, the events written, and
     .snapshot() the Snapshot of the file."""
 
-    def __init__(self, path, torch=True):
+    def __init__(self, path, torch=True, metrics=None):
         self.path = os.path.abspath(os.fspath(path))
         self.torch = torch
+        self.metrics = metrics
+        self.metrics_address = None   # "ADDR:PORT" while metrics are served
+        self._metrics = None
         self.events = None
         self.running = False
 
@@ -188,7 +191,11 @@ class Recording:
             L = recorder()
             if self.torch:
                 _prepare_torch(L)
+            if self.metrics is not None:
+                self._metrics_start()
             rc = L.memsnap_record_start(_escape(self.path))
+            if rc != 0:
+                self._metrics_stop()
             if rc == MEMSNAP_ERR_BUSY:
                 raise RecordError("a recording is running already (%s)"
                                   % (_active.path if _active else "memsnap run's"))
@@ -209,6 +216,7 @@ class Recording:
                 return self.events
             n = ctypes.c_uint64()
             rc = recorder().memsnap_record_stop(ctypes.byref(n))
+            self._metrics_stop()
             self.running = False
             _active = None
             self.events = n.value
@@ -218,6 +226,30 @@ class Recording:
                 warnings.warn("memsnap: PyTorch's allocator could not be recorded: %s"
                               % _torch["error"], RuntimeWarning, stacklevel=3)
         return self.events
+
+    def _metrics_start(self):
+        """Binds the metrics' port and starts their thread (a C thread of
+        libmemsnap_py.so: it follows the file and serves /metrics without
+        the GIL).  RecordError for a bad address or a port that is taken."""
+        from ._lib import lib
+        spec = str(self.metrics)
+        if isinstance(self.metrics, bool) or not spec:
+            raise RecordError("metrics wants a port or ADDR:PORT, not %r" % (self.metrics,))
+        err = ctypes.create_string_buffer(512)
+        L = lib()
+        h = L.mpy_metrics_start(spec.encode(), os.fsencode(self.path),
+                                os.environ.get("RANK", "").encode(), err, len(err))
+        if not h:
+            raise RecordError("metrics %s: %s" % (spec, err.value.decode(errors="replace")))
+        self._metrics = h
+        self.metrics_address = L.mpy_metrics_address(h).decode()
+
+    def _metrics_stop(self):
+        if self._metrics:
+            from ._lib import lib
+            lib().mpy_metrics_stop(self._metrics)
+            self._metrics = None
+            self.metrics_address = None
 
     def annotate(self, message):
         """A mark on the timeline (an nvtx_mark event with this message)."""
@@ -235,15 +267,20 @@ class Recording:
         return False
 
 
-def record(path, torch=True):
+def record(path, torch=True, metrics=None):
     """Records into path (a new .msnap file) while the with-block runs:
     PyTorch's allocated layer (every block of its CUDA caching allocator,
     with the Python frames that allocated it), without LD_PRELOAD.  The
     driver level needs `memsnap run`.  torch=False records only what calls
     the recorder's API itself (memsnap_annotate, memsnap_trace_block).
+    metrics=PORT (or "ADDR:PORT"; 127.0.0.1 unless given) serves the
+    recording's Prometheus metrics at http://ADDR:PORT/metrics while it runs,
+    from a thread of this process of its own (the ones `memsnap run
+    --metrics` serves, docs/recorder.md); .metrics_address says where.
     RecordError when it cannot record (no PyTorch with CUDA, no plugin and
-    no way to build it, a recording running already)."""
-    return Recording(path, torch=torch)
+    no way to build it, a recording running already, a metrics port that
+    is taken)."""
+    return Recording(path, torch=torch, metrics=metrics)
 
 
 def torch_attached():

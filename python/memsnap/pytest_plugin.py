@@ -31,6 +31,8 @@ recorded run.
 
 Without PyTorch, without a CUDA device, or under `memsnap run` (which
 records the process itself), the marked tests are skipped with the reason.
+A marker with a bad argument ("lots" for a size, a negative warm-up) fails
+its own test, named by file:line, wherever it runs; the others run.
 """
 import gc
 import os
@@ -94,13 +96,21 @@ def _warmup(mark):
 
 def _check_marks(item):
     """The markers' arguments, checked wherever the tests run (a bad limit
-    is a usage error even on a machine where the limits are skipped)."""
+    fails its test even on a machine where the limits are skipped): None
+    when they are good, else what is wrong, naming the test by file:line
+    (one bad marker fails its own test, not the session)."""
     mem, leak = _marks(item)
-    if mem:
-        _limit(mem, "limit_gpu_memory")
-    if leak:
-        _limit(leak, "limit_gpu_leaks")
-        _warmup(leak)
+    try:
+        if mem:
+            _limit(mem, "limit_gpu_memory")
+        if leak:
+            _limit(leak, "limit_gpu_leaks")
+            _warmup(leak)
+    except pytest.UsageError as e:
+        path, line, _ = item.location
+        return "memsnap: %s:%s: %s: %s" % (path, line + 1 if line is not None else "?",
+                                          item.name, e)
+    return None
 
 
 _why_not = {}                 # cached reason the markers cannot be honoured here
@@ -140,11 +150,19 @@ def _unavailable():
 
 
 def pytest_collection_modifyitems(session, config, items):
-    marked = [i for i in items if any(_marks(i))]
+    marked = []
+    for i in items:
+        if not any(_marks(i)):
+            continue
+        bad = _check_marks(i)
+        if bad:
+            # the test fails in its call, unrun; the session goes on
+            i._memsnap_bad = bad
+            i.runtest = lambda bad=bad: pytest.fail(bad, pytrace=False)
+        else:
+            marked.append(i)
     if not marked:
         return
-    for i in marked:
-        _check_marks(i)
     reason = _unavailable()
     if reason:                       # skipped where the test is, with the reason
         for i in marked:
@@ -165,7 +183,8 @@ def pytest_runtest_setup(item):
     mem, leak = _marks(item)
     if not (mem or leak):
         return
-    _check_marks(item)
+    if getattr(item, "_memsnap_bad", None):
+        return                       # it fails in its call (collection)
     reason = _unavailable()
     if reason:
         pytest.skip("memsnap: %s" % reason)
@@ -242,7 +261,8 @@ def _call_before(item):
     """Before the test's call: the warm-up runs, then the recording started.
     The state for _call_after, or None when the test is not measured."""
     mem, leak = _marks(item)
-    if not (mem or leak) or _unavailable() or "error" in _why_not:
+    if not (mem or leak) or _unavailable() or "error" in _why_not or \
+            getattr(item, "_memsnap_bad", None):
         return None
     from . import _record
     st = {"mem": _limit(mem, "limit_gpu_memory") if mem else None,

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "u64map.h"
+#include "util/u64map.h"
 #include "../check.h"
 #include "memsnap/format.h"
 

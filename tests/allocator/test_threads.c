@@ -4,6 +4,7 @@
  * device is host memory, so a block handed to two threads at once shows up
  * as a wrong tag).  Then the invariant walker, a full free, and the device
  * back to its baseline. */
+#define _GNU_SOURCE        /* before any header: simtest.h's RTLD_DEFAULT (glibc < 2.34) */
 #include <pthread.h>
 
 #include "alloctest.h"

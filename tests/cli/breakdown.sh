@@ -108,13 +108,13 @@ bad-rules)  # one line on stderr naming file and line, exit 2
     "$MEMSNAP" summary --category-rules "$T/none" "$DATA/reconcile.msnap" 2> "$T/err" > /dev/null; rc=$?
     [ $rc = 2 ] && grep -q "none: cannot read" "$T/err" || fail "missing file: exit $rc, $(cat "$T/err")"
     ;;
-ranks)  # which rank peaked highest, by how much, on which sites
-    "$MEMSNAP" summary "$DATA/rank0.msnap" "$DATA/rank1.msnap" > "$T/out" || fail "exit $?"
+ranks)  # summary --each: which rank peaked highest, by how much, on which sites
+    "$MEMSNAP" summary --each "$DATA/rank0.msnap" "$DATA/rank1.msnap" > "$T/out" || fail "exit $?"
     grep -q "highest peak reserved: .*rank1.msnap (1.75 GiB)" "$T/out" || fail "no highest rank"
     grep -q "by 512.00 MiB (40.0%) above the next highest, .*rank0.msnap (1.25 GiB)" "$T/out" || fail "no difference"
     grep -Eq "^  \+512.00 MiB +grow_buffer \(comm.c:7\) \(peak 768.00 MiB vs 256.00 MiB\)" "$T/out" || fail "no site"
     grep -q "alloc_weights" <(sed -n '/^sites higher/,$p' "$T/out") && fail "a site with the same peak listed"
-    "$MEMSNAP" summary --json "$DATA/rank0.msnap" "$DATA/rank1.msnap" > "$T/s.json"
+    "$MEMSNAP" summary --each --json "$DATA/rank0.msnap" "$DATA/rank1.msnap" > "$T/s.json"
     H='.highest_peak'
     check "$H.file | endswith(\"rank1.msnap\")" "$T/s.json" "$H"
     check "$H.above_next == 536870912 and $H.next_peak == 1342177280" "$T/s.json" "$H"

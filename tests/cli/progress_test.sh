@@ -1,6 +1,6 @@
 #!/bin/sh
 # progress_test.sh MEMSNAP DATA SCRATCH
-# The progress line (format/progress_term.c): under a pseudo-terminal (script -qc)
+# The progress line (cli/progress_term.c): under a pseudo-terminal (script -qc)
 # summary, compare, export and import draw "memsnap: reading ..." lines
 # (import also "memsnap: writing events", export "writing trace entries");
 # in a pipe nothing of it reaches stderr; --quiet (after or before the

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "memsnap/format.h"
-#include "symbolize.h"
+#include "symbolize/symbolize.h"
 #include "../check.h"
 
 static const char *memsnap, *dir;
@@ -42,7 +42,10 @@ static int ends_with(const char *s, const char *name)
 typedef struct wctx {
     msnap_out *out;
     const char *fake_build_id; /* non-NULL: replace every build-id */
+    const char *move_from, *move_to; /* this module's path is written as move_to */
 } wctx;
+
+static wctx extra_modules;        /* write_snapshot_with's moves (set by a test) */
 
 /* msnap_self_modules callback: writes one module line. */
 static int put_module(const msnap_module *m, void *arg)
@@ -52,6 +55,8 @@ static int put_module(const msnap_module *m, void *arg)
     msnap_module copy = *m;
     if (w->fake_build_id)
         copy.build_id = w->fake_build_id;
+    if (w->move_from && m->path && !strcmp(m->path, w->move_from))
+        copy.path = w->move_to;
     size_t n = msnap_fmt_module(buf, sizeof buf, &copy);
     return n ? msnap_out_write(w->out, buf, n) : -1;
 }
@@ -74,7 +79,7 @@ static int write_snapshot_with(const char *path, int level, const char *fake_bid
     strcpy(h.mode, "stream");
     size_t n = msnap_fmt_header(buf, sizeof buf, &h);
     int rc = n ? msnap_out_write(o, buf, n) : -1;
-    wctx w = {o, fake_bid};
+    wctx w = {o, fake_bid, extra_modules.move_from, extra_modules.move_to};
     rc |= msnap_self_modules(put_module, &w);
     uint64_t ips[2] = {ip_fn, ip_ret};
     msnap_stack st = {.id = 1, .depth = 2, .ips = ips};
@@ -395,6 +400,113 @@ static void test_cli_symlink(void)
     CHECK(strcmp(f.fn0, "known_function") == 0);
 }
 
+/* The whole of a command's stderr (its first 64 KiB) and exit status. */
+static int run_err(const char *cmd, char *err, size_t cap)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s 2>&1 >/dev/null", cmd);
+    FILE *p = popen(full, "r");
+    size_t n = p ? fread(err, 1, cap - 1, p) : 0;
+    err[n] = 0;
+    int st = p ? pclose(p) : -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* A recording from another machine: 300 modules this machine does not
+ * have give one line, not 300 (issue 35 item 10). */
+static void test_many_missing(void)
+{
+    char in[1024], out[1024], extra[300 * 96 + 1] = "", cmd[4096], err[65536];
+    snprintf(in, sizeof in, "%s/sym_missing.msnap", dir);
+    snprintf(out, sizeof out, "%s/sym_missing_out.msnap", dir);
+    for (int i = 0; i < 300; i++) {
+        size_t l = strlen(extra);
+        snprintf(extra + l, sizeof extra - l, "{\"type\":\"module\",\"base\":\"0x%x\",\"size\":4096,"
+                 "\"path\":\"/nonexistent/other-machine/lib%d.so\"}\n", 0x10000000 + i * 0x10000, i);
+    }
+    CHECK(write_snapshot_with(in, 0, NULL, extra) == 0);
+    snprintf(cmd, sizeof cmd, "'%s' symbolize '%s' -o '%s'", memsnap, in, out);
+    CHECK_EQ_U64(run_err(cmd, err, sizeof err), 0);
+    CHECK_EQ_U64(count_lines(err), 1);
+    CHECK(strstr(err, "; 300 modules not on this machine (/nonexistent/other-machine/lib0.so, "
+                      "...; --search DIR looks in a folder of the original binaries)") != NULL);
+    if (count_lines(err) != 1)
+        fprintf(stderr, "stderr was:\n%s", err);
+    found f;
+    CHECK(read_syms(out, &f) == 0);
+    CHECK(strcmp(f.fn0, "known_function") == 0);   /* this program's own still resolve */
+}
+
+/* --search DIR: this program recorded at a path this machine lacks, its
+ * binary in a folder given by --search (issue 35 item 10). */
+static void test_search(void)
+{
+    char exe[1024], moved[1200], bins[1024], copy[2200], in[1024], out[1024], cmd[8192];
+    char err[65536];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CHECK(n > 0);
+    exe[n > 0 ? n : 0] = 0;
+    const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    snprintf(moved, sizeof moved, "/nonexistent/build-host/bin/%s", base);
+    snprintf(bins, sizeof bins, "%s/sym_bins", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/deep/er' && cp '%s' '%s/deep/er/'",
+             bins, bins, exe, bins);
+    CHECK(system(cmd) == 0);
+    snprintf(copy, sizeof copy, "%s/deep/er/%s", bins, base);
+    snprintf(in, sizeof in, "%s/sym_moved.msnap", dir);
+    snprintf(out, sizeof out, "%s/sym_moved_out.msnap", dir);
+    extra_modules.move_from = exe;
+    extra_modules.move_to = moved;
+    CHECK(write_snapshot(in, 0, NULL) == 0);
+    extra_modules.move_from = extra_modules.move_to = NULL;
+    found f;
+    snprintf(cmd, sizeof cmd, "'%s' symbolize '%s' -o '%s'", memsnap, in, out);
+    CHECK_EQ_U64(run_err(cmd, err, sizeof err), 0);
+    CHECK(read_syms(out, &f) == 0);
+    CHECK(f.fn0[0] == '\0');                      /* not on this machine */
+    CHECK(strstr(err, "1 module not on this machine (/nonexistent/build-host/bin/") != NULL);
+    snprintf(cmd, sizeof cmd, "'%s' symbolize '%s' -o '%s' --search '%s'", memsnap, in, out, bins);
+    CHECK_EQ_U64(run_err(cmd, err, sizeof err), 0);
+    CHECK_EQ_U64(count_lines(err), 1);
+    CHECK(strstr(err, "; 1 found under --search") != NULL);
+    CHECK(read_syms(out, &f) == 0);
+    CHECK(strcmp(f.fn0, "known_function") == 0);
+    CHECK(strcmp(f.fn1, "main") == 0);
+    CHECK_EQ_U64(f.line1, call_line);
+    /* a folder that is not one: a usage error */
+    snprintf(cmd, sizeof cmd, "'%s' symbolize '%s' -o '%s' --search '%s'", memsnap, in, out, copy);
+    CHECK_EQ_U64(run_err(cmd, err, sizeof err), 2);
+    CHECK(strstr(err, "is not a folder") != NULL);
+}
+
+/* A module path that names a FIFO is refused at once, never opened to
+ * wait on (issue 35 item 18; the hostile file symbolize-fifo-module). */
+static void test_fifo_module(void)
+{
+    char fifo[1024], in[1024], out[1024], extra[2048], cmd[4096], err[65536];
+    snprintf(fifo, sizeof fifo, "%s/sym_fifo", dir);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    snprintf(extra, sizeof extra, "{\"type\":\"module\",\"base\":\"0x7000000\",\"size\":4096,"
+             "\"path\":\"%s\"}\n", fifo);
+    snprintf(in, sizeof in, "%s/sym_fifo.msnap", dir);
+    snprintf(out, sizeof out, "%s/sym_fifo_out.msnap", dir);
+    CHECK(write_snapshot_with(in, 0, NULL, extra) == 0);
+    /* timeout: before the fix it blocked for ever in open(2) */
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' symbolize '%s' -o '%s'", memsnap, in, out);
+    CHECK_EQ_U64(run_err(cmd, err, sizeof err), 0);
+    CHECK(strstr(err, "1 unusable (") != NULL && strstr(err, "not a regular file") != NULL);
+    unlink(fifo);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -414,5 +526,8 @@ int main(int argc, char **argv)
     test_cli_stdin();
     test_cli_lines_kept();
     test_cli_symlink();
+    test_many_missing();
+    test_search();
+    test_fifo_module();
     return check_summary();
 }

@@ -1,4 +1,4 @@
-/* Tests of the state model (analyze/state.h).
+/* Tests of the state model (format/state.h).
  *
  * 1. Rules on small hand-made sequences: the three-event reserved example
  *    (a cuMemAlloc, a cuMemAllocAsync, its free: reserved peaks at 9 MiB at
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../check.h"
-#include "state.h"
+#include "format/state.h"
 
 #define MiB (1024ull * 1024)
 

@@ -36,10 +36,18 @@ for r in 0 1; do
     check "[.categories[] | select(.device == $r) | .items[] | select(.category == \"communication\") | .peak > 0] == [true]" s$r.json ".categories"
 done
 
-"$MEMSNAP" summary snap-0.msnap snap-1.msnap > ranks.txt || fail "summary of both: exit $?"
+"$MEMSNAP" summary --each snap-0.msnap snap-1.msnap > ranks.txt || fail "summary of both: exit $?"
 cat ranks.txt | tail -8
 grep -q "highest peak reserved: snap-1.msnap" ranks.txt || fail "rank 1 should peak highest"
-"$MEMSNAP" summary --json snap-0.msnap snap-1.msnap > ranks.json
+"$MEMSNAP" summary --each --json snap-0.msnap snap-1.msnap > ranks.json
 check '.highest_peak.above_next >= 1073741824' ranks.json '.highest_peak'
 check '.highest_peak.sites[0].difference >= 1073741824' ranks.json '.highest_peak'
+# the job view of the same two ranks (memsnap job; summary of several files
+# prints the same): ranks 0 and 1 from the names, rank 1 the highest
+"$MEMSNAP" job snap-0.msnap snap-1.msnap | tee job.txt | head -12
+"$MEMSNAP" job --json snap-0.msnap snap-1.msnap > job.json
+check '[.ranks[].rank] == [0, 1] and .ranks_from == "name"' job.json '.ranks'
+check '.peak_reserved.max.rank == 1' job.json '.peak_reserved'
+check '.imbalance.highest.rank == 1' job.json '.imbalance'
+"$MEMSNAP" summary snap-0.msnap snap-1.msnap | cmp -s - job.txt || fail "summary of both is not the job view"
 echo "ok: ddp2"

@@ -7,6 +7,9 @@
 # torch_oracle_check.py; the losses of the two runs must be equal.
 # Exit 0 pass, 1 fail, 77 skip (no torch with CUDA, no transformers).
 set -u
+# The checks compare PyTorch's trace entry for entry, free requests
+# included: they are not recorded by default (docs/recorder.md).
+export MEMSNAP_TORCH_FREE_REQUESTED=1
 case_name=${1:?case}
 T=${CASE_DIR:?}/torch-oracle-$case_name
 rm -rf "$T"; mkdir -p "$T"

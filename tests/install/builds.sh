@@ -50,16 +50,23 @@ fuzz)
         > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; fail "configure"; }
     cmake --build "$dir" --target fuzzers -j"$jobs" > "$dir.build.log" 2>&1 ||
         { tail -30 "$dir.build.log"; fail "build"; }
+    # TARGET:CORPUS; the targets of issue 35 (summary and its printers, the
+    # Python API's C side, flame, the request stream of replay and predict)
+    # take the dictionary of extreme values too
     for t in format/fuzz_reader:format/corpus format/fuzz_event_line:format/corpus-lines \
-             viz/fuzz_render:viz/corpus interop/fuzz_torch_import:interop/corpus; do
+             viz/fuzz_render:viz/corpus interop/fuzz_torch_import:interop/corpus \
+             cli/fuzz_summary:cli/corpus-summary analyze/fuzz_pyapi:analyze/corpus-pyapi \
+             viz/fuzz_flame:viz/corpus-flame interop/fuzz_requests:interop/corpus-requests; do
         bin=$dir/tests/${t%%:*}
         [ -x "$bin" ] || fail "$bin not built"
         # new inputs go to the first folder, a scratch one: the kept corpus stays as it is
         rm -rf "$dir/fuzz-work"; mkdir -p "$dir/fuzz-work"
-        "$bin" -runs=0 "$dir/fuzz-work" "$root/tests/${t#*:}" > "$dir.run.log" 2>&1 ||
+        "$bin" -runs=0 -dict="$root/tests/fuzz/memsnap.dict" "$dir/fuzz-work" \
+            "$root/tests/${t#*:}" > "$dir.run.log" 2>&1 ||
             { tail -20 "$dir.run.log"; fail "$bin on its corpus"; }
     done
-    echo "builds.sh fuzz: ok (fuzz_reader fuzz_event_line fuzz_render fuzz_torch_import)"
+    echo "builds.sh fuzz: ok (fuzz_reader fuzz_event_line fuzz_render fuzz_torch_import" \
+         "fuzz_summary fuzz_pyapi fuzz_flame fuzz_requests)"
     ;;
 *)
     fail "unknown build $what"

@@ -10,6 +10,8 @@
 #   deb         cpack -G DEB: the file list and Depends, apt-get install -s
 #               (simulated) accepts it; the binaries run from an unpacked
 #               copy (dpkg-deb -x), nothing installed in the system
+#   bundle      bundle_libs.py --dlopen: a library opened with dlopen() by
+#               name is bundled, and dlopen() finds the bundled copy
 # Environment (set by CMake): BUILD_DIR, SRC_DIR, CASE_DIR, CUDA_ROOT.
 set -u
 case_name=${1:?case}
@@ -109,12 +111,15 @@ completion)
         fail "options: $(complete_words memsnap run --sim-d)"
     [ "$(complete_words memsnap render --wi)" = "--width" ] || fail "render: $(complete_words memsnap render --wi)"
     # an option's values where its --help line lists them as words
-    [ "$(complete_words memsnap render --by "")" = "site category" ] ||
+    [ "$(complete_words memsnap render --by "")" = "site category pool" ] ||
         fail "render --by: $(complete_words memsnap render --by "")"
     [ "$(complete_words memsnap render --by c)" = "category" ] || fail "render --by c: $(complete_words memsnap render --by c)"
     [ "$(complete_words memsnap render --format s)" = "svg" ] || fail "render --format: $(complete_words memsnap render --format s)"
     complete_words memsnap render --by category "" | grep -q . || fail "no file after --by category"
-    echo "8 passed, 0 failed"
+    [ "$(complete_words memsnap jo)" = job ] || fail "job: $(complete_words memsnap jo)"
+    [ "$(complete_words memsnap job --j)" = "--jobs --json" ] || fail "job --j: $(complete_words memsnap job --j)"
+    [ "$(complete_words memsnap summary --ea)" = "--each" ] || fail "summary --ea: $(complete_words memsnap summary --ea)"
+    echo "11 passed, 0 failed"
     ;;
 deb)
     cd "$BUILD_DIR" || fail "cd"
@@ -126,7 +131,8 @@ deb)
              /usr/lib/libmemsnap_alloc.so.0.1.0 /usr/lib/libmemsnap_alloc.a \
              /usr/include/memsnap/alloc.h /usr/lib/pkgconfig/memsnap-alloc.pc \
              /usr/lib/cmake/memsnap/memsnapConfig.cmake /usr/share/man/man1/memsnap-run.1 \
-             /usr/share/man/man1/memsnap.1 /usr/share/bash-completion/completions/memsnap; do
+             /usr/share/man/man1/memsnap.1 /usr/share/man/man1/memsnap-job.1 \
+             /usr/share/bash-completion/completions/memsnap; do
         grep -qx "$f" "$T/files" || fail "the package lacks $f"
     done
     grep -q "/usr/lib/libcuda" "$T/files" && fail "the simulated libcuda is on the loader's path"
@@ -148,6 +154,35 @@ deb)
     grep -q "command    memsnap-smoke" summary || fail "summary: $(head -5 summary)"
     echo "Depends: $deps"
     echo "4 passed, 0 failed"
+    ;;
+bundle)
+    # bundle_libs.py's DLOPENED (here --dlopen): a library a file opens with
+    # dlopen() by name is bundled under that name, its own dependencies
+    # renamed as usual, and the file's run path leads dlopen() to it, ahead
+    # of the system's copy of the same library.
+    command -v cc > /dev/null && command -v patchelf > /dev/null || fail "cc and patchelf are needed"
+    mkdir -p "$T/n/bin"
+    printf '%s\n' '#define _GNU_SOURCE' '#include <dlfcn.h>' '#include <link.h>' '#include <stdio.h>' \
+        'int main(int c, char **v) { struct link_map *m; void *h = dlopen(v[1], RTLD_NOW);' \
+        '  if (!h || dlinfo(h, RTLD_DI_LINKMAP, &m)) { printf("%s\n", dlerror()); return 1; }' \
+        '  printf("%s\n", m->l_name); return 0; }' > "$T/opener.c"
+    cc -o "$T/n/bin/opener" "$T/opener.c" -ldl || fail "cc opener.c"
+    "$T/n/bin/opener" libpng16.so.16 > "$T/before" || fail "no libpng16.so.16 on this system: $(cat "$T/before")"
+    python3 "$SRC_DIR/packaging/bundle_libs.py" --dlopen bin/opener:libpng16.so.16 "$T/n" > "$T/bundle.log" 2>&1 ||
+        fail "bundle_libs.py --dlopen: $(cat "$T/bundle.log")"
+    D=$T/n/lib/deps
+    [ -f "$D/libpng16.so.16" ] || fail "libpng16.so.16 not bundled under its name: $(ls "$D")"
+    z=$(cd "$D" && ls libz-*.so.1 2> /dev/null)
+    [ -n "$z" ] || fail "libpng's libz not bundled: $(ls "$D")"
+    patchelf --print-needed "$D/libpng16.so.16" | grep -qx "$z" || fail "libpng16.so.16 does not need $z"
+    [ "$(patchelf --print-rpath "$T/n/bin/opener")" = '$ORIGIN/../lib/deps' ] ||
+        fail "the opener's run path: $(patchelf --print-rpath "$T/n/bin/opener")"
+    "$T/n/bin/opener" libpng16.so.16 > "$T/after" || fail "dlopen after bundling: $(cat "$T/after")"
+    [ "$(cat "$T/after")" = "$D/libpng16.so.16" ] || [ "$(realpath "$(cat "$T/after")")" = "$D/libpng16.so.16" ] ||
+        fail "dlopen found $(cat "$T/after"), not the bundled copy (before bundling: $(cat "$T/before"))"
+    python3 "$SRC_DIR/packaging/bundle_libs.py" --check "$T/n" > /dev/null || fail "bundle_libs.py --check"
+    echo "dlopen(libpng16.so.16): $(cat "$T/before") before bundling, $(cat "$T/after") after"
+    echo "1 passed, 0 failed"
     ;;
 *)
     fail "unknown case $case_name"

@@ -71,7 +71,12 @@ assert "Root-Is-Purelib: false" in wheel and "Tag: py3-none-linux_x86_64" in whe
 for need in ("memsnap/_native/bin/memsnap", "memsnap/_native/lib/memsnap/libmemsnap.so",
              "memsnap/_native/lib/memsnap/libmemsnap_py.so", "memsnap/pytest_plugin.py",
              "memsnap/_native/lib/memsnap/simdev/libcuda.so.1", "memsnap/_native/lib/libmemsnap_alloc.so.0",
-             "memsnap/_native/lib/memsnap/fonts/DejaVuSans.ttf", "memsnap/__init__.py"):
+             "memsnap/_native/lib/memsnap/fonts/DejaVuSans.ttf", "memsnap/__init__.py",
+             # the man pages and the completion, inside the package (issue 35)
+             "memsnap/_native/share/man/man1/memsnap.1",
+             "memsnap/_native/share/man/man1/memsnap-run.1",
+             "memsnap/_native/share/man/man1/memsnap-summary.1",
+             "memsnap/_native/share/bash-completion/completions/memsnap"):
     assert need in names, need
 assert any(n.startswith("memsnap/_native/lib/deps/libcairo-") for n in names)
 assert not [n for n in names if ".data/" in n], "files outside the package"
@@ -112,6 +117,17 @@ assert all(p.values()) and p['memsnap'] == '$N/bin/memsnap', p
 assert os.path.isfile(os.path.join(p['simdev_dir'], 'libcuda.so.1'))
 " || fail "import memsnap"
 run_clean python -m memsnap --version | grep -q "^memsnap $ver " || fail "python -m memsnap"
+# man pages and completion from the wheel: MANPATH from memsnap.paths(), the
+# script from the binary (it is built in) and from the package
+manp=$(run_clean python -c 'import memsnap; print(memsnap.paths()["man"])')
+[ "$manp" = "$N/share/man" ] && [ -f "$manp/man1/memsnap-run.1" ] || fail "man pages: $manp"
+if command -v man > /dev/null; then
+    [ "$(MANPATH="$manp" man -w memsnap-run 2>/dev/null)" = "$manp/man1/memsnap-run.1" ] ||
+        fail "MANPATH=$manp man -w memsnap-run"
+fi
+run_clean memsnap help --bash-completion | cmp -s - "$N/share/bash-completion/completions/memsnap" ||
+    fail "memsnap help --bash-completion differs from the package's script"
+run_clean memsnap help --bash-completion | bash -n || fail "the completion script does not parse"
 ok
 # the console script hands over exit codes, signals, environment, dispositions
 run_clean memsnap run -q -- sh -c 'exit 7'; rc=$?
@@ -148,7 +164,7 @@ assert [e.value for e in g if e.name == 'memsnap'] == ['memsnap.pytest_plugin'],
 " || fail "no pytest11 entry point memsnap = memsnap.pytest_plugin in the wheel"
     (cd "$SRC_DIR/tests/python" && env -i PATH="$T/vp/bin:/usr/bin:/bin" HOME="$T" \
         MEMSNAP_SRC_DIR="$SRC_DIR" PYTHONDONTWRITEBYTECODE=1 "$T/vp/bin/python" -m pytest -q \
-        -p no:cacheprovider --basetemp="$T/pytest" test_api.py test_record.py \
+        -p no:cacheprovider --basetemp="$T/pytest" test_api.py test_record.py test_job.py \
         test_pytest_plugin.py test_notebook.py) > "$T/pytest.log" 2>&1 ||
         fail "tests/python on the wheel: $(tail -30 "$T/pytest.log")"
     grep -qE "^[0-9]+ passed" "$T/pytest.log" || fail "tests/python: $(tail -3 "$T/pytest.log")"

@@ -16,7 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "interop.h"
+#include "interop/interop.h"
+#include "tests/fuzz/fuzz_file.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -44,15 +45,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char in[] = "/tmp/fuzz_torch_in.XXXXXX";
-    int fd = mkstemp(in);
-    if (fd < 0)
+    if (fuzz_file(in, data, size))
         return 0;
-    if (write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        unlink(in);
-        return 0;
-    }
-    close(fd);
     int out = open("/dev/null", O_WRONLY);
     char err[512];
     msnap_import_torch(in, MSNAP_IMPORT_AUTO, out, 0, "fuzz", NULL, err, sizeof err);

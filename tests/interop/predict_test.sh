@@ -17,6 +17,12 @@
 #             (data/predict_h200, README there): each of PyTorch's own peaks
 #             of larger runs within 5% (allocated) and 10% (reserved), and
 #             every memory-fraction run's OOM or not, predicted right
+#   outside   what the recording measured outside the allocator (the CUDA
+#             context, other libraries' driver memory: summary's driver
+#             table) is left out of the device by default, in predict
+#             --find-max, --at and replay, said in the output; --device-mem
+#             gives the allocator all of it (issue 35 item 4, on the H200
+#             recordings of data/predict_h200 and tests/viz/data/h200)
 set -u
 M=$1 S=$2 C=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -227,6 +233,63 @@ for r in json.load(open(d + "/truths.json"))["runs"]:
             r["name"], conf or "(defaults)", o["peak_allocated"], r["max_memory_allocated"], ea,
             o["peak_reserved"], r["max_memory_reserved"], er, "ok" if ok else "OFF"))
     bad |= not ok
+sys.exit(bad)
+PY
+    ;;
+outside)
+    D=$HERE/data/predict_h200
+    TL=$HERE/../viz/data/h200/train-llama.msnap.zst
+    B2=$D/batch-sdpa-b2-s512-def.msnap.zst B3=$D/batch-sdpa-b3-s512-def.msnap.zst
+    python3 - "$M" "$B2" "$B3" "$TL" "$T" <<'PY' || fail "outside the allocator (above)"
+import json, subprocess, sys
+m, b2, b3, tl, t = sys.argv[1:6]
+bad = 0
+def check(ok, what):
+    global bad
+    if not ok:
+        print("FAIL:", what); bad = 1
+def run(*a):
+    p = subprocess.run([m, *a], capture_output=True, text=True)
+    if p.returncode not in (0, 1):
+        print("FAIL:", m, *a, p.returncode, p.stderr); sys.exit(1)
+    return p.stdout
+def outside(path):
+    """summary's driver table: device used less recorded, other libraries'"""
+    r = json.loads(run("summary", "--json", path))["reconcile"][0]
+    libs = sum(x["bytes"] for x in r["libraries"] if x["library"] != "PyTorch allocator")
+    return max(r["unexplained"] or 0, 0), libs
+total = 150109880320                      # the H200 of both recordings
+ctx, libs = outside(b3)
+check(ctx > 1 << 30 and libs > 100 << 20, f"the template measured {ctx}, {libs} outside")
+fm = json.loads(run("predict", "-q", "--json", "--find-max", f"{b2}@2", f"{b3}@3"))[0]
+check(fm["device_mem"] == total and fm.get("outside") == ctx + libs and
+      fm.get("available") == total - ctx - libs,
+      f"find-max: device {fm['device_mem']}, outside {fm.get('outside')}, available "
+      f"{fm.get('available')}; summary's table says {ctx} + {libs}")
+# the largest value fits in what is left, the next does not
+check(fm["peak_reserved"] + fm["headroom"] <= total - ctx - libs and fm["next"]["oom"],
+      f"find-max {fm['max']}: reserved {fm['peak_reserved']} + headroom {fm['headroom']} "
+      f"against {total - ctx - libs}")
+# --device-mem gives the allocator all of it: a larger batch fits there
+whole = json.loads(run("predict", "-q", "--json", "--find-max", "--device-mem", str(total),
+                       f"{b2}@2", f"{b3}@3"))[0]
+check(whole.get("outside") == 0 and whole.get("available") == total and whole["max"] > fm["max"],
+      f"--device-mem {total}: outside {whole.get('outside')}, max {whole['max']} vs {fm['max']}")
+# said in the text, with summary's figures
+txt = run("predict", "-q", "--bytes", "--find-max", f"{b2}@2", f"{b3}@3")
+check(f"less {ctx + libs} the recording measured outside the allocator ({ctx} CUDA context "
+      f"and other processes, {libs} other libraries')" in txt, "predict's text:\n" + txt)
+at = json.loads(run("predict", "-q", "--json", "--at", str(fm["max"] + 1), f"{b2}@2", f"{b3}@3"))[0]
+check(at["oom"] and at.get("outside") == ctx + libs, f"--at {fm['max'] + 1}: {at}")
+# replay: the same line on the training recording (cuBLAS's 128 MiB, its context)
+ctx, libs = outside(tl)
+txt = run("replay", "-q", "--bytes", "-c", "", tl)
+check(f"less {ctx + libs} the recording measured outside the allocator ({ctx} CUDA context "
+      f"and other processes, {libs} other libraries'): {total - ctx - libs} for the allocator"
+      in txt, "replay's text:\n" + txt)
+txt = run("replay", "-q", "--bytes", "-c", "", "-m", "80G", tl)
+check("device memory 85899345920 (from --device-mem), all of it the allocator's" in txt,
+      "replay -m 80G:\n" + txt)
 sys.exit(bad)
 PY
     ;;

@@ -2,12 +2,13 @@
  * torchalloc.c) on hand-made request sequences whose answers follow from
  * PyTorch's rules: rounding, pool choice and segment sizes, split or not,
  * the oversize rules of max_split_size, release and retry on OOM, garbage
- * collection under a memory fraction, expandable segments, empty_cache. */
+ * collection under a memory fraction, expandable segments, empty_cache,
+ * private pools (CUDA graphs, MemPool). */
 #include <stdint.h>
 #include <string.h>
 
 #include "../check.h"
-#include "torchalloc.h"
+#include "whatif/torchalloc.h"
 
 #define MiB (1ull << 20)
 
@@ -20,7 +21,7 @@ static ta_alloc *mk(const char *conf, uint64_t total)
         fprintf(stderr, "config %s: %s\n", conf, err);
         exit(1);
     }
-    return ta_create(&c, total, 1ull << 40, NULL, NULL);
+    return ta_create(&c, total, total, 1ull << 40, NULL, NULL);
 }
 
 static ta_stats st(ta_alloc *a)
@@ -182,6 +183,85 @@ static void empty_cache_fixed(void)
     ta_destroy(a);
 }
 
+/* PyTorch's private pools (a CUDA graph's, a MemPool's): each answer by
+ * hand from CUDACachingAllocator.cpp's rules (get_pool, release_cached_blocks,
+ * the captures_underway check before the last retry). */
+static uint64_t mp(ta_alloc *a, uint64_t size, uint64_t pool)
+{
+    uint64_t p = 0;
+    CHECK(ta_malloc_pool(a, size, 0, pool, &p) == TA_OK);
+    return p;
+}
+
+static void private_pools(void)
+{
+    /* no cached block is shared across pools */
+    ta_alloc *a = mk("", 1024 * MiB);
+    uint64_t d = m(a, 100 * MiB);
+    CHECK(!ta_free(a, d));                 /* the default pool caches 100 MiB */
+    uint64_t g = mp(a, 100 * MiB, 7);      /* pool 7 cannot take it: a segment of its own */
+    CHECK_EQ_U64(st(a).reserved, 200 * MiB);
+    uint64_t d2 = m(a, 100 * MiB);         /* the default pool's cache serves the default */
+    CHECK_EQ_U64(d2, d);
+    CHECK_EQ_U64(st(a).reserved, 200 * MiB);
+    CHECK(!ta_free(a, g));                 /* back to pool 7, not to the default pool */
+    CHECK(!ta_free(a, d2));
+    uint64_t d3 = m(a, 100 * MiB);
+    CHECK_EQ_U64(d3, d);
+    CHECK(!ta_free(a, d3));
+    /* empty_cache: a live pool keeps its cache; a freeable one gives it back */
+    ta_empty_cache(a);
+    CHECK_EQ_U64(st(a).reserved, 100 * MiB);
+    CHECK(!ta_pool_release(a, 7));
+    ta_empty_cache(a);
+    CHECK_EQ_U64(st(a).reserved, 0);
+    ta_destroy(a);
+
+    /* a request into a private pool is made during a capture: no release of
+     * the caches and no retry; the default pool's cache stays */
+    a = mk("", 300 * MiB);
+    d = m(a, 200 * MiB);
+    CHECK(!ta_free(a, d));
+    uint64_t x;
+    CHECK(ta_malloc_pool(a, 200 * MiB, 0, 9, &x) == TA_OOM);
+    CHECK_EQ_U64(st(a).reserved, 200 * MiB);
+    CHECK_EQ_U64(m(a, 200 * MiB), d);
+    ta_destroy(a);
+
+    /* a default-pool miss retries after releasing the default pool's cache,
+     * but not a live pool's: 100 (pool) + 150 fits, + 100 more does not,
+     * until the pool is freeable */
+    a = mk("", 300 * MiB);
+    g = mp(a, 100 * MiB, 9);
+    CHECK(!ta_free(a, g));
+    d = m(a, 100 * MiB);
+    CHECK(!ta_free(a, d));
+    CHECK_EQ_U64(st(a).reserved, 200 * MiB);
+    uint64_t big = m(a, 150 * MiB);        /* releases the default's 100 MiB */
+    CHECK_EQ_U64(st(a).reserved, 250 * MiB);
+    CHECK(ta_malloc(a, 100 * MiB, 0, &x) == TA_OOM);
+    CHECK_EQ_U64(st(a).reserved, 250 * MiB);
+    CHECK(!ta_pool_release(a, 9));
+    m(a, 100 * MiB);                       /* now the pool's cache goes */
+    CHECK_EQ_U64(st(a).reserved, 250 * MiB);
+    CHECK(!ta_free(a, big));
+    ta_destroy(a);
+
+    /* expandable segments: a pool grows a segment of its own, in 20 MiB pages */
+    a = mk("expandable_segments:True", 1024 * MiB);
+    g = mp(a, 30 * MiB, 5);
+    CHECK_EQ_U64(st(a).reserved, 40 * MiB);
+    d = m(a, 30 * MiB);
+    CHECK_EQ_U64(st(a).reserved, 80 * MiB);
+    CHECK(!ta_free(a, g));
+    /* pool 5's free 40 MiB would hold it; the default's 10 MiB tail grows
+     * by a page instead */
+    uint64_t d4 = m(a, 10 * MiB + 512);
+    CHECK_EQ_U64(d4, d + 30 * MiB);
+    CHECK_EQ_U64(st(a).reserved, 100 * MiB);
+    ta_destroy(a);
+}
+
 static void bad_configs(void)
 {
     const char *bad[] = {"max_split_size_mb:20", "expandable_segments:yes", "roundup_power2_divisions:6",
@@ -205,6 +285,7 @@ int main(void)
     gc();
     expandable();
     empty_cache_fixed();
+    private_pools();
     bad_configs();
     return check_summary();
 }

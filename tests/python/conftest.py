@@ -7,6 +7,7 @@ the CLI's and the interop tests; MEMSNAP_SRC_DIR names the source tree
 (default: two folders up from here).
 """
 import os
+import pathlib
 import subprocess
 
 import pytest
@@ -14,6 +15,22 @@ import pytest
 import memsnap
 
 pytest_plugins = ["pytester"]
+
+if not hasattr(pytest, "Pytester"):
+    # pytest before 6.2 (Debian 11 has 6.0.2: the wheel's tests run there,
+    # tests/install/manylinux_test.sh) has testdir, not pytester: the same
+    # tool, with its folder as .tmpdir (a py.path) where pytester has .path.
+    class _Pytester:
+        def __init__(self, testdir):
+            self._testdir = testdir
+            self.path = pathlib.Path(str(testdir.tmpdir))
+
+        def __getattr__(self, name):
+            return getattr(self._testdir, name)
+
+    @pytest.fixture
+    def pytester(testdir):
+        return _Pytester(testdir)
 
 SRC = os.environ.get("MEMSNAP_SRC_DIR") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

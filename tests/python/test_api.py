@@ -20,7 +20,9 @@ GOOD = ["tests/cli/data/basic.msnap", "tests/cli/data/blocks.msnap",
         "tests/interop/data/torch_alloc/tr_default.msnap",
         "tests/interop/data/torch_alloc/tr_expandable_segments_True.msnap",
         "tests/format/corpus/all-types.msnap.zst", "tests/format/corpus/cut-last-line.msnap",
-        "tests/format/corpus/unknowns.msnap"]
+        "tests/format/corpus/unknowns.msnap",
+        # kept H200 recordings of PyTorch programs (tests/viz/data/h200/trim.py)
+        "tests/viz/data/h200/train-llama.msnap.zst", "tests/viz/data/h200/generate-llama.msnap.zst"]
 BAD = ["tests/cli/data/badline.msnap", "tests/cli/data/blank.msnap",
        "tests/cli/data/empty.msnap", "tests/cli/data/future.msnap",
        "tests/cli/data/garbage.msnap", "tests/format/corpus/cut-mid-frame.msnap.zst"]
@@ -162,6 +164,30 @@ def test_categories_are_the_breakdowns():
             assert int(df.iloc[0]["peak"]) == first["peak"]
 
 
+def test_pools_are_the_summarys(tmp_path):
+    """A synthetic serving engine with CUDA graphs in a shared pool
+    (tests/pools/synth_serving.py): pools() is summary's "pools", and its
+    figures the recording's ledger."""
+    import subprocess
+    import sys
+    snap, ex = tmp_path / "serving.msnap", tmp_path / "expect.json"
+    subprocess.run([sys.executable, fixture("tests/pools/synth_serving.py"), str(snap),
+                    "--expect", str(ex)], check=True)
+    want = json.load(open(ex))
+    s = memsnap.load(snap)
+    df = s.pools()
+    assert list(df["kind"]) == ["default", "graph"]
+    assert df.iloc[1]["torch_id"] == (0, 1)
+    for i, key in ((0, "default"), (1, str((1 << 32) | 1))):
+        for col in ("peak_reserved", "peak_allocated", "blocks", "segments"):
+            assert int(df.iloc[i][col]) == want["pools"][key][col]
+        assert int(df.iloc[i]["final_allocated"]) == want["pools"][key]["allocated"]
+    assert df.iloc[1]["top_sites"][0][0] == "model_step (engine.py:42)"
+    for rel in GOOD:
+        assert len(memsnap.load(fixture(rel)).pools()) == \
+            len(memsnap.load(fixture(rel)).summary().get("pools") or [])
+
+
 @pytest.mark.parametrize("rel", BAD)
 def test_errors_are_the_clis(rel):
     path = fixture(rel)
@@ -185,3 +211,147 @@ def test_no_python_object_per_event():
     ev = memsnap.load(fixture("tests/cli/golden/three.msnap")).events()
     for c in ev.columns:
         assert ev[c].dtype != object, c
+
+
+def test_pandas_too_old_is_one_line(tmp_path):
+    """A pandas older than the oldest tried (Debian 11's 1.1.5): the tables
+    raise ImportError naming the version needed; summary() needs none."""
+    fake = tmp_path / "pandas"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('__version__ = "0.25.3"\n')
+    path = fixture("tests/cli/golden/three.msnap")
+    code = """
+import memsnap, sys
+s = memsnap.load(sys.argv[1])
+assert s.summary()["events"]["total"] > 0
+try:
+    s.events()
+except ImportError as e:
+    print(e)
+else:
+    print("no error")
+"""
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path), os.path.dirname(os.path.dirname(memsnap.__file__))]))
+    r = subprocess.run([sys.executable, "-c", code, path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=env, universal_newlines=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("memsnap: the tables (events, sites, state_at, categories) need pandas "
+                        "1.1.5 or later (this Python has pandas 0.25.3): "
+                        "pip install -U 'pandas>=1.1.5'\n")
+
+
+TRAIN = "tests/viz/data/h200/train-llama.msnap.zst"
+
+
+def _count_reads(monkeypatch):
+    """Counts the C library's reads of a file (mpy_read, mpy_read_all,
+    mpy_summary)."""
+    from memsnap import _lib
+    n = {"reads": 0}
+    L = _lib.lib()
+
+    class Counting:
+        def __getattr__(self, name):
+            f = getattr(L, name)
+            if name in ("mpy_read", "mpy_read_all", "mpy_summary"):
+                def counted(*a):
+                    n["reads"] += 1
+                    return f(*a)
+                return counted
+            return f
+    monkeypatch.setattr(_lib, "_lib", Counting())
+    return n
+
+
+def test_one_read_per_snapshot(monkeypatch):
+    """events(), sites(), state_at("peak"), summary(), categories() read the
+    file once between them, and nothing is read twice (issue 35 item 12:
+    every method read the file again)."""
+    n = _count_reads(monkeypatch)
+    s = memsnap.load(fixture(TRAIN))
+    ev = s.events()
+    sites = s.sites()
+    peak = s.state_at("peak")
+    summ = s.summary()
+    cats = s.categories()
+    assert n["reads"] == 1, n
+    assert len(ev) == summ["events"]["total"] and len(sites) and len(peak) and len(cats)
+    for _ in range(2):                      # kept: no read again
+        assert s.events() is ev
+        s.sites(), s.state_at("peak"), s.summary(top=3), s.summary(top=0)
+    assert n["reads"] == 1, n
+    s.state_at("end")                       # another moment: one more read, kept
+    s.state_at("end")
+    assert n["reads"] == 2, n
+    s2 = memsnap.load(fixture(TRAIN))
+    s2.summary(), s2.sites(), s2.state_at("peak")
+    assert n["reads"] == 3, n                # the summary's read has the peak's state
+
+
+@pytest.mark.parametrize("top", [0, 1, 3, 10, 40])
+def test_kept_summary_cut_to_top_is_the_cli_json(top):
+    """summary(top=N) from the kept summary of every site is what `memsnap
+    summary --json --top N` prints."""
+    path = fixture(TRAIN)
+    s = memsnap.load(path)
+    s.sites()                                # the summary of every site, kept
+    assert s.summary(top=top) == cli_json(path, "--top", str(top))[0]
+
+
+def test_state_at_before_the_first_event_warns():
+    """state_at(15) is 15 ns, before the first event at 16.7 s: no objects,
+    and a warning that says so and that an int is nanoseconds (issue 35
+    item 12: it was silent)."""
+    s = memsnap.load(fixture(TRAIN))
+    with pytest.warns(UserWarning, match=r"state_at\(15\) is 15 ns, before the first event "
+                      r"\(at 16\.70\d s\): nothing was recorded yet; an int is nanoseconds, "
+                      r"a float seconds \(state_at\(15\.0\) is 15 s\)"):
+        df = s.state_at(15)
+    assert len(df) == 0 and df.attrs["event_index"] == 0
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(s.state_at(20.0)) > 0     # seconds, after the first event: no warning
+        s.state_at("peak")
+
+
+def test_progress_on_a_terminal(tmp_path):
+    """A read of more than a second draws a progress line on a terminal's
+    stderr, and clears it; none when stderr is not a terminal."""
+    import pty
+    import subprocess
+    import sys
+    gen = os.path.join(os.environ.get("BUILD_DIR", ""), "bench", "bench_gen_snapshot")
+    if not os.path.exists(gen):
+        pytest.skip("no bench_gen_snapshot in this build")
+    big = str(tmp_path / "big.msnap")
+    subprocess.run([gen, "3000000", big, "blocks"], check=True, stdout=subprocess.DEVNULL)
+    code = "import memsnap, sys; memsnap.load(sys.argv[1]).events(); print('done')"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(memsnap.__file__)),
+               MEMSNAP_PROGRESS_AFTER="0")  # the line at once: no timing in a test
+    env.pop("MEMSNAP_NO_PROGRESS", None)
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-c", code, big], stdout=subprocess.PIPE,
+                         stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            b = os.read(master, 4096)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    out = p.communicate()[0]
+    os.close(master)
+    err = b"".join(chunks).decode(errors="replace")
+    assert p.returncode == 0 and out.strip() == b"done"
+    assert "memsnap: reading" in err and "%" in err, repr(err[:300])
+    assert err.rstrip().endswith("\x1b[K"), repr(err[-80:])     # cleared at the end
+    r = subprocess.run([sys.executable, "-c", code, big], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=env)
+    assert r.returncode == 0 and not r.stderr, r.stderr[:300]

@@ -91,3 +91,57 @@ def test_magic_in_ipython(tmp_path):
     for line in ("--bogus", "--width -5", "--top 99", "-o 'unclosed"):
         with pytest.raises(UsageError, match="%%memsnap"):
             ip.run_cell_magic("memsnap", line, "raise AssertionError('ran')")
+
+
+@needs_recorder
+def test_magic_without_pytorch_runs_the_cell(tmp_path):
+    """%%memsnap where PyTorch is not importable (this Python): one line that
+    says so and names --no-torch, no traceback, and the cell runs (issue 35
+    item 12: a 30-line traceback and the cell not run)."""
+    pytest.importorskip("IPython")
+    try:
+        import torch  # noqa: F401
+        if getattr(torch, "cuda", None) is not None:
+            pytest.skip("PyTorch is importable here")
+    except ImportError:
+        pass
+    from IPython.testing.globalipapp import start_ipython
+    from IPython.utils.capture import capture_output
+    from IPython import get_ipython
+    ip = start_ipython() or get_ipython()   # one shell a process: started once
+    ip.run_line_magic("load_ext", "memsnap")
+    with capture_output() as cap:
+        ip.run_cell_magic("memsnap", "", "ran_unrecorded = 42\nprint('cell ran')\n")
+    assert "cell ran" in cap.stdout
+    assert ip.user_ns.get("ran_unrecorded") == 42
+    err = [l for l in cap.stderr.splitlines() if l.strip()]
+    assert len(err) == 1, cap.stderr
+    assert err[0].startswith("%%memsnap: not recorded: PyTorch is not importable here")
+    assert "(%%memsnap --no-torch records without PyTorch); the cell runs unrecorded" in err[0]
+    assert "Traceback" not in cap.stderr + cap.stdout
+
+
+@needs_recorder
+def test_magic_text_outside_notebooks(tmp_path):
+    """A front end that draws no SVG or HTML (IPython in a terminal): the
+    summary's first screen as text, not "<IPython.core.display.SVG object>"."""
+    pytest.importorskip("IPython")
+    from IPython.testing.globalipapp import start_ipython
+    from IPython.utils.capture import capture_output
+    from IPython import get_ipython
+    ip = start_ipython() or get_ipython()   # one shell a process: started once
+    saved = ip.display_formatter.active_types
+    ip.display_formatter.active_types = ["text/plain"]
+    try:
+        ip.run_line_magic("load_ext", "memsnap")
+        out = tmp_path / "text.msnap"
+        with capture_output() as cap:
+            ip.run_cell_magic("memsnap", "--no-torch -o %s" % out, CELL)
+    finally:
+        ip.display_formatter.active_types = saved
+    assert "cell ran" in cap.stdout
+    assert not cap.outputs, [o.data for o in cap.outputs]
+    text = cap.stdout
+    assert "\npeaks\n" in text and "live at the peak of allocated" in text, text
+    assert "allocate_cache (" in text and "findings" in text
+    assert "---- details" not in text and "snapshot: %s" % out in text

@@ -21,6 +21,65 @@ wait_for() {  # wait_for FILE PATTERN [seconds]
 }
 
 case $case_name in
+rank-header)  # the launcher's rank (RANK, then OMPI_COMM_WORLD_RANK, ...) is in the
+    # header, and memsnap job names the ranks from it, whatever the files are called
+    RANK=5 run -q -o "$T/a.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "RANK=5"
+    OMPI_COMM_WORLD_RANK=2 run -q -o "$T/b.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "OMPI"
+    RANK=x run -q -o "$T/c.msnap" -- "$ROUTE_TEST" direct > /dev/null || fail "RANK=x changed the program"
+    for f in a:5 b:2 c:none; do
+        got=$("$MEMSNAP" summary --json "$T/${f%%:*}.msnap" |
+              python3 -c 'import json,sys; print(json.load(sys.stdin)["header"].get("rank", "none"))')
+        [ "$got" = "${f#*:}" ] || fail "${f%%:*}.msnap: rank $got, expected ${f#*:}"
+    done
+    "$MEMSNAP" job --json "$T/a.msnap" "$T/b.msnap" |
+        python3 -c 'import json,sys; r=[x["rank"] for x in json.load(sys.stdin)["ranks"]]; sys.exit(sorted(r) != [2, 5])' ||
+        fail "memsnap job did not take the ranks from the headers"
+    echo "1 passed, 0 failed"
+    ;;
+clock)  # event times under the TSC stamp (the default where the kernel's clocksource is
+    # tsc) and under CLOCK_MONOTONIC: the gaps between the recorded allocations equal the
+    # program's own CLOCK_MONOTONIC gaps within 100 us, both ways.  A clock that is wrong
+    # is wrong every time; a loaded machine (CI) can preempt the program between its own
+    # reading and the stamp once: so the best of three runs counts
+    for clk in auto monotonic; do
+      for try in 1 2 3; do
+        MEMSNAP_CLOCK=$clk run --compress none -o "$T/$clk.msnap" -- "$ROUTE_TEST" paced > "$T/$clk.out" ||
+            fail "route_test paced failed ($clk)"
+        python3 - "$T/$clk.msnap" "$T/$clk.out" <<'PY' && break
+
+import json, sys
+ev = [json.loads(l)["t"] / 1e3 for l in open(sys.argv[1]) if '"a":"alloc"' in l]
+pr = [int(l.split()[1]) for l in open(sys.argv[2]) if l.startswith("paced ")]
+assert len(ev) == 6 and len(pr) == 6, (ev, pr)
+# from the second allocation on: the first one's stamp is followed by the
+# recorder's first capture (cold unwind caches, the device's name), which
+# the program's clock sees and the stamp does not
+worst = max(abs((ev[i] - ev[1]) - (pr[i] - pr[1])) for i in range(1, 6))
+print("clock: worst gap difference %.1f us" % worst)
+sys.exit(0 if worst < 100 else 1)
+PY
+        [ $try = 3 ] && fail "times differ ($clk), in three runs"
+      done
+    done
+    echo "1 passed, 0 failed"
+    ;;
+no-interpose)  # the recorder's dependencies stay out of the program's global scope: no
+    # libunwind _Unwind_* or backtrace(), no elfutils, zstd, cJSON, zlib, lzma, bz2
+    # (they interposed on every program while libmemsnap.so needed them); native
+    # frames and symbols still come (libmemsnap_stacks.so, loaded RTLD_LOCAL)
+    run -o "$T/s.msnap" -- "$SCOPE_PROBE" > "$T/out" || fail "scope_probe failed: $(cat "$T/out")"
+    # (glibc's backtrace, and a sanitizer build's runtimes, are the program's own)
+    deps='libunwind|libdw|libelf|libzstd|libcjson|libz\.|liblzma|libbz2'
+    bad=$(grep -E " [^ ]*/($deps)[^/]*$" "$T/out")
+    [ -z "$bad" ] || fail "in the program's global scope: $bad"
+    grep -q '^backtrace ' "$T/out" || fail "no backtrace() found at all: $(cat "$T/out")"
+    "$MEMSNAP" summary --stacks "$T/s.msnap" > "$T/sum" || fail "summary failed"
+    # (a Release build has no line table: the symbol alone, main+0x..)
+    grep -Eq 'main( \(scope_probe\.c|\+0x)' "$T/sum" || fail "no symbolized native frame: $(grep -A3 'site:' "$T/sum" | head)"
+    needs=$(readelf -d "$MEMSNAP_LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -Ev '^(libc\.so|libasan|libubsan)')
+    [ -z "$needs" ] || fail "libmemsnap.so needs more than libc: $needs"
+    echo "1 passed, 0 failed"
+    ;;
 direct|dlsym|getproc)
     run -o "$T/s.msnap" -- "$ROUTE_TEST" "$case_name" > "$T/expect" || fail "route_test $case_name failed"
     "$SNAPCHECK" "$T/s.msnap" "$T/expect" --stacks --trailer --sym exercise_all --balanced
@@ -101,13 +160,54 @@ badfree)  # refused frees: the program sees the driver's error; the allocation s
     run -o "$T/s.msnap" -- "$ROUTE_TEST" badfree > "$T/expect" || fail "route_test badfree failed"
     "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer
     ;;
+counters-settled)  # a counters line's driver figure and totals describe one moment:
+    # a 152 MiB block allocated and freed every 6 ms while NVML takes 1 ms a
+    # read, samples every 10 ms; on the simulated device each line's
+    # device_used - reserved is then the 500 MiB context, never 152 MiB off
+    MEMSNAP_COUNTERS_MS=10 MEMSNAP_SIM_NVML_DELAY_US=1000 \
+        run --compress none -o "$T/s.msnap" -- "$ROUTE_TEST" churn 2000 > "$T/expect" ||
+        fail "route_test churn failed"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer || fail "snapcheck"
+    python3 - "$T/s.msnap" <<'PY' || fail "a counters line off the context"
+import json, sys
+n = bad = 0
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("type") != "counters" or e.get("d") != 0 or "device_used" not in e:
+        continue
+    n += 1
+    if e["device_used"] - e["reserved"] != 500 << 20:
+        bad += 1
+        print("off by %d MiB at t %d" % ((e["device_used"] - e["reserved"] - (500 << 20)) >> 20, e["t"]))
+print("%d counters lines with the driver's figure, %d off the context" % (n, bad))
+sys.exit(n < 20 or bad > 0)
+PY
+    ;;
+refused-frees)  # one event sequence, the recorder's live set and the reader's: the same
+    # frees the driver refuses on two threads, an unmap over two mappings and a
+    # release refused; a ring dump that keeps every event holds both answers
+    # (the writer's free sizes and live lines, the events the reader replays)
+    run --mode ring -o "$T/s.msnap" -- "$ROUTE_TEST" refused > "$T/expect" ||
+        fail "route_test refused failed"
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer || fail "snapcheck"
+    "$STATECMP" "$T/s.msnap" | tee "$T/cmp"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "the recorder's and the reader's state differ"
+    grep -q "statecmp: 1[0-9] live objects" "$T/cmp" || fail "not the live set expected: $(cat "$T/cmp")"
+    ;;
 annotate)  # memsnap_annotate, memsnap_dump, memsnap_totals_get
     run -o "$T/s.msnap" -- "$ROUTE_TEST" annotate > "$T/expect" || fail "route_test annotate failed"
     "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer
     ;;
-nvtx)  # NVTX ranges through the injection library
+nvtx)  # NVTX ranges through the injection library: every domain by default, the
+    # default domain alone with --nvtx default, none with --nvtx off (no injection set)
     run -o "$T/s.msnap" -- "$NVTX_TEST" > "$T/expect" || fail "nvtx_test failed"
-    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer
+    "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer || fail "all"
+    for w in default off; do
+        run --nvtx $w -o "$T/$w.msnap" -- "$NVTX_TEST" $w > "$T/expect-$w" || fail "nvtx_test $w failed"
+        "$SNAPCHECK" "$T/$w.msnap" "$T/expect-$w" --trailer || fail "--nvtx $w"
+    done
+    NVTX_TEST_ENV=$(run --nvtx off -- env | grep -c '^NVTX_INJECTION64_PATH=')
+    [ "$NVTX_TEST_ENV" = 0 ] || fail "--nvtx off still names an NVTX injection"
     ;;
 bad-settings)  # bad MEMSNAP_* values: one line, recording off, program unchanged
     out=$(MEMSNAP_MODE=bogus LD_PRELOAD="$MEMSNAP_LIB" LD_LIBRARY_PATH="$MEMSNAP_SIMDEV_DIR" \
@@ -159,8 +259,11 @@ symlink)  # a symlink planted at the output path is never followed
     echo "3 passed, 0 failed"
     ;;
 signal-early)  # the dump signal before the program's first CUDA call, or to a wrapper
-               # that never makes one (a shell, python starting): taken, never fatal
-    for prog in "sh -c 'sleep 1; echo alive'" "python3 -c 'import time; time.sleep(1); print(\"alive\")'"; do
+               # that never makes one (a shell, python starting): taken, never fatal;
+               # and while the program is between an exec and the recorder's constructor
+               # (memsnap run holds it until the process catches it: SLOW_CTOR's second)
+    for prog in "sh -c 'sleep 1; echo alive'" "python3 -c 'import time; time.sleep(1); print(\"alive\")'" \
+                "sh -c 'LD_PRELOAD=\$LD_PRELOAD:$SLOW_CTOR exec sh -c \"sleep 0.5; echo alive\"'"; do
         # memsnap run itself in the background (not a subshell around it), as a
         # user's `kill -USR1 <its pid>` reaches it
         eval "exec \"$MEMSNAP\" run --sim-device 8G -q -o \"$T/e.msnap\" -- $prog" > "$T/out" 2>"$T/err" &
@@ -170,7 +273,7 @@ signal-early)  # the dump signal before the program's first CUDA call, or to a w
         wait $p; rc=$?
         [ $rc = 0 ] && grep -q "^alive$" "$T/out" || fail "$prog: exit $rc after the dump signal: $(cat "$T/err")"
     done
-    echo "2 passed, 0 failed"
+    echo "3 passed, 0 failed"
     ;;
 output-paths)  # -o names a file: a folder is refused before running; a relative
                # path is where memsnap run was started, whatever folder the program moves to
@@ -313,6 +416,63 @@ long-cmdline)  # a 70 KB command line still gives a readable header
     args=(); for _ in $(seq 1 70); do args+=("$long"); done   # > the 64 KiB line buffer
     run -o "$T/s.msnap" -- "$ROUTE_TEST" direct "${args[@]}" > "$T/expect" || fail "route_test failed"
     "$SNAPCHECK" "$T/s.msnap" "$T/expect" --trailer
+    ;;
+ranks-sim)  # a job of two ranks at once on the simulated device's two devices, as torchrun
+    # starts them (launch.sh): one file per rank (%q{RANK}), each with its rank in the
+    # header and its own device; the communicator's VMM memory from libnccl.so.2 named
+    # NCCL and communication; "not explained" exactly the simulated context (500 MiB);
+    # memsnap job: ranks from the headers, rank 1 the highest (64 MiB more activations)
+    # and the one that ran out in step 3, on the site that asked
+    here=$(cd "$(dirname "$0")" && pwd)
+    run --sim-devices 2 -o "$T/run-%q{RANK}.msnap" -- bash "$here/launch.sh" 2 "$RANK_PROG" "$FAKE_NCCL" 1 \
+        > "$T/out" 2> "$T/err"; rc=$?
+    [ $rc = 3 ] || fail "exit $rc, expected 3 (rank 1's OOM): $(cat "$T/out" "$T/err")"
+    grep -qx "rank 0: done" "$T/out" && grep -qx "rank 1: out of memory" "$T/out" || fail "output: $(cat "$T/out")"
+    [ "$(cd "$T" && ls *.msnap | tr '\n' ' ')" = "run-0.msnap run-1.msnap " ] || fail "files: $(ls "$T")"
+    # the same job with MEMSNAP_SIM_DEVICES and no OOM: both ranks finish
+    MEMSNAP_SIM_DEVICES=2 run -o "$T/ok-%q{RANK}.msnap" -- bash "$here/launch.sh" 2 "$RANK_PROG" "$FAKE_NCCL" \
+        > "$T/out-ok" 2>&1 || fail "MEMSNAP_SIM_DEVICES=2: $(cat "$T/out-ok")"
+    for f in run-0 run-1 ok-0 ok-1; do   # exit 1: the file has an OOM
+        "$MEMSNAP" summary --json "$T/$f.msnap" > "$T/$f.json"; rc=$?
+        [ $rc = "$([ $f = run-1 ] && echo 1 || echo 0)" ] || fail "summary $f: exit $rc"
+    done
+    "$MEMSNAP" job --json "$T/run-1.msnap" "$T/run-0.msnap" > "$T/job.json"; rc=$?
+    [ $rc = 1 ] || fail "memsnap job: exit $rc, expected 1 (an OOM)"
+    "$MEMSNAP" job --json "$T/ok-0.msnap" "$T/ok-1.msnap" > "$T/job-ok.json" || fail "memsnap job of ok: exit $?"
+    python3 - "$T" <<'PY' || fail "ranks-sim: see above"
+import json, sys
+T = sys.argv[1]
+MiB = 1 << 20
+for f in ("run-0", "run-1", "ok-0", "ok-1"):
+    d = json.load(open("%s/%s.json" % (T, f)))
+    r = int(f[-1])
+    assert d["header"].get("rank") == r, (f, d["header"])
+    used = [x for x in d["devices"] if x["reserved"]["peak"]]
+    assert [x["device"] for x in used] == [r], (f, "devices", used)
+    rec = [x for x in d["reconcile"] if x["device"] == r]
+    assert len(rec) == 1, (f, d["reconcile"])
+    libs = {x["library"]: x["bytes"] for x in rec[0]["libraries"]}
+    assert libs.get("NCCL") == 32 * MiB, (f, libs)
+    assert int(rec[0]["unexplained"]) == 500 * MiB, (f, rec[0])
+    cats = {x["category"]: x["peak"] for c in d["categories"] if c["device"] == r for x in c["items"]}
+    assert cats.get("communication") == 32 * MiB, (f, cats)
+    assert d["oom_count"] == (1 if f == "run-1" else 0), (f, d["oom_count"])
+j = json.load(open(T + "/job.json"))
+assert j["ranks_from"] == "header" and [x["rank"] for x in j["ranks"]] == [0, 1], j["ranks"]
+assert j["failed"] == 1 and [x["rank"] for x in j["failures"]] == [1], j["failures"]
+oom = j["failures"][0]["oom"]
+assert oom["site"].startswith("forward (rank_prog.c:"), oom
+assert oom["step"] and oom["step"]["text"] == "step 3", oom["step"]
+assert j["imbalance"]["highest"]["rank"] == 1, j["imbalance"]
+k = json.load(open(T + "/job-ok.json"))
+assert k["failed"] == 0 and k["imbalance"]["highest"]["rank"] == 1, k["imbalance"]
+top = k["divergent_sites"]["sites"][0]
+assert top["label"].startswith("forward (rank_prog.c:") and top["max_rank"] == 1 and \
+    top["spread"] == 64 * MiB, top
+print("ranks-sim: 2 ranks, NCCL 32 MiB each, rank 1 +%d MiB, OOM in %s at %s" %
+      (top["spread"] // MiB, oom["step"]["text"], oom["site"]))
+PY
+    echo "1 passed, 0 failed"
     ;;
 rank-pattern)  # %q{RANK} gives one file per rank
     for rank in 0 1; do

@@ -1,12 +1,17 @@
 /* nvtx_test: NVTX ranges and marks around driver allocations, for the
- * recorder's NVTX-injection test.  Prints the events the recording must hold. */
+ * recorder's NVTX-injection test: two ranges and a mark of the default
+ * domain, one range of a named domain.  Prints the events the recording must
+ * hold under MEMSNAP_NVTX=WHICH (the argument: all, the default; default;
+ * off). */
 #include <stdio.h>
+#include <string.h>
 
 #include <cuda.h>
 #include <nvtx3/nvToolsExt.h>
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const char *which = argc > 1 ? argv[1] : "all";
     CUdevice dev;
     CUcontext ctx;
     CUdeviceptr p;
@@ -27,7 +32,16 @@ int main(void)
     if (cuMemFree(p))
         return 1;
     nvtxRangePop();
-    printf("expect nvtx_push 2\nexpect nvtx_pop 2\nexpect nvtx_mark 1\n"
-           "expect alloc 1\nexpect free 1\n");
+    nvtxDomainHandle_t d = nvtxDomainCreateA("a library");
+    a.message.ascii = "library call";
+    nvtxDomainRangePushEx(d, &a);
+    nvtxDomainRangePop(d);
+    int pushes = 0, marks = 0;
+    if (strcmp(which, "all") == 0)
+        pushes = 3, marks = 1;
+    else if (strcmp(which, "default") == 0)
+        pushes = 2, marks = 1;
+    printf("expect nvtx_push %d\nexpect nvtx_pop %d\nexpect nvtx_mark %d\n"
+           "expect alloc 1\nexpect free 1\n", pushes, pushes, marks);
     return 0;
 }

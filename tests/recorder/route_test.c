@@ -13,10 +13,16 @@
  *     fork      allocates, forks; the child allocates and frees 3 times
  *     hold N    allocates N buffers, prints "ready", then sleeps (for signal /
  *               SIGKILL tests); SIGTERM ends it
+ *     paced     6 allocations at uneven intervals, each followed by a line
+ *               "paced US" (CLOCK_MONOTONIC, microseconds)
  *     badfree   cuMemFree_v2 of a pointer never allocated (must fail) and a
  *               cuMemRelease of a bogus handle
  *     annotate  memsnap_annotate/memsnap_dump/memsnap_totals_get when the
  *               recorder is loaded
+ *     refused   frees the driver refuses, on two threads (the simulated
+ *               device's memsnap_sim_fail arms each just before its call):
+ *               cuMemFree_v2 on both, and on the first a cuMemUnmap over two
+ *               mappings and a cuMemRelease; what was refused stays live
  *
  * It prints "expect ACTION N" lines: how many events of each action the
  * recording must contain (checked by snapcheck), and exits 0 when every
@@ -30,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
@@ -390,6 +397,48 @@ static void run_hold(int n)
         pause();
 }
 
+/* churn MS: for MS milliseconds, a 152 MiB allocation held 3 ms and freed,
+ * 3 ms apart; nothing else on the device but 1 MiB held throughout (case
+ * counters-settled: every counters line's device_used - reserved is the
+ * simulated context). */
+static void run_churn(int ms)
+{
+    init_ctx();
+    CUdeviceptr keep, p;
+    OK(cu.Alloc(&keep, 1 << 20));
+    struct timespec t0, now, gap = {0, 3000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int n = 0;
+    do {
+        OK(cu.Alloc(&p, 152ull << 20));
+        nanosleep(&gap, NULL);
+        OK(cu.Free(p));
+        nanosleep(&gap, NULL);
+        n++;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+    OK(cu.Free(keep));
+    printf("expect alloc %d\nexpect free %d\n", n + 1, n + 1);
+}
+
+/* paced: 6 allocations at uneven intervals (40 to 190 ms); after each
+ * returns, "paced US" with CLOCK_MONOTONIC in microseconds, so a test can
+ * hold the recording's event times against the program's own clock. */
+static void run_paced(void)
+{
+    init_ctx();
+    for (int i = 0; i < 6; i++) {
+        CUdeviceptr p;
+        OK(cu.Alloc(&p, 1 << 20));
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        printf("paced %lld\n", (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+        struct timespec d = {0, (40 + 30 * i) * 1000000L};
+        nanosleep(&d, NULL);
+    }
+    printf("expect alloc 6\n");
+}
+
 static void run_badfree(void)
 {
     init_ctx();
@@ -444,11 +493,103 @@ static void run_annotate(void)
     printf("expect alloc 2\nexpect free 2\nexpect nvtx_mark 2\nexpect dump 1\n");
 }
 
+/* refused: two threads take turns (a barrier between steps).  At each step
+ * a thread allocates two buffers and frees both, the first free refused
+ * (memsnap_sim_fail arms the thread's next cuMemFree_v2 under a lock, so
+ * the fault hits this thread's call), the second not; the refused buffers
+ * stay live.  The first thread then maps two handles into one reservation
+ * and has the cuMemUnmap over both refused (both mappings stay) and a
+ * cuMemRelease refused (the handle stays). */
+#define REFUSED_STEPS 4
+static pthread_barrier_t refused_bar;
+static pthread_mutex_t refused_lock = PTHREAD_MUTEX_INITIALIZER;
+static int (*sim_fail)(const char *, long, int);
+
+/* Makes call with the next call of driver function fn armed to fail (one
+ * thread at a time), and counts a failure when it was not refused. */
+#define REFUSE(fn, call)                                                         \
+    do {                                                                         \
+        pthread_mutex_lock(&refused_lock);                                       \
+        sim_fail(fn, 1, 0);                                                      \
+        CUresult r_ = (call);                                                    \
+        sim_fail(NULL, 0, 0);                                                    \
+        pthread_mutex_unlock(&refused_lock);                                     \
+        if (r_ == CUDA_SUCCESS) {                                                \
+            fprintf(stderr, "route_test: %s was not refused (line %d)\n", #call, \
+                    __LINE__);                                                   \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                  \
+        }                                                                        \
+    } while (0)
+
+static void refused_vmm(void)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t gran = 0;
+    OK(cu.Granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    if (!gran)
+        gran = 2 << 20;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h1, h2;
+    OK(cu.Reserve(&va, 4 * gran, 0, 0, 0));
+    OK(cu.Create(&h1, gran, &prop, 0));
+    OK(cu.Create(&h2, gran, &prop, 0));
+    OK(cu.Map(va, gran, 0, h1, 0));
+    OK(cu.Map(va + gran, gran, 0, h2, 0));
+    REFUSE("cuMemUnmap", cu.Unmap(va, 2 * gran));   /* one unmap over two mappings */
+    REFUSE("cuMemRelease", cu.Release(h1));
+}
+
+static void *refused_main(void *arg)
+{
+    int me = (int)(uintptr_t)arg;
+    CUcontext ctx;
+    CUdevice dev;
+    cu.DeviceGet(&dev, 0);
+    cu.PrimaryRetain(&ctx, dev);
+    cu.CtxSetCurrent(ctx);
+    for (int step = 0; step < REFUSED_STEPS; step++) {
+        CUdeviceptr a, b;
+        OK(cu.Alloc(&a, (size_t)(1 + me) << 20));
+        OK(cu.Alloc(&b, (size_t)(3 + me) << 20));
+        pthread_barrier_wait(&refused_bar);
+        REFUSE("cuMemFree_v2", cu.Free(a));
+        pthread_barrier_wait(&refused_bar);
+        OK(cu.Free(b));
+        pthread_barrier_wait(&refused_bar);
+    }
+    if (me == 0)
+        refused_vmm();
+    return NULL;
+}
+
+static void run_refused(void)
+{
+    init_ctx();
+    sim_fail = (int (*)(const char *, long, int))dlsym(RTLD_DEFAULT, "memsnap_sim_fail");
+    if (!sim_fail) {
+        fprintf(stderr, "route_test: refused needs the simulated device\n");
+        exit(77);
+    }
+    pthread_barrier_init(&refused_bar, NULL, 2);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, refused_main, (void *)(uintptr_t)i);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    printf("expect alloc %d\nexpect free %d\nexpect free_error %d\n"
+           "expect vmm_map 2\nexpect vmm_unmap 1\nexpect vmm_release 1\n",
+           4 * REFUSED_STEPS, 4 * REFUSED_STEPS, 2 * REFUSED_STEPS + 2);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: route_test direct|dlsym|getproc|oom|threads T N|fork|hold N|"
-                        "badfree|annotate\n");
+        fprintf(stderr, "usage: route_test direct|dlsym|getproc|oom|threads T N|fork|hold N|paced|churn MS|"
+                        "badfree|annotate|refused\n");
         return 2;
     }
     const char *r = argv[1];
@@ -466,8 +607,14 @@ int main(int argc, char **argv)
         run_threads(atoi(argv[2]), atol(argv[3]));
     else if (!strcmp(r, "fork"))
         run_fork();
+    else if (!strcmp(r, "refused"))
+        run_refused();
     else if (!strcmp(r, "hold") && argc >= 3)
         run_hold(atoi(argv[2]));
+    else if (!strcmp(r, "paced"))
+        run_paced();
+    else if (!strcmp(r, "churn") && argc >= 3)
+        run_churn(atoi(argv[2]));
     else if (!strcmp(r, "badfree"))
         run_badfree();
     else if (!strcmp(r, "annotate"))

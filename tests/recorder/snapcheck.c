@@ -32,7 +32,7 @@
 
 #include "memsnap/format.h"
 #include "../check.h"
-#include "u64map.h"
+#include "util/u64map.h"
 
 int main(int argc, char **argv)
 {

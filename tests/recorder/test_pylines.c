@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pyframes.h"
+#include "recorder/pyframes.h"
 
 static int lock_check(const char *lib, const char *nolib)
 {

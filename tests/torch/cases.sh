@@ -25,6 +25,13 @@
 #                 MEMSNAP_TORCH_NATIVE_DEPTH turn each back on; bad values
 #                 of both are refused (memsnap run: exit 2; by hand: one
 #                 line, recording off, the program unchanged).
+#   fsdp-stacks   FSDP2's allocations made from Python (fsdp_stacks.py: the
+#                 files and functions of fully_shard's code), forward and
+#                 backward: the backward's hooks keep their Python frames
+#                 behind the node, autograd's own entry frame still links
+#                 to the forward allocation, and summary's categories name
+#                 the all-gathers' and reduce-scatters' buffers, the shard
+#                 and its gradient byte for byte.
 # Files are written uncompressed and read with python3 (tests/torch/check.py).
 set -u
 case_name=${1:?case}
@@ -34,10 +41,37 @@ here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $*"; echo "0 passed, 1 failed"; exit 1; }
 # The plugin folders the recorder searches: only the case's own cache.
 export XDG_CACHE_HOME="$T/cache" MEMSNAP_TORCH_PLUGIN_DIR="$T/none"
+# The checks below see every entry the plugin forwards, free requests
+# included (not recorded by default: case free-requested).
+export MEMSNAP_TORCH_FREE_REQUESTED=1
 run() { "$MEMSNAP" run --sim-device 8G --compress none "$@"; }
 check() { python3 "$here/check.py" "$@" || fail "check.py $*; stderr: $(cat "$T/err" 2>/dev/null)"; }
 
 case $case_name in
+free-requested)  # by default a free's request is not recorded (no reader uses it: a
+    # block is freed at its completion); the rest is the same as with it, entry for entry
+    MEMSNAP_TORCH_FREE_REQUESTED=0 run -o "$T/d.msnap" -- "$TORCH_TEST" api2 > "$T/out" 2> "$T/err" \
+        || fail "torch_test api2: $(cat "$T/err")"
+    env -u MEMSNAP_TORCH_FREE_REQUESTED "$MEMSNAP" run --sim-device 8G --compress none \
+        -o "$T/u.msnap" -- "$TORCH_TEST" api2 > /dev/null 2> "$T/err" || fail "unset: $(cat "$T/err")"
+    run -o "$T/f.msnap" -- "$TORCH_TEST" api2 > /dev/null 2> "$T/err" || fail "with: $(cat "$T/err")"
+    python3 - "$T/d.msnap" "$T/u.msnap" "$T/f.msnap" <<'PY' || fail "default and =1 differ"
+import json, sys
+def torch(p):   # addresses from the first segment's (each process has its own)
+    ev = [e for e in map(json.loads, open(p)) if e.get("type") is None and e.get("f") == "torch"]
+    return [(e["a"], e.get("p", 0) - ev[0]["p"], e.get("n"), e.get("q"), e.get("k") is not None)
+            for e in ev]
+d, u, f = torch(sys.argv[1]), torch(sys.argv[2]), torch(sys.argv[3])
+assert d == u, "unset differs from 0"
+assert not [e for e in d if e[0] == "block_free_requested"], d
+assert [e for e in f if e[0] == "block_free_requested"], f
+assert d == [e for e in f if e[0] != "block_free_requested"], (d, f)
+print("free-requested: %d entries by default, %d with MEMSNAP_TORCH_FREE_REQUESTED=1" % (len(d), len(f)))
+PY
+    MEMSNAP_TORCH_FREE_REQUESTED=yes "$MEMSNAP" run -- true 2> "$T/err"; rc=$?
+    [ $rc = 2 ] || fail "memsnap run with MEMSNAP_TORCH_FREE_REQUESTED=yes: exit $rc, expected 2"
+    echo "1 passed, 0 failed"
+    ;;
 api)
     run -o "$T/s.msnap" -- "$TORCH_TEST" api > "$T/out" 2> "$T/err" || fail "torch_test api: $(cat "$T/err")"
     check api "$T/s.msnap" "$T/out"
@@ -48,6 +82,9 @@ api2)  # format 1.2: autograd nodes and sequence numbers, on and off
     MEMSNAP_TORCH_NODES=0 run -o "$T/off.msnap" -- "$TORCH_TEST" api2 > "$T/out-off" 2> "$T/err" \
         || fail "torch_test api2, nodes off: $(cat "$T/err")"
     check api2-off "$T/off.msnap" "$T/out-off"
+    MEMSNAP_TORCH_NATIVE_DEPTH=4 run -o "$T/nat.msnap" -- "$TORCH_TEST" api2 > "$T/out-nat" 2> "$T/err" \
+        || fail "torch_test api2, 4 native frames: $(cat "$T/err")"
+    check api2-native "$T/nat.msnap" "$T/out-nat"
     MEMSNAP_TORCH_NODES=yes "$MEMSNAP" run -- true 2> "$T/err"; rc=$?
     [ $rc = 2 ] || fail "memsnap run with MEMSNAP_TORCH_NODES=yes: exit $rc, expected 2"
     MEMSNAP_TORCH_NODES=yes LD_PRELOAD="$MEMSNAP_LIB" LD_LIBRARY_PATH="$MEMSNAP_SIMDEV_DIR" \
@@ -151,6 +188,42 @@ pystacks)
         [ ! -e "$T/bad.msnap" ] || fail "$kv: a file was written with recording off"
     done
     echo "pystacks: all passed"
+    ;;
+fsdp-stacks)
+    python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null ||
+        { echo "SKIP: Python frames need python3 3.11 or later"; exit 77; }
+    for depth in auto 0; do
+        MEMSNAP_TORCH_NATIVE_DEPTH=$depth run -o "$T/$depth.msnap" -- python3 "$here/fsdp_stacks.py" "$T" \
+            > "$T/out" 2> "$T/err" || fail "fsdp_stacks.py ($depth): $(cat "$T/err")"
+        grep -qx "fsdp_stacks done" "$T/out" || fail "output changed"
+        "$MEMSNAP" summary --json --top 24 "$T/$depth.msnap" > "$T/$depth.json" || fail "summary ($depth)"
+        python3 - "$T/$depth.json" <<'PY' || fail "fsdp-stacks ($depth): categories or stacks"
+import json, sys
+d = json.load(open(sys.argv[1]))
+MiB = 1 << 20
+cats = {x["category"]: x["peak"] for c in d["categories"] if c["device"] == 0 for x in c["items"]}
+want = {"parameters": 8 * MiB, "all_gather": 32 * MiB, "reduce_scatter": 16 * MiB,
+        "gradients": 8 * MiB, "optimizer_state": 16 * MiB, "activations": 4 * MiB,
+        "temporaries": 8 * MiB}
+assert cats == want, "categories %s, expected %s" % (cats, want)
+sites = d["top_sites"]["allocated"]
+def site(first, inner):
+    got = [s for s in sites if s["frames"] and s["frames"][0].startswith(first) and
+           any(f.startswith(inner + " ") for f in s["frames"])]
+    assert got, "no site %s ... %s in %s" % (first, inner, [(s["label"], s["frames"][:3]) for s in sites])
+    return got
+# the post-backward's buffers: the node, then FSDP's own frames
+assert len(site("PyNode (<autograd>)", "foreach_reduce")) == 2
+assert all(s["label"].startswith("PyNode") for s in site("PyNode", "foreach_reduce"))
+assert len(site("AddBackward0 (<autograd>)", "FSDPState._pre_backward")) == 2
+# autograd's entry frame: the forward allocation names the node's site
+mm = site("MmBackward0 (<autograd>)", "LlamaMLP.forward")
+assert mm[0]["label"].startswith("MmBackward0 of LlamaMLP.forward (modeling_llama.py:"), mm[0]["label"]
+assert not [s for s in sites if any(f.startswith("_engine_run_backward ") for f in s["frames"])]
+print("fsdp-stacks: %s" % ", ".join("%s %d MiB" % (k, v // MiB) for k, v in sorted(cats.items())))
+PY
+    done
+    echo "fsdp-stacks: all passed"
     ;;
 *) fail "unknown case $case_name" ;;
 esac

@@ -4,9 +4,10 @@ torch_test printed ("key value" lines).
 
   check.py api|api-ring|refused|loaded SNAP OUT   exit 0 when the snapshot is right,
                                          else 1 with the reason
-  check.py api2|api2-off SNAP OUT        the autograd nodes and sequence numbers
-                                         (format 1.2), with MEMSNAP_TORCH_NODES
-                                         1 or 0
+  check.py api2|api2-off|api2-native SNAP OUT   the autograd nodes and sequence
+                                         numbers (format 1.2), with
+                                         MEMSNAP_TORCH_NODES 1 or 0, or 1 with
+                                         MEMSNAP_TORCH_NATIVE_DEPTH=4
   check.py pystacks SNAP FREE NATIVE     the stacks of pystacks.py's events, with
                                          MEMSNAP_TORCH_FREE_STACKS=FREE and
                                          MEMSNAP_TORCH_NATIVE_DEPTH=NATIVE
@@ -80,7 +81,7 @@ def load_syms(path, full=False):
 AUTOGRAD = 3 << 62
 
 
-def api2(c, snap, out, nodes):
+def api2(c, snap, out, nodes, native=False):
     """torch_test api2's events: q on allocations (forward and backward),
     the node as the innermost stack entry named by its sym line, nothing of
     either on frees; with nodes off, neither anywhere."""
@@ -118,8 +119,15 @@ def api2(c, snap, out, nodes):
         c.eq("the same node, the same autograd frame", first[3], first[7])
     else:
         c.eq("no autograd sym lines", [ip for ip in syms if ip >> 62 == 3], [])
-    c.eq("the backward's allocations have native frames (a thread without Python)",
-         all(len(stacks[torch[i]["k"]]) > (1 if nodes else 0) for i in (3, 4)), True)
+    # With a node (the default) a backward allocation's stack is the node
+    # alone: readers show it on the forward allocation's stack and keep
+    # nothing else of its own (recorder/torch.c, torch_stack); without
+    # nodes, the native frames of a thread without Python
+    # (MEMSNAP_TORCH_NATIVE_DEPTH=4: the node, then native frames)
+    c.eq("the backward's allocations: the node alone, or native frames without nodes",
+         [len(stacks[torch[i]["k"]]) for i in (3, 4)] if nodes and not native else
+         all(len(stacks[torch[i]["k"]]) > (1 if nodes else 0) for i in (3, 4)),
+         [1, 1] if nodes and not native else True)
     c.eq("block sizes", [e.get("n") for e in torch if e["a"] == "block_alloc"],
          [1536, 512, 4096, 1024, 512])
     c.eq("frees carry the block's size", [(e["p"], e.get("n")) for e in torch if "free" in e["a"]],
@@ -172,10 +180,10 @@ def main():
     if sys.argv[1] == "buildid":
         print(build_id(sys.argv[2]))
         return 0
-    if sys.argv[1] in ("api2", "api2-off"):
+    if sys.argv[1] in ("api2", "api2-off", "api2-native"):
         c = Checker()
         out = dict(l.split() for l in open(sys.argv[3]) if l.strip())
-        api2(c, sys.argv[2], out, sys.argv[1] == "api2")
+        api2(c, sys.argv[2], out, sys.argv[1] != "api2-off", sys.argv[1] == "api2-native")
         print("%d passed, 0 failed" % c.n)
         return 0
     if sys.argv[1] == "pystacks":   # pystacks SNAP FREE_STACKS NATIVE_DEPTH
@@ -200,6 +208,9 @@ def main():
              (live, 2048, 0x5000, None, 2048))
         c.eq("free", (torch[4]["p"], torch[4]["n"]), (seg, 1000))
         c.eq("segment_map", (torch[5]["p"], torch[5]["n"]), (seg + (2 << 20), 2 << 20))
+        c.eq("segments name their pool (format 1.3)",
+             (torch[0].get("x"), torch[5].get("x"), torch[6].get("x")),
+             (None, 0x300000005, 0x100000005))
         oom = torch[7]
         c.eq("oom", (oom["n"], oom.get("x"), oom.get("p"), oom.get("r")), (1 << 40, 12345, None, 2))
         frees = ("block_free_requested", "block_free", "segment_free", "segment_unmap")

@@ -53,8 +53,9 @@ static int run_api(void)
     fn(MEMSNAP_TORCH_ALLOC, 0, seg + 4096, 2048, s, 0, 2048);
     fn(MEMSNAP_TORCH_FREE_REQUESTED, 0, seg, 1000, s, 0, 0);
     fn(MEMSNAP_TORCH_FREE_COMPLETED, 0, seg, 1000, s, 0, 0);
-    fn(MEMSNAP_TORCH_SEGMENT_MAP, 0, seg + (2 << 20), 2 << 20, s, 0, 0);
-    fn(MEMSNAP_TORCH_SEGMENT_UNMAP, 0, seg + (2 << 20), 2 << 20, s, 0, 0);
+    /* a private pool's pages (format 1.3: segments name their pool too) */
+    fn(MEMSNAP_TORCH_SEGMENT_MAP, 0, seg + (2 << 20), 2 << 20, s, 0x300000005ull, 0);
+    fn(MEMSNAP_TORCH_SEGMENT_UNMAP, 0, seg + (2 << 20), 2 << 20, s, 0x100000005ull, 0);
     fn(7, 0, 0, 0, 0, 0, 0);             /* PyTorch's SNAPSHOT marker: ignored */
     fn(99, 0, seg, 1, 0, 0, 0);          /* unknown: ignored */
     fn(-1, 0, seg, 1, 0, 0, 0);

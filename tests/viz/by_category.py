@@ -178,7 +178,7 @@ check(len(S.groups(tl, "panel")) == 2, "several files: a panel each")
 check("parameters" in [g.get("data-label") for g in S.groups(tl, "band")], "several files: no parameters band")
 
 # usage errors: one line, exit 2
-for args, pat in (((["--by", "bogus"]), r'--by wants site or category, got "bogus"'),
+for args, pat in (((["--by", "bogus"]), r'--by wants site, category or pool, got "bogus"'),
                   ((["--by", "category", "--category-rules", os.path.join(scratch, "none")]),
                    r"none: cannot read")):
     r = run([memsnap, "render", *args, train, "-o", os.path.join(scratch, "x")], want=(2,))

@@ -11,8 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model.h"
-#include "render.h"
+#include "analyze/model.h"
+#include "viz/render.h"
+#include "tests/fuzz/fuzz_file.h"
 
 /* fontconfig, which cairo's toy font API asks for DejaVu Sans, keeps its
  * configuration and match caches for the life of the process, some no
@@ -27,15 +28,8 @@ const char *__lsan_default_suppressions(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char path[] = "/tmp/fuzz_render.XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0)
+    if (fuzz_file(path, data, size))
         return 0;
-    if (write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        unlink(path);
-        return 0;
-    }
-    close(fd);
     sm_opts o = {.top = 4, .columns = viz_timeline_columns(400),
                  .x_mode = size % 2 ? SM_X_EVENTS : SM_X_TIME,
                  .at = (int)(size % 5)};

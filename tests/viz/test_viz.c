@@ -33,12 +33,12 @@
 #include <unistd.h>
 
 #include "../check.h"
-#include "breakdown.h"
-#include "category.h"
-#include "compare.h"
-#include "findings.h"
-#include "model.h"
-#include "render.h"
+#include "analyze/breakdown.h"
+#include "analyze/category.h"
+#include "viz/compare.h"
+#include "analyze/findings.h"
+#include "analyze/model.h"
+#include "viz/render.h"
 
 #define MiB (1ull << 20)
 
@@ -425,7 +425,7 @@ static void test_leaks(void)
                 CHECK(lk[0].last >= 20 * MiB);
             }
             char lab[128];
-            sm_site_label(m, 3, lab, sizeof lab);
+            sm_site_label(sm_labels_of(m), 3, lab, sizeof lab);
             CHECK(!strcmp(lab, "cache (a.c:3)"));
         } else {
             CHECK(n == 0);
@@ -611,23 +611,23 @@ static void test_labels(void)
     /* libtorch is a library, not the user's code; with nothing else left
      * the first frame outside the memory runtime names the site, told
      * apart from stack 2's by the first caller only it has */
-    sm_site_label(m, 1, buf, sizeof buf);
+    sm_site_label(sm_labels_of(m), 1, buf, sizeof buf);
     CHECK(!strcmp(buf, "at::native::empty_cuda (EmptyTensor.cpp:42) from native::randn"));
-    sm_site_label(m, 4, buf, sizeof buf);
+    sm_site_label(sm_labels_of(m), 4, buf, sizeof buf);
     CHECK(!strcmp(buf, "cudaMalloc"));
-    sm_site_label(m, 5, buf, sizeof buf);
+    sm_site_label(sm_labels_of(m), 5, buf, sizeof buf);
     CHECK(!strcmp(buf, "kv_reserve (server.c:88)"));
     uint32_t st[3] = {1, 2, 3};
     char labs[3][SM_LABEL_MAX];
-    sm_site_labels(m, st, 3, labs);
+    sm_site_labels(sm_labels_of(m), st, 3, labs);
     /* 2 has a caller of its own; 1 and 3 differ only inside c10: one site,
      * one label */
     CHECK(!strcmp(labs[1], "at::native::empty_cuda (EmptyTensor.cpp:42) from native::zeros"));
     CHECK(!strcmp(labs[0], "at::native::empty_cuda (EmptyTensor.cpp:42) from native::randn"));
     CHECK(!strcmp(labs[2], labs[0]));
     /* 1 and 3 are the same site for matching across snapshots, 2 is not */
-    CHECK(sm_site_key(m, 1) == sm_site_key(m, 3));
-    CHECK(sm_site_key(m, 1) != sm_site_key(m, 2));
+    CHECK(sm_site_key(sm_labels_of(m), 1) == sm_site_key(sm_labels_of(m), 3));
+    CHECK(sm_site_key(sm_labels_of(m), 1) != sm_site_key(sm_labels_of(m), 2));
     sm_free(m);
 }
 

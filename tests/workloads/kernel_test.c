@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "decode.h"
+#include "workloads/decode/decode.h"
 
 static int failures, checks;
 static uint64_t rs;

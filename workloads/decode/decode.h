@@ -29,7 +29,7 @@
 #include "memsnap/alloc.h"
 /* after alloc.h, whose driver table has fields named like the functions: the
  * driver calls go through a table filled with dlopen */
-#include "cudrv.h"
+#include "workloads/cudrv.h"
 
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)

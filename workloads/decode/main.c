@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "util/size.h"
 
 static const char usage_text[] =
     "usage: memsnap-decode [options]\n"
@@ -106,25 +107,10 @@ static void usage_error(const char *fmt, ...)
 
 static uint64_t parse_size(const char *flag, const char *s)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || v < 0)
+    uint64_t v;
+    if (msnap_size_parse(s, &v))
         usage_error("%s: \"%s\" is not a size (e.g. 80G, 512M, 1048576)", flag, s);
-    uint64_t mult = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mult = KiB; end++; break;
-    case 'M': mult = MiB; end++; break;
-    case 'G': mult = GiB; end++; break;
-    case 'T': mult = 1024 * GiB; end++; break;
-    case '\0': break;
-    default: usage_error("%s: \"%s\" is not a size (e.g. 80G, 512M, 1048576)", flag, s);
-    }
-    if (mult > 1 && (!strcasecmp(end, "iB") || !strcasecmp(end, "B")))
-        end += strlen(end);
-    if (*end)
-        usage_error("%s: \"%s\" is not a size (e.g. 80G, 512M, 1048576)", flag, s);
-    return (uint64_t)(v * mult);
+    return v;
 }
 
 static double parse_num(const char *flag, const char *s, double lo, double hi)

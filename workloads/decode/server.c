@@ -31,6 +31,7 @@
  * [batch][vocab] (large pool, sizes follow the batch), and in prefill an
  * activation buffer of prompt * (hidden + ffn) per admitted request.
  */
+#define _GNU_SOURCE        /* RTLD_DEFAULT: glibc before 2.34 declares it only so */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
