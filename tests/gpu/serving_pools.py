@@ -63,6 +63,14 @@ ME = os.path.abspath(__file__)
 
 # ---- the programs (each run in a process of its own) ------------------------------
 
+def mark(text):
+    """A memsnap mark (nothing when the recorder is not loaded)."""
+    import ctypes
+    f = getattr(ctypes.CDLL(None), "memsnap_annotate", None)
+    if f:
+        f(text.encode())
+
+
 def torch_truth(torch, oom=False, phase=""):
     """PyTorch's own figures now: per pool from memory_snapshot()'s
     segments, and the device's stats."""
@@ -75,6 +83,10 @@ def torch_truth(torch, oom=False, phase=""):
         p["allocated"] += int(seg["allocated_size"])
         p["segments"] += 1
     st = torch.cuda.memory_stats()
+    # the recording's figures at this point come from this mark: the file's
+    # end is after the interpreter's teardown, which frees the tensors (and
+    # destroys a MemPool's segments)
+    mark("memsnap truth")
     return {"oom": oom, "phase": phase, "pools": pools,
             "max_memory_reserved": int(torch.cuda.max_memory_reserved()),
             "max_memory_allocated": int(torch.cuda.max_memory_allocated()),
@@ -340,7 +352,7 @@ def recorded(m, work, name, args, conf=None):
 
 
 def summary(m, snap):
-    return json.loads(sh([m, "summary", "--json", snap], ok=(0, 1))[0].stdout)
+    return json.loads(sh([m, "summary", "--json", "--marks", snap], ok=(0, 1))[0].stdout)
 
 
 def torch_key(pool):
@@ -349,16 +361,28 @@ def torch_key(pool):
 
 
 def check_pools(c, name, s, truth):
-    """summary's pools against memory_snapshot()'s, at the end."""
+    """summary's pools against memory_snapshot()'s at the truth point.  The
+    file goes on past it (the interpreter's teardown frees the tensors), so
+    allocated is compared at the "memsnap truth" mark; a pool's reserved is
+    its final figure, or, for a pool whose segments the teardown released
+    (a MemPool), its peak, which is the truth point's when nothing was
+    released before it."""
+    at = [mk for mk in s.get("marks") or [] if mk.get("message") == "memsnap truth"]
+    dev0 = [d for d in (at[-1]["devices"] if at else []) if d["device"] == 0]
+    got = dev0[0]["allocated"] if dev0 else None
+    c.check("%s: allocated at the truth mark = memory_allocated()" % name,
+            got == truth["memory_allocated"],
+            "memsnap %s, PyTorch %d" % (got, truth["memory_allocated"]))
     ours = {torch_key(p): p for p in s.get("pools") or []}
     for key, t in sorted(truth["pools"].items()):
         p = ours.get(key)
-        c.check("%s pool (%s): final reserved = memory_snapshot()'s total_size" % (name, key),
-                p is not None and p.get("final_reserved") == t["reserved"],
-                "memsnap %s, PyTorch %d" % (p and p.get("final_reserved"), t["reserved"]))
-        c.check("%s pool (%s): final allocated = memory_snapshot()'s allocated_size" %
-                (name, key), p is not None and p.get("final_allocated") == t["allocated"],
-                "memsnap %s, PyTorch %d" % (p and p.get("final_allocated"), t["allocated"]))
+        fr = p and p.get("final_reserved")
+        r = fr if p is None or fr == p.get("peak_reserved") or fr == t["reserved"] \
+            else p.get("peak_reserved")
+        c.check("%s pool (%s): reserved = memory_snapshot()'s total_size" % (name, key),
+                p is not None and r == t["reserved"],
+                "memsnap %s (final %s, peak %s), PyTorch %d" %
+                (r, fr, p and p.get("peak_reserved"), t["reserved"]))
     for key, p in ours.items():
         if key not in truth["pools"] and p.get("final_reserved"):
             c.check("%s pool (%s) holds memory PyTorch's snapshot does not have" % (name, key),
