@@ -57,6 +57,12 @@ struct breakdown {
     int cur_kind;              /* phase of the last allocation replayed */
     uint64_t epoch;            /* changes of phase so far */
     int stepped;               /* the first step began (see life_change) */
+    size_t last_step;          /* the change of the last step's block */
+    /* blocks made before the first step and freed: ordinal and change, to
+     * tell, once the last step is known, those freed after it (at the
+     * program's teardown) from those freed before */
+    struct early_free { size_t ord, at; } *early_freed;
+    size_t nearly, cap_early;
     /* following blocks through the replays: live key -> ordinal and epoch
      * (first), or -> category (second); fate by ordinal */
     u64map objs;
@@ -95,6 +101,7 @@ void bd_free(breakdown *b)
     rangemap_free(&b->ranges);
     free(b->holds_blocks);
     free(b->fate);
+    free(b->early_freed);
     free(b->sites);
     free(b->chg);
     free(b);
@@ -260,7 +267,8 @@ static int block_category(const breakdown *b, const site_info *si, int fate)
         return cat_index_of(b->rules, kept ? "gradients" : "reduce_scatter");
     case CT_OTHER:
         /* weights made as plain tensors (no nn.Module): made before the
-         * first step, alive at the end */
+         * first step, alive after the last (the file's end is often after
+         * the interpreter's teardown, which frees them) */
         return b->stepped && (fate & FATE_EARLY) && (fate & FATE_TO_END)
                    ? cat_index_of(b->rules, "parameters") : si->cat;
     case CT_BACKWARD:
@@ -407,8 +415,10 @@ static void life_change(void *ctx, uint32_t site, int sign, uint64_t n, int torc
      * optimizer, a KV cache or a private pool (a graph's capture) */
     if (si->use == 2 && sign > 0 &&
         (pool || si->kind == CT_FORWARD || si->kind == CT_BACKWARD || si->kind == CT_OPTIM ||
-         si->kind == CT_KV))
+         si->kind == CT_KV)) {
         b->stepped = 1;
+        b->last_step = b->changes;
+    }
     if (si->use != 2 || !si->kind || si->fixed)
         return;
     uint64_t v;
@@ -428,8 +438,17 @@ static void life_change(void *ctx, uint32_t site, int sign, uint64_t n, int torc
         b->fate[o] = (uint8_t)(FATE_KEPT | (b->stepped ? 0 : FATE_EARLY));
         b->nfate = o + 1;
     } else if (u64map_del(&b->objs, 2, key, &v)) {
+        size_t o = v & 0xffffffffu;
         if (v >> 32 == (b->epoch & 0xffffffffu) && si->kind != CT_OTHER)
-            b->fate[v & 0xffffffffu] |= FATE_SAME_PHASE;
+            b->fate[o] |= FATE_SAME_PHASE;
+        if (b->fate[o] & FATE_EARLY) {
+            if (msnap_grow((void **)&b->early_freed, &b->cap_early, b->nearly,
+                           sizeof *b->early_freed)) {
+                b->err = 1;
+                return;
+            }
+            b->early_freed[b->nearly++] = (struct early_free){o, b->changes};
+        }
     }
 }
 
@@ -446,13 +465,16 @@ static int on_end(void *ctx, an_file *f)
     an_visitor life = {.ctx = b, .pchange = life_change};
     if (an_replay(f, &life) || b->err)
         return -1;
-    /* what is still live at the end */
+    /* what is still live at the end, or was freed after the last step */
     for (size_t i = 0; i < b->objs.cap; i++)
         if (b->objs.slots && b->objs.slots[i].used) {
             uint64_t o = b->objs.slots[i].value & 0xffffffffu;
             if (o < b->nfate)
                 b->fate[o] |= FATE_TO_END;
         }
+    for (size_t i = 0; i < b->nearly; i++)
+        if (b->early_freed[i].at > b->last_step && b->early_freed[i].ord < b->nfate)
+            b->fate[b->early_freed[i].ord] |= FATE_TO_END;
     u64map_free(&b->objs);
     b->ord = 0;
     if (b->keep_changes) {
