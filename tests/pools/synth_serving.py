@@ -173,7 +173,16 @@ def serving(t, kv, batch=1):
     for _ in range(3):
         p = alloc(PREFILL, 96 * batch)
         t.free(p)
+    if TEARDOWN:
+        # the interpreter's teardown: every tensor freed after the last step
+        # (the weights are still parameters: made before the first step,
+        # alive past the last)
+        for a in outs + [kvc] + weights:
+            t.free(a)
     return sites, weights, kvc, outs
+
+
+TEARDOWN = False
 
 
 SCENARIOS = {"serving": serving}
@@ -325,7 +334,11 @@ def main():
     ap.add_argument("--expect", help="write the recording's figures here")
     ap.add_argument("--find-max", help="write the largest KV per device size here")
     ap.add_argument("--find-max-totals", default="8192,7000,6000")
+    ap.add_argument("--teardown", action="store_true",
+                    help="free every block after the last step, as an interpreter's teardown does")
     a = ap.parse_args()
+    global TEARDOWN
+    TEARDOWN = a.teardown
     total = a.total * MiB
     t, sites = run(a.scenario, a.kv, total, a.batch)
     write(a.out, t, sites, total, len(sites), 4200 + a.batch)
