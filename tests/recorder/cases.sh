@@ -328,7 +328,11 @@ enospc)  # the disk fills up mid-stream: the program runs on unchanged, one line
         grep -q "error writing $T/s.msnap: No space left on device" "$T/err" || fail "$compress: $(cat "$T/err")"
         [ "$(stat -c %s "$T/s.msnap")" -le 20000 ] || fail "$compress: more than the disk held"
         "$MEMSNAP" summary "$T/s.msnap" > "$T/summary" 2>&1 || fail "$compress: unreadable: $(cat "$T/summary")"
-        grep -q "truncated" "$T/summary" || fail "$compress: summary does not say truncated: $(head -5 "$T/summary")"
+        # a cut inside a line reads as "truncated"; one that falls on a line's
+        # end (about one in a hundred, by how the writes fell: seen once in CI)
+        # as no trailer: either way summary says the file is incomplete
+        grep -Eq "truncated|^trailer +none: the process did not end through the recorder" "$T/summary" ||
+            fail "$compress: summary does not say the file is incomplete: $(head -5 "$T/summary")"
     done
     echo "2 passed, 0 failed"
     ;;
