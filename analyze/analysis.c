@@ -722,6 +722,12 @@ static uint32_t torch_stack(an_file *f, const msnap_event *e)
     return id;
 }
 
+int an_in_process(const an_file *f)
+{
+    const char *s = f->hdr.settings_json;
+    return s && strstr(s, "\"in_process\":1") != NULL;
+}
+
 /* ---- pools (analysis.h) ------------------------------------------------------ */
 
 const char *an_pool_kind_name(int kind)

@@ -227,6 +227,12 @@ void an_fail(an_file *f, const char *msg);
  * takes NULL: "stack N"). */
 const sm_labels *an_labels(an_file *f);
 
+/* 1 when the file was recorded in-process (memsnap.record(): the header's
+ * settings say "in_process":1): no driver hook ran, so the file holds no
+ * reserved memory but what PyTorch's segment events say, and a view must not
+ * show "reserved 0" for the memory PyTorch held. */
+int an_in_process(const an_file *f);
+
 /* ---- pools ---------------------------------------------------------------
  * The read numbers the private pools of PyTorch's allocator as the file
  * names them (a block_alloc's x, from format 1.3 also a segment_*'s and a

@@ -540,6 +540,7 @@ static int compute_view(an_live *l)
     v->events = l->source == AN_LIVE_RING ? l->tr_events : f->ev_idx;
     v->dropped = l->tr_dropped;
     v->torch = l->torch;
+    v->in_process = an_in_process(f);
     /* allocator blocks: events, counters, or (a ring file) live lines */
     int blocks = st->allocated_seen || sm_blocks_seen(m);
     for (size_t i = 0; i < st->npre && !blocks; i++)

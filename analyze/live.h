@@ -118,6 +118,8 @@ typedef struct an_live_view {
     int catching_up;                /* an update stopped at its budget */
     uint64_t events, dropped;
     int blocks_seen, torch;         /* allocator blocks; PyTorch's */
+    int in_process;                 /* memsnap.record(): no driver level, so
+                                       no reserved memory is known */
     uint64_t floor_first, floor_last, valleys;
     int ndev;
     an_live_dev dev[MSNAP_MAX_DEVICES + 1];

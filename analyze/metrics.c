@@ -125,13 +125,15 @@ static const struct {
     {"memsnap_oom_total", "counter", "Out-of-memory events so far."},
 };
 
-/* The value of field k of a device; 0 when it has none (*has = 0). */
+/* The value of field k of a device; 0 when it has none (*has = 0).  An
+ * in-process recording (memsnap.record()) has no driver level: its reserved
+ * memory is not known, and is left out rather than served as 0. */
 static uint64_t dev_value(const an_live_view *v, const an_live_dev *d, int k, int *has)
 {
     *has = 1;
     switch (k) {
-    case F_RES: return d->reserved;
-    case F_PRES: return d->peak_reserved;
+    case F_RES: *has = !v->in_process; return d->reserved;
+    case F_PRES: *has = !v->in_process; return d->peak_reserved;
     case F_ALLOC: *has = v->blocks_seen; return d->allocated;
     case F_PALLOC: *has = v->blocks_seen; return d->peak_allocated;
     case F_FREE: *has = d->frag_known; return d->free_in_reserved;

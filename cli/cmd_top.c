@@ -226,7 +226,12 @@ static void device_lines(frame *f, const an_live_view *v, const an_live_dev *d, 
     if (sw > 60)
         sw = 60;   /* AN_LIVE_HISTORY (ten minutes) at ten seconds a character */
     spark(d, 0, sw, lk->utf8, sp, sizeof sp);
-    add(f, W, "  reserved   %-11s peak %-11s %s", sz(d->reserved, a), sz(d->peak_reserved, b), sp);
+    if (v->in_process)
+        add(f, W, "  reserved   not recorded (memsnap.record() sees PyTorch's blocks alone; "
+            "memsnap run records the driver)");
+    else
+        add(f, W, "  reserved   %-11s peak %-11s %s", sz(d->reserved, a), sz(d->peak_reserved, b),
+            sp);
     if (v->blocks_seen) {
         spark(d, 1, sw, lk->utf8, sp, sizeof sp);
         add(f, W, "  allocated  %-11s peak %-11s %s", sz(d->allocated, a), sz(d->peak_allocated, b),
@@ -243,8 +248,9 @@ static void device_lines(frame *f, const an_live_view *v, const an_live_dev *d, 
     if (d->nhist)
         add(f, W, "  sparkline  %s, one point a second",
             msnap_time_text(v->t_ns - d->hist[0].t_ns, a, sizeof a));
-    if (d->total && (d->device_used || d->reserved)) {
-        uint64_t used = d->device_used ? d->device_used : d->reserved;
+    uint64_t res = v->in_process ? 0 : d->reserved;   /* not known in-process */
+    if (d->total && (d->device_used || res)) {
+        uint64_t used = d->device_used ? d->device_used : res;
         add(f, W, "  headroom   %s to the device's %s (%s %s)",
             sz(d->total > used ? d->total - used : 0, a), sz(d->total, b),
             d->device_used ? "driver used" : "reserved", sz(used, c));

@@ -274,7 +274,7 @@ int config_load(void)
     return 0;
 }
 
-size_t config_to_json(char *buf, size_t cap)
+size_t config_to_json(char *buf, size_t cap, int in_process)
 {
     static const char *oom[] = {"first", "every", "none"};
     char tnd[16] = "\"auto\"";
@@ -288,7 +288,7 @@ size_t config_to_json(char *buf, size_t cap)
                      "\"max_stacks\":%llu,\"python_frames\":%d,\"python_depth\":%d,\"python_native_depth\":%d,"
                      "\"torch_native_depth\":%s,\"torch_free_stacks\":%d,\"torch_nodes\":%d,"
                      "\"torch_free_requested\":%d,"
-                     "\"nvtx\":\"%s\"}",
+                     "\"nvtx\":\"%s\",\"in_process\":%d}",
                      g_cfg.mode == MODE_RING ? "ring" : "stream",
                      (unsigned long long)g_cfg.ring_events, g_cfg.stack_depth, g_cfg.flush_ms,
                      g_cfg.counters_ms, oom[g_cfg.oom_dump], g_cfg.dump_signal,
@@ -298,6 +298,7 @@ size_t config_to_json(char *buf, size_t cap)
                      (unsigned long long)g_cfg.max_stacks, g_cfg.py_frames, g_cfg.py_depth,
                      g_cfg.py_native_depth, tnd, g_cfg.torch_free_stacks, g_cfg.torch_nodes,
                      g_cfg.torch_free_requested,
-                     g_cfg.nvtx == NVTX_OFF ? "off" : g_cfg.nvtx == NVTX_ALL ? "all" : "default");
+                     g_cfg.nvtx == NVTX_OFF ? "off" : g_cfg.nvtx == NVTX_ALL ? "all" : "default",
+                     in_process);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }

@@ -273,7 +273,7 @@ static void put_header(lw *w)
     h.t0_unix_ns = core_t0_unix_ns();
     snprintf(h.mode, sizeof h.mode, "ring");
     char settings[1024];
-    config_to_json(settings, sizeof settings);
+    config_to_json(settings, sizeof settings, g_inproc);
     h.settings_json = settings;
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
         if (core_device_ready(d))

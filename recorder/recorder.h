@@ -89,8 +89,9 @@ int config_load(void);
 /* Set while memsnap run checks the settings before running anything: a bad
  * value's message then says that nothing was run (not "recording off"). */
 extern int config_for_run;
-/* Writes g_cfg as a JSON object (for the header's "settings"). */
-size_t config_to_json(char *buf, size_t cap);
+/* Writes g_cfg as a JSON object (for the header's "settings"), with
+ * "in_process":1 for a memsnap.record() recording (no driver level). */
+size_t config_to_json(char *buf, size_t cap, int in_process);
 
 /* ---- Core (core.c) ------------------------------------------------------- */
 

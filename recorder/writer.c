@@ -209,7 +209,7 @@ static int write_header(msnap_out *o, int with_devices)
     h.has_rank = g_cfg.has_rank;
     h.rank = g_cfg.rank;
     char settings[1024];
-    h.settings_json = config_to_json(settings, sizeof settings) ? settings : NULL;
+    h.settings_json = config_to_json(settings, sizeof settings, g_inproc) ? settings : NULL;
     if (with_devices)
         for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
             if (core_device_ready(d))
