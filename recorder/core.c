@@ -236,7 +236,7 @@ uint64_t core_stacks_dropped(void) { return g_stacks_ready ? stacktab_dropped(&g
  * unwound and dropped) merged with the Python frames py[0..np), behind
  * first when it is not 0 (an autograd frame: the innermost entry). */
 static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_frames, const uint64_t *py, const uint16_t *grp,
-                        int np, uint64_t py_hash, uint64_t first)
+                        int np, stacktab_key py_key, uint64_t first)
 {
     void *raw[MSNAP_MAX_FRAMES + OWN_FRAMES_MAX];
     int n = 0, skip = 0;
@@ -256,8 +256,8 @@ static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_
     if (np > 0 && depth == 0) {    /* Python frames alone: nothing to merge */
         int d = np < MSNAP_MAX_FRAMES - f ? np : MSNAP_MAX_FRAMES - f;
         if (!f)
-            return py_hash && d == np ? stacktab_intern_hashed(&g_stacks, py, d, py_hash)
-                                      : stacktab_intern(&g_stacks, py, d);
+            return py_key.hash && d == np ? stacktab_intern_keyed(&g_stacks, py, d, py_key)
+                                          : stacktab_intern(&g_stacks, py, d);
         memcpy(ips + 1, py, (size_t)d * sizeof *py);
         return stacktab_intern(&g_stacks, ips, d + 1);
     }
@@ -283,15 +283,15 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
      * fewer native frames are unwound then (python_native_depth). */
     uint64_t py[MSNAP_MAX_FRAMES];
     uint16_t grp[MSNAP_MAX_FRAMES];
-    uint64_t py_hash;
-    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES, &py_hash);
+    stacktab_key py_key;
+    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES, &py_key);
     int keep = g_cfg.stack_depth;
     if (np > 0 && g_cfg.py_native_depth < keep)
         keep = g_cfg.py_native_depth;
     /* Our own frames on top (this function, the recording helper, the hook,
      * the wrapper) are skipped in capture(): ask for only a few more than
      * kept, since unwinding costs per frame. */
-    return capture(keep, OWN_FRAMES_MAX, py, grp, np, py_hash, 0);
+    return capture(keep, OWN_FRAMES_MAX, py, grp, np, py_key, 0);
 }
 
 uint32_t core_stack_of(const uint64_t *ips, int n)
@@ -308,10 +308,10 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
         return 0;
     uint64_t py[MSNAP_MAX_FRAMES];
     uint16_t grp[MSNAP_MAX_FRAMES];
-    uint64_t py_hash;
+    stacktab_key py_key;
     /* auto: a thread with Python frames keeps no native ones, so nothing
      * is merged and which eval loop ran each frame is not wanted. */
-    int np = pyframes_collect(py, native_keep > 0 ? grp : NULL, MSNAP_MAX_FRAMES, &py_hash);
+    int np = pyframes_collect(py, native_keep > 0 ? grp : NULL, MSNAP_MAX_FRAMES, &py_key);
     if (native_keep == TORCH_NATIVE_AUTO)
         native_keep = np > 0 ? 0 : TORCH_NATIVE_NO_PYTHON;
     int keep = native_keep < g_cfg.stack_depth ? native_keep : g_cfg.stack_depth;
@@ -319,7 +319,7 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
         keep = 0;
     if (own_frames < 0 || own_frames > OWN_FRAMES_MAX)
         own_frames = OWN_FRAMES_MAX;
-    return capture(keep, own_frames, py, grp, np, py_hash, first);
+    return capture(keep, own_frames, py, grp, np, py_key, first);
 }
 
 __attribute__((noinline)) uint32_t core_capture_node_stack(uint64_t node)
@@ -327,11 +327,11 @@ __attribute__((noinline)) uint32_t core_capture_node_stack(uint64_t node)
     if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
         return 0;
     uint64_t py[MSNAP_MAX_FRAMES];
-    uint64_t py_hash;
-    int np = pyframes_collect(py, NULL, MSNAP_MAX_FRAMES, &py_hash);
+    stacktab_key py_key;
+    int np = pyframes_collect(py, NULL, MSNAP_MAX_FRAMES, &py_key);
     if (np <= 0)
         return core_stack_of(&node, 1);
-    return capture(0, 0, py, NULL, np, py_hash, node);
+    return capture(0, 0, py, NULL, np, py_key, node);
 }
 
 /* ---- string table ---------------------------------------------------------------

@@ -729,14 +729,14 @@ static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil)
  * entry: 3.11's is-entry byte (else -1); typed: 3.13. */
 static inline __attribute__((always_inline)) int
 walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *grp, int maxp,
-              uint64_t *hash, const py_layout *l, const int typed, const int with_grp)
+              stacktab_key *key, const py_layout *l, const int typed, const int with_grp)
 {
     const long o_owner = l->fr_owner, o_code = l->fr_code, o_instr = l->fr_instr,
                o_prev = l->fr_previous, o_code0 = l->co_code, o_version = l->co_version;
     const int entry = l->fr_is_entry;
     const void *code_type = py_code_type;
     int np = 0, g = 0;
-    uint64_t h = STACKTAB_HASH_SEED;
+    uint64_t h = STACKTAB_HASH_SEED, c = STACKTAB_CHECK_SEED;
     /* Bounded by maxp frames kept, and WALK_MAX looked at and not kept (a
      * corrupt chain). */
     const char *prev;
@@ -785,6 +785,7 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
             goto next;
         }
         h = stacktab_hash_step(h, py[np]);
+        c = stacktab_check_step(c, py[np]);
         if (with_grp)
             grp[np] = (uint16_t)g;
         if (++np == maxp)
@@ -793,42 +794,43 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
         if (entry >= 0 && fr[entry])
             g++;                      /* 3.11: the frame an eval-loop call was given */
     }
-    *hash = stacktab_hash_end(h, np);
+    key->hash = stacktab_hash_end(h, np);
+    key->check = stacktab_check_end(c, np);
     return np;
 }
 
 static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cache *cache,
                                                  uint64_t *py, uint16_t *grp, int maxp,
-                                                 uint64_t *hash)
+                                                 stacktab_key *key)
 {
     /* The layout as constants for the versions whose layout is fixed (the
      * offsets then cost no registers); the rest read L. */
     if (maxp <= 0)
         return 0;
     if (L == &layouts[3] && layouts[3].minor == 12)
-        return grp ? walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[3], 0, 1)
-                   : walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[3], 0, 0);
+        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 1)
+                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 0);
     if (L == &layouts[4] && layouts[4].minor == 13)
-        return grp ? walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[4], 1, 1)
-                   : walk_proven_t(fr, cache, py, grp, maxp, hash, &layouts[4], 1, 0);
-    return grp ? walk_proven_t(fr, cache, py, grp, maxp, hash, L, 0, 1)
-               : walk_proven_t(fr, cache, py, grp, maxp, hash, L, 0, 0);
+        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 1)
+                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 0);
+    return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 1)
+               : walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 0);
 }
 
 /* Reads the frames of thread state ts, innermost first, into py (at most
  * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost;
- * want_grp 0: not wanted, and the fast path skips it); *hash as
+ * want_grp 0: not wanted, and the fast path skips it); *key as
  * pyframes_collect says.
  * Returns how many, or -1 when a frame's code is not a code object (the
  * layout is not what we think). */
 static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int want_grp,
-                       int maxp, uint64_t *hash)
+                       int maxp, stacktab_key *key)
 {
     seen_cache *cache = caches ? cache_get() : NULL;
     const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
     fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
     int np;
-    if (cache && (np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, hash)) >= 0)
+    if (cache && (np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, key)) >= 0)
         return np;
     /* The offsets in locals: the loop's loads then need no other memory. */
     const int o_owner = L->fr_owner, o_code = L->fr_code, o_instr = L->fr_instr,
@@ -838,7 +840,7 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     const void *code_type = py_code_type;
     int g = 0;
     np = 0;
-    *hash = 0;                        /* the long way does not make it */
+    key->hash = 0;                    /* the long way does not make it */
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++) {
         char owner = fr[o_owner];
         const char *co = RD(fr, o_code, const char *);
@@ -881,9 +883,9 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
  * instruction's byte offset (3.9) or code-unit index (3.10), -1 before the
  * first. */
 static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int maxp,
-                       uint64_t *hash)
+                       stacktab_key *key)
 {
-    (void)hash;                       /* not made here (0: stacktab_intern makes it) */
+    (void)key;                        /* not made here (0: stacktab_intern makes it) */
     const int o_code = L->fr_code, o_prev = L->fr_previous, o_lasti = L->fr_lasti,
               unit = L->minor >= 10 ? 2 : 1;
     const void *code_type = py_code_type;
@@ -915,9 +917,9 @@ static inline void head_unlock(void *head_lock)
         py_unlock(head_lock);
 }
 
-int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, uint64_t *hash)
+int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
 {
-    *hash = 0;
+    key->hash = 0;
     if (!g_cfg.py_frames)
         return -1;
     int st = atomic_load_explicit(&py_state, memory_order_acquire);
@@ -981,8 +983,8 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, uint64_t *hash)
     if (!grp && maxp > MSNAP_MAX_FRAMES)
         maxp = MSNAP_MAX_FRAMES;
     if (RD(ts, L->ts_interp, void *) == py_main_interp())
-        np = L->fr_lasti >= 0 ? walk_legacy(ts, gil, py, g, maxp, hash)
-                              : walk_frames(ts, gil, py, g, grp != NULL, maxp, hash);
+        np = L->fr_lasti >= 0 ? walk_legacy(ts, gil, py, g, maxp, key)
+                              : walk_frames(ts, gil, py, g, grp != NULL, maxp, key);
     if (head_lock)
         head_unlock(head_lock);
     return np > 0 ? np : -1;

@@ -19,11 +19,13 @@
 
 #include <stdint.h>
 
+#include "stacktab.h"
+
 /* This thread's Python frames, innermost first, into py (at most
  * min(cap, the Python depth setting)); grp[i] says which eval-loop call ran
  * py[i] (0 = the innermost; grp may be NULL when no native frames are to
- * be merged); *hash = stacktab.h's hash of py[0..n), or 0
- * when not made (the walk's fast path makes it as it goes).  Returns how
+ * be merged); *key = stacktab.h's key of py[0..n), or a key whose hash
+ * is 0 when not made (the walk's fast path makes it as it goes).  Returns how
  * many, or -1 when there are none
  * to give (Python frames off, no interpreter, no Python state on this
  * thread, a released GIL where that is not read, unsupported version).
@@ -31,7 +33,7 @@
  * its head lock (threads without the GIL; a sem_trywait of our own where
  * pyframes_lock_is_semaphore says so) and Py_IncRef on a code object seen
  * for the first time by a thread that holds the GIL. */
-int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, uint64_t *hash);
+int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key);
 
 /* Merges py[0..np) (from pyframes_collect) into the native stack
  * native[0..n) (return addresses, innermost first): each eval-loop frame

@@ -1,13 +1,16 @@
 /* The stack table (see stacktab.h for the invariants).
  *
- * Insert: hash the frames (stacktab.h's fold, which a Python frame walk
+ * Insert: key the frames (stacktab.h's fold, which a Python frame walk
  * does as it goes), probe linearly from the home slot.
  * An empty slot is claimed with one CAS on its hash; the claiming thread then
- * takes the next id and an arena range with fetch_add, copies the frames and
- * publishes the id with a release store.  A thread that finds the same hash
- * waits for the id (the filler is microseconds away; the wait is bounded,
- * since after a fork() the filler may be a thread that no longer exists),
- * then compares the frames, so two stacks with the same hash are told apart.
+ * takes the next id and an arena range with fetch_add, copies the frames,
+ * stores the check and publishes the id with a release store.  A thread
+ * that finds the same hash waits for the id (the filler is microseconds
+ * away; the wait is bounded, since after a fork() the filler may be a
+ * thread that no longer exists), then compares the checks, so two stacks
+ * with the same hash are told apart.  A found stack's frames are never
+ * read: on a training step's hot path they were cold, four or five cache
+ * lines an event (issue 28), where the slot is one.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -50,14 +53,17 @@ void stacktab_destroy(stacktab *t)
 
 uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth)
 {
-    uint64_t h = STACKTAB_HASH_SEED;
+    stacktab_key k = STACKTAB_KEY_START;
     for (int i = 0; i < depth; i++)
-        h = stacktab_hash_step(h, ips[i]);
-    return stacktab_intern_hashed(t, ips, depth, stacktab_hash_end(h, depth));
+        stacktab_key_step(&k, ips[i]);
+    stacktab_key_end(&k, depth);
+    return stacktab_intern_keyed(t, ips, depth, k);
 }
 
-uint32_t stacktab_intern_hashed(stacktab *t, const uint64_t *ips, int depth, uint64_t h)
+uint32_t stacktab_intern_keyed(stacktab *t, const uint64_t *ips, int depth, stacktab_key key)
 {
+    const uint64_t h = key.hash;
+    const uint32_t check = (uint32_t)key.check;
     for (uint64_t probe = 0, i = h & t->mask; probe <= t->mask;
          probe++, i = (i + 1) & t->mask) {
         stacktab_slot *s = &t->slots[i];
@@ -65,6 +71,7 @@ uint32_t stacktab_intern_hashed(stacktab *t, const uint64_t *ips, int depth, uin
         if (cur == 0) {
             uint64_t zero = 0;
             if (atomic_compare_exchange_strong(&s->hash, &zero, h)) {
+                s->check = check;
                 uint32_t id = atomic_fetch_add(&t->next_id, 1);
                 uint64_t off = atomic_fetch_add(&t->arena_used, (uint64_t)depth);
                 if (id > t->max_stacks || off + (uint64_t)depth > t->arena_cap) {
@@ -93,16 +100,14 @@ uint32_t stacktab_intern_hashed(stacktab *t, const uint64_t *ips, int depth, uin
             }
             sched_yield();
         }
+        if (s->check != check)
+            continue;     /* the same hash, another stack: probe on */
         if (id == STACKTAB_OVERFLOW) {
-            /* Not necessarily the same stack: compare nothing, keep probing
-             * would find no stored copy either; count it as dropped. */
+            /* this stack could not be stored: count it as dropped */
             atomic_fetch_add(&t->dropped, 1);
             return 0;
         }
-        const stacktab_entry *e = &t->entries[id];
-        if (e->depth == (uint32_t)depth &&
-            memcmp(&t->arena[e->off], ips, (size_t)depth * sizeof(uint64_t)) == 0)
-            return id;
+        return id;
     }
     atomic_fetch_add(&t->dropped, 1);
     return 0;

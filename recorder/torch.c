@@ -223,9 +223,12 @@ static int load_plugin(void)
 
 /* Attaches the loaded plugin's tracker with the settings' interface: the
  * plugin's own return code (memsnap_torch_attach2), msg its reason. */
+static void ws_sizes_init(void);
+
 static int attach_tracker(char *msg, size_t cap)
 {
     static memsnap_torch_api api;
+    ws_sizes_init();   /* before the tracker's first event */
     if (!plugin_attach2)
         return plugin_attach(memsnap_trace_torch, msg, cap);
     api = (memsnap_torch_api){sizeof(memsnap_torch_api),
@@ -354,6 +357,76 @@ static const uint16_t torch_action[9] = {
     [MEMSNAP_TORCH_OOM] = MSNAP_A_OOM,
 };
 
+/* cuBLAS's workspaces.  PyTorch gives each cuBLAS handle and stream a
+ * workspace from its caching allocator (at::cuda::getNewWorkspace, inside
+ * the first matmul on that stream: a profiling pass's, or the backward's
+ * first on the autograd thread), which lives to the end.  On a thread with
+ * Python frames an allocation keeps no native frames, so nothing would
+ * tell such a block from the model's own: it was counted as parameters
+ * (made before the first step, alive past the last) or gradients (made in
+ * the backward and kept), 32 MiB too many on the H200.  So a block of a
+ * workspace's size, 32 MiB (Hopper and Blackwell) or 8 MiB + 128 KiB
+ * (PyTorch's default elsewhere) or what CUBLAS_WORKSPACE_CONFIG
+ * (":SIZE:COUNT" pairs, KiB) and CUBLASLT_WORKSPACE_SIZE (KiB) make it,
+ * gets WS_NATIVE native frames as well, which name getNewWorkspace or
+ * getCUDABlasLtWorkspace for the category rules (analyze/category.c).  A
+ * model's own blocks of that size pay the unwinding too, so only the first
+ * WS_UNWINDS of them in a process do: workspaces are made early, a few per
+ * stream. */
+#define WS_NATIVE 16
+#define WS_UNWINDS 256
+#define WS_SIZES 4
+static uint64_t ws_size[WS_SIZES];
+static int ws_n;
+static _Atomic int ws_left = WS_UNWINDS;
+
+static void ws_add(uint64_t v)
+{
+    for (int i = 0; i < ws_n; i++)
+        if (ws_size[i] == v)
+            return;
+    if (v && ws_n < WS_SIZES)
+        ws_size[ws_n++] = v;
+}
+
+/* At the tracker's attach: the sizes, from the environment as PyTorch reads it. */
+static void ws_sizes_init(void)
+{
+    ws_add(32ull << 20);
+    ws_add((8ull << 20) + (128ull << 10));
+    const char *c = getenv("CUBLAS_WORKSPACE_CONFIG");
+    uint64_t total = 0;
+    while (c && (c = strchr(c, ':'))) {
+        char *e;
+        unsigned long long kib = strtoull(c + 1, &e, 10);
+        if (e == c + 1 || *e != ':')
+            break;
+        const char *n = e + 1;
+        unsigned long long count = strtoull(n, &e, 10);
+        if (e == n)
+            break;
+        if (kib < (1ull << 30) && count < (1ull << 20))
+            total += (uint64_t)kib * 1024 * count;
+        c = e;
+    }
+    ws_add(total);
+    const char *lt = getenv("CUBLASLT_WORKSPACE_SIZE");
+    if (lt && *lt) {
+        char *e;
+        unsigned long long kib = strtoull(lt, &e, 10);
+        if (*e == 0 && kib < (1ull << 30))
+            ws_add((uint64_t)kib * 1024);
+    }
+}
+
+static inline int ws_sized(uint64_t requested)
+{
+    for (int i = 0; i < ws_n; i++)
+        if (requested == ws_size[i])
+            return atomic_fetch_sub_explicit(&ws_left, 1, memory_order_relaxed) > 0;
+    return 0;
+}
+
 /* The stack an event of PyTorch's gets (0 = none).  Frees name no site of
  * their own: readers attribute a free to the live block's allocation, whose
  * stack they show, so frees record none unless MEMSNAP_TORCH_FREE_STACKS=1.
@@ -363,7 +436,8 @@ static const uint16_t torch_action[9] = {
  * event's cost.  An OOM gets the usual full capture.  node (an autograd
  * node's id, 0 = none) goes in front as the innermost entry, so the
  * backward's stacks differ by node. */
-static inline __attribute__((always_inline)) uint32_t torch_stack(int action, uint32_t node)
+static inline __attribute__((always_inline)) uint32_t torch_stack(int action, uint32_t node,
+                                                                  uint64_t requested)
 {
     uint64_t first = node ? msnap_autograd_ip(node) : 0;
     switch (action) {
@@ -390,6 +464,9 @@ static inline __attribute__((always_inline)) uint32_t torch_stack(int action, ui
          * function's backward (FSDP's all-gathers and reduce-scatters, a
          * DDP communication hook) says more than the forward allocation,
          * and readers keep those frames (torch_stack again). */
+        if (g_cfg.torch_native_depth == TORCH_NATIVE_AUTO && action == MEMSNAP_TORCH_ALLOC &&
+            ws_sized(requested))
+            return core_capture_stack_n(WS_NATIVE, TORCH_OWN_FRAMES, first);
         if (first && g_cfg.torch_native_depth == TORCH_NATIVE_AUTO)
             return core_capture_node_stack(first);
         return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES, first);
@@ -456,7 +533,7 @@ static inline __attribute__((always_inline)) void torch_event(int action, int de
         if (action == MEMSNAP_TORCH_ALLOC)
             e.aux2 = requested;
     }
-    e.stack = torch_stack(action, node);
+    e.stack = torch_stack(action, node, requested);
     core_emit(&e, action == MEMSNAP_TORCH_OOM);
     t_in_hook--;
 }

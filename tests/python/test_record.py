@@ -47,6 +47,8 @@ def fake_torch():
         _c10.fake_c10_malloc.restype = ctypes.c_uint64
         _c10.fake_c10_malloc.argtypes = [ctypes.c_size_t]
         _c10.fake_c10_free.argtypes = [ctypes.c_uint64, ctypes.c_size_t]
+        _c10.fake_c10_getNewWorkspace.restype = ctypes.c_uint64
+        _c10.fake_c10_getNewWorkspace.argtypes = [ctypes.c_size_t]
     return _c10
 
 
@@ -99,6 +101,33 @@ def test_records_blocks_with_python_lines(tmp_path):
             c10.fake_c10_free(p, 1 << 20)          # outside any recording
     assert seen == sorted(seen) and len(set(seen)) == 3
     assert _record.torch_attached() is True
+
+
+@needs_fake
+def test_a_cublas_workspace_is_a_workspace(tmp_path):
+    """A block of cuBLAS's workspace size (32 MiB on Hopper) made from
+    Python keeps its native frames, so the rules see getNewWorkspace: a
+    workspace, not the parameters or gradients it was counted as on the
+    H200; a model's own block of that size and one of another size stay the
+    model's (named by this file's line)."""
+    c10 = fake_torch()
+    path = tmp_path / "ws.msnap"
+    with memsnap.record(path):
+        ws = c10.fake_c10_getNewWorkspace(32 << 20)
+        mine = c10.fake_c10_malloc(32 << 20)
+        other = c10.fake_c10_malloc(3 << 20)
+    s = memsnap.load(path)
+    cats = s.summary()["categories"]
+    by = {i["category"]: i["peak"] for d in cats for i in d["items"]}
+    assert by.get("workspaces") == 32 << 20, cats
+    sites = s.sites("allocated")
+    labels = list(sites["label"])
+    assert any("test_record.py:%d" % line_of("mine = c10.fake_c10_malloc(32 << 20)") in l
+               for l in labels), labels
+    assert any("test_record.py:%d" % line_of("other = c10.fake_c10_malloc(3 << 20)") in l
+               for l in labels), labels
+    for p, n in ((ws, 32 << 20), (mine, 32 << 20), (other, 3 << 20)):
+        c10.fake_c10_free(p, n)
 
 
 @needs_fake

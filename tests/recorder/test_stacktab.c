@@ -55,13 +55,39 @@ int main(void)
     CHECK(stacktab_get(&t, 0, &ips) == -1);
     CHECK(stacktab_get(&t, 99, &ips) == -1);
     CHECK(stacktab_count(&t) == 3);
-    /* The hash folded frame by frame (as the Python walk does) finds the
-     * same stacks; a wrong hash does not find them (it stores a copy). */
-    uint64_t h = STACKTAB_HASH_SEED;
+    /* The key folded frame by frame (as the Python walk does) finds the
+     * same stacks; another key does not find them (it stores a copy). */
+    stacktab_key k = STACKTAB_KEY_START;
     for (int i = 0; i < 3; i++)
-        h = stacktab_hash_step(h, b[i]);
-    CHECK(stacktab_intern_hashed(&t, b, 3, stacktab_hash_end(h, 3)) == ib);
-    CHECK(stacktab_intern_hashed(&t, b, 3, stacktab_hash_end(h, 2)) == 4);
+        stacktab_key_step(&k, b[i]);
+    stacktab_key kb = k;
+    stacktab_key_end(&kb, 3);
+    CHECK(stacktab_intern_keyed(&t, b, 3, kb) == ib);
+    stacktab_key k2 = k;
+    stacktab_key_end(&k2, 2);
+    CHECK(stacktab_intern_keyed(&t, b, 3, k2) == 4);
+    /* Two stacks whose 64-bit hashes meet are told apart by the check,
+     * found again by both, and their frames come back (the stored frames
+     * are not compared: a found stack's frames are never read). */
+    uint64_t d[2] = {7, 8}, e[2] = {9, 10};
+    stacktab_key kd = {0x5151515151515151ull, 1}, ke = {0x5151515151515151ull, 2};
+    uint32_t id_d = stacktab_intern_keyed(&t, d, 2, kd);
+    uint32_t id_e = stacktab_intern_keyed(&t, e, 2, ke);
+    CHECK(id_d == 5 && id_e == 6);
+    CHECK(stacktab_intern_keyed(&t, d, 2, kd) == id_d);
+    CHECK(stacktab_intern_keyed(&t, e, 2, ke) == id_e);
+    CHECK(stacktab_get(&t, id_e, &ips) == 2 && ips[0] == 9 && ips[1] == 10);
+    /* The check follows the frames, not the hash: the same frames in
+     * another order differ in both halves. */
+    uint64_t f1[3] = {1, 2, 3}, f2[3] = {3, 2, 1};
+    stacktab_key a1 = STACKTAB_KEY_START, a2 = STACKTAB_KEY_START;
+    for (int i = 0; i < 3; i++) {
+        stacktab_key_step(&a1, f1[i]);
+        stacktab_key_step(&a2, f2[i]);
+    }
+    stacktab_key_end(&a1, 3);
+    stacktab_key_end(&a2, 3);
+    CHECK(a1.hash != a2.hash && a1.check != a2.check && a1.check <= UINT32_MAX);
     stacktab_destroy(&t);
 
     /* Concurrency: every thread gets the same id for the same stack. */
