@@ -38,6 +38,14 @@ Configurations (--configs, comma-separated; NAME@BUILD takes memsnap from
                   without the recorder's PyTorch events (the plugin muted:
                   memsnap_torch_bench_mute), side by side in one process
   record-ab       the same inside memsnap.record()
+  default-levels  memsnap run with its defaults, steps at four levels in
+                  turn, side by side in one process (each cycle of four
+                  steps in a rotated order): full, stacks off
+                  (memsnap_bench_stacks(0)), the plugin's work alone (mute
+                  2: sizes and autograd state, no recorder call) and muted
+                  (mute 1: the tracker returns at once); each level against
+                  muted, per cycle: what each part of an event costs in the
+                  step itself, where its caches are as cold as they are
   hist-python     torch.cuda.memory._record_memory_history(stacks='python')
 
 Usage (GPU machine; memsnap built, `memsnap torch-setup` done first):
@@ -54,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -149,9 +158,29 @@ def worker(a):
             norm.append(wall[-1] / calib())
         return wall, cpu, norm
 
+    def pin_threads():
+        """After the warm-up (PyTorch's autograd thread exists then): the
+        launching thread alone on the first CPU of the set, every other
+        thread on the rest, so that the two busy threads of a step sit on
+        the same cores in every process (the scheduler placed them anew
+        each time: the launching thread's CPU time per step differed by up
+        to 50% between processes of one configuration)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if a.no_pin or len(cpus) < 2:
+            return
+        me = threading.get_native_id()
+        os.sched_setaffinity(me, {cpus[0]})
+        for t in os.listdir("/proc/self/task"):
+            if int(t) != me:
+                try:
+                    os.sched_setaffinity(int(t), set(cpus[1:]))
+                except OSError:
+                    pass   # a thread that ended meanwhile
+
     for _ in range(a.warmup):
         step()
     torch.cuda.synchronize()
+    pin_threads()
     calib()
     e0, s0 = events(), switches()
     c0 = census_now() if census else None
@@ -192,6 +221,37 @@ def worker(a):
                   "pair_ratios": [x / y - 1 for x, y in zip(on, off)]}
     else:
         out_ab = None
+    out_lv = None
+    if mode == "default-levels":
+        import glob
+        plug = glob.glob(os.path.expanduser("~/.cache/memsnap/torch/libmemsnap_torch-*.so"))
+        mute = ctypes.CDLL(plug[0]).memsnap_torch_bench_mute
+        stacks = lib.memsnap_bench_stacks
+        names = ["full", "nostack", "plugin", "muted"]
+        sets = {"full": (0, 1), "nostack": (0, 0), "plugin": (2, 1), "muted": (1, 1)}
+        times = {n: [] for n in names}
+        cycles = []
+        for c in range(a.steps):
+            k = c % 4
+            order = names[k:] + names[:k]
+            if c % 8 >= 4:
+                order = order[::-1]
+            cyc = {}
+            for n in order:
+                m, st = sets[n]
+                mute(m)
+                stacks(st)
+                t0 = time.perf_counter()
+                step()
+                torch.cuda.synchronize()
+                cyc[n] = (time.perf_counter() - t0) * 1e3
+                times[n].append(cyc[n])
+            cycles.append(cyc)
+        mute(0)
+        stacks(1)
+        out_lv = {"level_ms": times,
+                  "level_ratios": {n: [cy[n] / cy["muted"] - 1 for cy in cycles]
+                                   for n in names if n != "muted"}}
     if mode == "plain+record":
         # memsnap.record() in this process, after the plain block: blocks of
         # steps recorded and not, alternately (R P R), against the plain
@@ -242,6 +302,9 @@ def worker(a):
         out["census_per_step"] = {census_name(i): (c1[i] - c0[i]) / a.steps
                                   for i in range(len(c1)) if c1[i] != c0[i]}
         out["census_total"] = {census_name(i): c1[i] for i in range(len(c1)) if c1[i]}
+    if out_lv:
+        out.update(out_lv)
+        out["level_medians"] = {n: statistics.median(v) for n, v in out_lv["level_ratios"].items()}
     if out_ab:
         out.update(out_ab)
         out["ab_median"] = statistics.median(out_ab["pair_ratios"])
@@ -304,7 +367,7 @@ def command(name, a, builds):
         return [], {"LD_PRELOAD": lib, "MEMSNAP_DISABLE": "1"}
     if base in ("plain+record", "record-ab"):
         return [], {"PYTHONPATH": a.pythonpath} if a.pythonpath else {}
-    if base == "default-ab":
+    if base in ("default-ab", "default-levels"):
         return run + ["--"], env
     if base.startswith("driver"):
         env["MEMSNAP_TORCH"] = "off"
@@ -401,6 +464,27 @@ def report(results, configs, rounds, steps):
               "interval %+.2f .. %+.2f); all pairs pooled: %+.2f%%" %
               (c, len(ab), len(pairs), on, off, 100 * m, 100 * lo, 100 * hi,
                100 * statistics.median(pairs)))
+    for c in configs:
+        lv = [r for r in results[c] if "level_ratios" in r]
+        if not lv:
+            continue
+        ev = statistics.median(r["events_per_step"] for r in lv)
+        print("\n%s: steps at each level against muted steps (the tracker returns at once), "
+              "side by side in %d processes, %.0f recorder events a step; per process the "
+              "median of its cycles, then over processes (95%% bootstrap interval):" %
+              (c, len(lv), ev))
+        print("| level | median step, ms | vs muted | pooled cycles | per event, ns |")
+        print("|---|---|---|---|---|")
+        mut = statistics.median(x for r in lv for x in r["level_ms"]["muted"])
+        for n in ("full", "nostack", "plugin"):
+            per = [r["level_medians"][n] for r in lv]
+            m, lo, hi = bootstrap(per)
+            pooled = statistics.median(x for r in lv for x in r["level_ratios"][n])
+            ms = statistics.median(x for r in lv for x in r["level_ms"][n])
+            print("| %s | %.3f | %+.2f%% (%+.2f .. %+.2f) | %+.2f%% | %.0f |" %
+                  (n, ms, 100 * m, 100 * lo, 100 * hi, 100 * pooled,
+                   m * mut * 1e6 / ev if ev else 0))
+        print("| muted | %.3f | | | |" % mut)
     for key, what in (("norm", "step wall time / the same process's pure-Python "
                                "calibration (dimensionless)"),
                       ("wall_ms", "step wall time, ms"),
@@ -440,6 +524,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cpus", default="2-9", help="taskset CPU list for every process (one "
                     "logical CPU per physical core of it is taken)")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="leave the threads where the scheduler puts them inside the CPU list "
+                         "(default: after the warm-up the launching thread alone on the first "
+                         "CPU, the others on the rest)")
     ap.add_argument("--workload", choices=["train", "compile"], default="train")
     ap.add_argument("--out", help="write every process's result here (JSON)")
     ap.add_argument("--budget", type=int, default=0,
@@ -474,11 +562,11 @@ def main():
             env.update(extra)
             base = c.partition("@")[0]
             worker_mode = (base if base in ("hist-python", "plain+record", "default-ab",
-                                            "record-ab") else "train")
+                                            "record-ab", "default-levels") else "train")
             cmd = (["taskset", "-c", a.cpus] + pre +
                    [sys.executable, os.path.abspath(__file__), "--steps", str(a.steps),
                     "--warmup", str(a.warmup), "--workload", a.workload, "--tmp", a.tmp,
-                    "--worker", worker_mode])
+                    "--worker", worker_mode] + (["--no-pin"] if a.no_pin else []))
             p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
             line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)

@@ -80,3 +80,19 @@ MSNAP_EXPORT void memsnap_trace_block(int action, int device, uint64_t addr, uin
     core_emit(&e, action == MEMSNAP_TRACE_OOM);
     t_in_hook--;
 }
+
+/* For benchmarks only (bench/bench_overhead.py, default-levels): 0 makes
+ * every later event stackless, as --stack-depth 0 would have; 1 gives the
+ * setting back.  So one recorded process can time its steps with and
+ * without the stack capture side by side. */
+MSNAP_EXPORT void memsnap_bench_stacks(int on)
+{
+    static int saved = -1;
+    if (!on && saved < 0) {
+        saved = g_cfg.stack_depth;
+        g_cfg.stack_depth = 0;
+    } else if (on && saved >= 0) {
+        g_cfg.stack_depth = saved;
+        saved = -1;
+    }
+}

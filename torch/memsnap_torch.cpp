@@ -351,6 +351,10 @@ void autograd_state(uint64_t* seq, uint32_t* node)
 }
 #endif
 
+// memsnap_torch_bench_mute: 1 forward nothing (the tracker returns at
+// once), 2 do the plugin's work but call no recorder
+std::atomic<int> g_muted{0};
+
 // Forwards one event, with the thread's autograd state where it names a site.
 void emit(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
           uint64_t pool, uint64_t requested)
@@ -366,6 +370,10 @@ void emit(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
     if (g_nodes && (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
                     action == MEMSNAP_TORCH_SEGMENT_MAP || action == MEMSNAP_TORCH_OOM))
         autograd_state(&seq, &node);
+    if (g_muted.load(std::memory_order_relaxed) == 2) {
+        asm volatile("" : : "r"(seq), "r"(node) : "memory");   // computed, not sent
+        return;
+    }
     g_api.trace(action, device, addr, size, stream, pool, requested, seq, node);
 }
 
@@ -404,11 +412,9 @@ uint64_t pool_of(const TraceEntry& te, int action)
 // the size the program asked for (PyTorch's orig_size) for block entries
 // and the rounded request for OOM; addr_ is the device's free bytes for
 // OOM.  Nothing may escape into the allocator.
-std::atomic<bool> g_muted{false};   // memsnap_torch_bench_mute: forward nothing
-
 void on_trace(const TraceEntry& te)
 {
-    if (g_muted.load(std::memory_order_relaxed))
+    if (g_muted.load(std::memory_order_relaxed) == 1)
         return;
     int a;
     switch (te.action_) {
@@ -603,18 +609,20 @@ MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mode(int sizes, int nodes)
     g_nodes = nodes && !g_trace1 && (g_api.flags & MEMSNAP_TORCH_API_NODES);
 }
 
-// For benchmarks (bench/bench_overhead.py): muted, the tracker returns at
-// once, so a recorded process can run steps with and without its events
+// For benchmarks (bench/bench_overhead.py): muted (1), the tracker returns
+// at once, so a recorded process can run steps with and without its events
 // side by side (what recording costs per event, PyTorch's own trace entry
-// aside).  Blocks allocated while muted are unknown to the recording; the
-// allocated totals are read again at the next ALLOC after unmuting.
+// aside); 2, the plugin does all its work (sizes, autograd state) and
+// calls no recorder (what the plugin's part costs).  Blocks allocated
+// while muted are unknown to the recording; the allocated totals are read
+// again at the next ALLOC after unmuting.
 MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mute(int muted)
 {
     using namespace memsnap_plugin;
     if (!muted)
         for (Device& d : g_dev)
             d.known = false;
-    g_muted.store(muted != 0);
+    g_muted.store(muted == 2 ? 2 : muted != 0);
 }
 
 // What the block-size logic did so far (tests): out[0] 1 when the sizes
