@@ -14,6 +14,16 @@
 #           of the node alone, free requests not recorded, the one-line
 #           Python walk); bench/bench_overhead.sh with a 540 s budget
 #   28c     the same for a torch.compile loop (--workload compile)
+#   28l     where an event's cost goes, in the step itself: default-levels
+#           (full, stacks off, the plugin alone, muted; side by side in one
+#           recorded process), 3 processes of the training loop and 2 of
+#           the compiled one
+#   28p     against plain only: plain, default, driver, ABAB, 10 rounds
+#           in a 560 s budget
+#   28o     loaded but disabled against plain: plain, loaded-off, ABAB, in
+#           BUDGET seconds (default 150)
+#   28cp    the compiled loop against plain: plain, default, ABAB, in
+#           BUDGET seconds (the second argument after OUT; default 280)
 #   33      the manylinux wheel in PyTorch's environment: tests/gpu/wheel_h200.sh
 #   32      memsnap top --once and the Prometheus metrics against
 #           torch.cuda.memory_allocated() at a mark: tests/gpu/live_torch.py
@@ -25,7 +35,7 @@
 # part's status.  Example device call (the working tree's root):
 #   tests/gpu/next_lease.sh 28 .gpu/memsnap-*.whl "$OUT"
 set -u
-part=${1:?usage: next_lease.sh 28|28c|33|32|30 WHEEL [OUT]}
+part=${1:?usage: next_lease.sh 28|28c|28l|28p|28o|28cp|33|32|30 WHEEL [OUT [BUDGET]]}
 wheel=${2:?usage: next_lease.sh PART WHEEL [OUT]}
 out=${3:-${OUT:-./next-lease}}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,6 +63,24 @@ case $part in
     bash "$root/bench/bench_overhead.sh" "$wheel" --out "$out/28c" --budget 540 \
         --workload compile --configs plain,default --rounds 10
     ;;
+28l)
+    bash "$root/bench/bench_overhead.sh" "$wheel" --out "$out/28l/train" --budget 150 \
+        --configs default-levels --rounds 3 &&
+    bash "$root/bench/bench_overhead.sh" "$wheel" --out "$out/28l/compile" --budget 120 \
+        --workload compile --configs default-levels --rounds 2
+    ;;
+28p)
+    bash "$root/bench/bench_overhead.sh" "$wheel" --out "$out/28p" --budget 560 \
+        --configs plain,default,driver --rounds 10
+    ;;
+28o)
+    bash "$root/bench/bench_overhead.sh" "$wheel" --out "$out/28o" --budget "${4:-150}" \
+        --configs plain,loaded-off --rounds 10
+    ;;
+28cp)
+    bash "$root/bench/bench_overhead.sh" "$wheel" --out "$out/28cp" --budget "${4:-280}" \
+        --workload compile --configs plain,default --rounds 10
+    ;;
 33)
     bash "$here/wheel_h200.sh" "$wheel" "$out/33"
     ;;
@@ -66,7 +94,7 @@ case $part in
         PYTHONPATH=$b/python${PYTHONPATH:+:$PYTHONPATH} bash "$here/serving_pools.sh"
     ;;
 *)
-    echo "next_lease.sh: unknown part $part (28, 28c, 33, 32 or 30)" >&2
+    echo "next_lease.sh: unknown part $part (28, 28c, 28l, 28p, 28o, 28cp, 33, 32 or 30)" >&2
     exit 2
     ;;
 esac 2>&1 | tee "$out/$part/next_lease.log"
