@@ -77,20 +77,9 @@ def worker(a):
     mode = a.worker
     if mode == "hist-python":
         torch.cuda.memory._record_memory_history(stacks="python", max_entries=1_000_000)
+    from recorder_events import events
     lib = ctypes.CDLL(None)
     census = getattr(lib, "census_read", None)
-    totals_get = getattr(lib, "memsnap_totals_get", None)
-
-    class Totals(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint64) for n in
-                    ("reserved", "allocated", "async_", "managed", "vmm_mapped", "events")]
-
-    def events():
-        if not totals_get:
-            return 0
-        t = Totals()
-        totals_get(0, ctypes.byref(t))
-        return t.events
 
     def census_now():
         buf = (ctypes.c_uint64 * 256)()

@@ -32,7 +32,6 @@ medians, and the difference to plain.  With memsnap it also prints events
 recorded per step (memsnap_totals_get around the timed steps).
 """
 import argparse
-import ctypes
 import os
 import statistics
 import subprocess
@@ -50,19 +49,7 @@ def worker(mode, steps, warmup):
 
     if mode.startswith("hist-"):
         torch.cuda.memory._record_memory_history(stacks=mode[5:], max_entries=1_000_000)
-    lib = ctypes.CDLL(None)
-    totals_get = getattr(lib, "memsnap_totals_get", None)
-
-    class Totals(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint64) for n in
-                    ("reserved", "allocated", "async_", "managed", "vmm_mapped", "events")]
-
-    def events():
-        if not totals_get:
-            return 0
-        t = Totals()
-        totals_get(0, ctypes.byref(t))
-        return t.events
+    from recorder_events import events
 
     torch.manual_seed(0)
     dev = torch.device("cuda")
