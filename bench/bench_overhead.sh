@@ -54,7 +54,7 @@ mkdir -p "$out"
 } 2>&1 | tee "$out/overhead.log"
 # The plugin is built once per machine for this wheel: a later call of the
 # same lease finds it (newer than the wheel) and saves the build's ~40 s.
-plug=$(ls -t ~/.cache/memsnap/torch/libmemsnap_torch-*.so 2>/dev/null | head -1)
+plug=$(ls -t ~/.cache/memsnap/torch/libmemsnap_torch-*.so 2>/dev/null | head -1 || true)
 if [ -n "$plug" ] && [ "$plug" -nt "$wheel" ]; then
     echo "plugin: $plug (built earlier in this lease, newer than the wheel)" | tee -a "$out/overhead.log"
 else
