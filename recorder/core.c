@@ -516,12 +516,54 @@ void core_find_own_range(void)
     dl_iterate_phdr(find_own_range, (void *)(uintptr_t)&find_own_range);
 }
 
-void core_fork_prepare(void) { pthread_mutex_lock(&str_lock); }
-void core_fork_parent(void) { pthread_mutex_unlock(&str_lock); }
+/* ---- the recorder's own dlopen and dlclose ----------------------------------------------
+ * NVML (the writer, at its first counters sample), the stacks library and
+ * the torch plugin are opened under a lock that fork waits for.  glibc's
+ * fork does not wait for a dlopen on another thread: forked while one is
+ * mapping its library, the child inherits the loader's state half-changed,
+ * and its first dlopen of a library already loaded stops it with
+ * "Inconsistency detected by ld.so: dl-open.c: _dl_open: Assertion
+ * `_dl_debug_update (args.nsid)->r_state == RT_CONSISTENT' failed!" (exit
+ * 127).  The writer opens NVML just after the program's first allocation,
+ * often when a DataLoader forks its workers.  Recursive: a constructor run
+ * inside one of these may reach another. */
+static pthread_mutex_t dl_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+void *core_dlopen(const char *path, int flags)
+{
+    pthread_mutex_lock(&dl_lock);
+    void *h = dlopen(path, flags);
+    pthread_mutex_unlock(&dl_lock);
+    return h;
+}
+
+void core_dlclose(void *h)
+{
+    pthread_mutex_lock(&dl_lock);
+    dlclose(h);
+    pthread_mutex_unlock(&dl_lock);
+}
+
+void core_fork_prepare(void)
+{
+    pthread_mutex_lock(&dl_lock);
+    pthread_mutex_lock(&str_lock);
+}
+
+void core_fork_parent(void)
+{
+    pthread_mutex_unlock(&str_lock);
+    pthread_mutex_unlock(&dl_lock);
+}
 
 void core_fork_child(void)
 {
     pthread_mutex_unlock(&str_lock);
+    /* A recursive mutex remembers its owner's thread id, and the child's
+     * thread has a new one: unlocking would fail with EPERM and leave it
+     * held.  The child has one thread, so a fresh mutex is the same state. */
+    pthread_mutex_t fresh = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+    dl_lock = fresh;
     t_tid = 0;
     queue_fresh = 1;
 }

@@ -81,11 +81,11 @@ static void *resolve_driver(const char *name)
     void *p = ds(RTLD_NEXT, name);
     if (p && !core_is_own_code(p))
         return p;
-    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    void *h = core_dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (!h)
         return NULL;
     p = ds(h, name);
-    dlclose(h);
+    core_dlclose(h);
     return p && !core_is_own_code(p) ? p : NULL;
 }
 

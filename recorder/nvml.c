@@ -64,7 +64,7 @@ static int nv_ncache;
 static void nv_load(void)
 {
     nv_state = NV_FAILED;
-    nv_lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    nv_lib = core_dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!nv_lib)
         return;
     init_fn init = (init_fn)dlsym(nv_lib, "nvmlInit_v2");
@@ -72,7 +72,7 @@ static void nv_load(void)
     nv_by_pci = (by_pci_fn)dlsym(nv_lib, "nvmlDeviceGetHandleByPciBusId_v2");
     nv_mem_info = (mem_info_fn)dlsym(nv_lib, "nvmlDeviceGetMemoryInfo");
     if (!init || !nv_by_pci || !nv_mem_info || init() != 0) {
-        dlclose(nv_lib);
+        core_dlclose(nv_lib);
         nv_lib = NULL;
         return;
     }

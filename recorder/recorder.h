@@ -108,6 +108,9 @@ int core_ensure_started(void);
 int core_tables_init(void);
 void core_set_t0(void);
 void core_find_own_range(void);
+/* dlopen/dlclose of the recorder's own libraries: fork waits for them (core.c) */
+void *core_dlopen(const char *path, int flags);
+void core_dlclose(void *h);
 void core_fork_prepare(void);
 void core_fork_parent(void);
 void core_fork_child(void);

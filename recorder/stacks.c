@@ -41,7 +41,7 @@ static void load_once(void)
     const char *why = "cannot find the folder of libmemsnap.so";
     if (own_real_dir(dir, sizeof dir) == 0) {
         snprintf(path, sizeof path, "%s/" MEMSNAP_STACKS_LIB, dir);
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        void *h = core_dlopen(path, RTLD_NOW | RTLD_LOCAL);
         memsnap_stacks_api_fn fn = h ? (memsnap_stacks_api_fn)dlsym(h, "memsnap_stacks_table") : NULL;
         const memsnap_stacks_api *api = fn ? fn() : NULL;
         if (api && api->size >= sizeof(memsnap_stacks_api) &&
@@ -52,7 +52,7 @@ static void load_once(void)
         }
         why = h ? "it is not this recorder's" : dlerror();
         if (h)
-            dlclose(h);
+            core_dlclose(h);
     }
     if (!load_quiet)
         fprintf(stderr, "memsnap: %s: %s; recording without native frames or symbols\n",

@@ -204,7 +204,7 @@ static int load_plugin(void)
         snprintf(path, sizeof path, "%s/libmemsnap_torch-%s.so", dirs[i], c10_build_id);
         if (access(path, R_OK) != 0)
             continue;
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        void *h = core_dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!h)
             continue;
         build_id_fn bid = (build_id_fn)dlsym(h, "memsnap_torch_build_id");
@@ -216,7 +216,7 @@ static int load_plugin(void)
             snprintf(plugin_path, sizeof plugin_path, "%s", path);
             return 0;
         }
-        dlclose(h);
+        core_dlclose(h);
     }
     return -1;
 }
