@@ -64,6 +64,11 @@ static const struct { const char *cat; int kind; const char *a, *b; } defaults[]
     {"workspaces", K_NATIVE, "*CublasWorkspace*", NULL},
     {"workspaces", K_NATIVE, "*cublasWorkspace*", NULL},
     {"workspaces", K_NATIVE, "*getNewWorkspace*", NULL},
+    /* getNewWorkspace inlined into the handle getters (a release build
+     * of libtorch_cuda): any allocation under them is their workspace,
+     * the matmul's own output is made before or after */
+    {"workspaces", K_NATIVE, "*getCurrentCUDABlasHandle*", NULL},
+    {"workspaces", K_NATIVE, "*getCurrentCUDABlasLtHandle*", NULL},
     {"workspaces", K_NATIVE, "*cudnn*Workspace*", NULL},
     {"communication", K_MODULE, "libnccl*", NULL},
     {"communication", K_MODULE, "libnvshmem*", NULL},

@@ -368,12 +368,14 @@ static const uint16_t torch_action[9] = {
  * workspace's size, 32 MiB (Hopper and Blackwell) or 8 MiB + 128 KiB
  * (PyTorch's default elsewhere) or what CUBLAS_WORKSPACE_CONFIG
  * (":SIZE:COUNT" pairs, KiB) and CUBLASLT_WORKSPACE_SIZE (KiB) make it,
- * gets WS_NATIVE native frames as well, which name getNewWorkspace or
- * getCUDABlasLtWorkspace for the category rules (analyze/category.c).  A
+ * gets WS_NATIVE native frames as well, which name getNewWorkspace,
+ * getCUDABlasLtWorkspace or, where those are inlined, the handle getter
+ * (getCurrentCUDABlasHandle) for the category rules (analyze/category.c);
+ * 32 reach past c10's allocator and the plugin's frames with room.  A
  * model's own blocks of that size pay the unwinding too, so only the first
  * WS_UNWINDS of them in a process do: workspaces are made early, a few per
  * stream. */
-#define WS_NATIVE 16
+#define WS_NATIVE 32
 #define WS_UNWINDS 256
 #define WS_SIZES 4
 static uint64_t ws_size[WS_SIZES];

@@ -355,6 +355,32 @@ def summary(m, snap):
     return json.loads(sh([m, "summary", "--json", "--marks", snap], ok=(0, 1))[0].stdout)
 
 
+def show_blocks_of(m, snap, size, what):
+    """When a category is off by a block: the native and Python frames of
+    the recording's allocated blocks of that size (the SQLite export), so
+    that the rule a cuBLAS workspace missed can be read off the log."""
+    import sqlite3
+    db = snap + ".db"
+    if os.path.exists(db):
+        os.unlink(db)
+    p, _ = sh([m, "export", "--format", "sqlite", "-o", db, snap], ok=(0, 1, 2))
+    if p.returncode != 0 or not os.path.exists(db):
+        print("      (%s: no SQLite export: %s)" % (what, p.stderr.strip()[:200]))
+        return
+    con = sqlite3.connect(db)
+    stacks = [r[0] for r in con.execute(
+        "SELECT DISTINCT stack_id FROM allocations WHERE layer = 'block' AND size = ?"
+        " LIMIT 6", (size,))]
+    print("      %s: %d stacks of %d-byte blocks" % (what, len(stacks), size))
+    for st in stacks:
+        fr = con.execute("SELECT level, function, file, line, module FROM frames"
+                         " WHERE stack_id = ? ORDER BY level LIMIT 40", (st,)).fetchall()
+        print("        stack %s:" % st)
+        for lv, fn, fi, ln, mo in fr:
+            print("          #%s %s %s:%s [%s]" % (lv, fn, os.path.basename(fi or ""), ln,
+                                                  os.path.basename(mo or "")))
+
+
 def torch_key(pool):
     tid = pool.get("torch_id")
     return "%d,%d" % (tid[0], tid[1]) if tid else None
@@ -418,6 +444,8 @@ def check_engine(c, m, work, kv):
     got = cats.get("parameters", {}).get("peak", 0)
     c.check("parameters = the weights (plain tensors, no nn.Module)",
             abs(got - w) <= LAYERS * 7 * 512 + 2 * 512, "memsnap %d, the weights %d" % (got, w))
+    if abs(got - w) > LAYERS * 7 * 512 + 2 * 512:
+        show_blocks_of(m, snap, 32 * MiB, "engine")
     got = cats.get("kv_cache", {}).get("peak", 0)
     c.check("kv_cache = the KV tensor", got == (kv // 2 * 2 + 511) // 512 * 512,
             "memsnap %d, the tensor %d" % (got, kv))
@@ -542,6 +570,8 @@ def check_lora(c, m, work):
     c.check("summary's gradients = the adapters' gradients", cats.get("gradients") ==
             truth["adapter_gradients"], "memsnap %s, the adapters %d" %
             (cats.get("gradients"), truth["adapter_gradients"]))
+    if cats.get("gradients") != truth["adapter_gradients"]:
+        show_blocks_of(m, snap, 32 * MiB, "lora")
 
 
 def run_check(a):

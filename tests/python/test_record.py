@@ -49,6 +49,8 @@ def fake_torch():
         _c10.fake_c10_free.argtypes = [ctypes.c_uint64, ctypes.c_size_t]
         _c10.fake_c10_getNewWorkspace.restype = ctypes.c_uint64
         _c10.fake_c10_getNewWorkspace.argtypes = [ctypes.c_size_t]
+        _c10.fake_c10_getCurrentCUDABlasHandle.restype = ctypes.c_uint64
+        _c10.fake_c10_getCurrentCUDABlasHandle.argtypes = [ctypes.c_size_t]
     return _c10
 
 
@@ -128,6 +130,27 @@ def test_a_cublas_workspace_is_a_workspace(tmp_path):
                for l in labels), labels
     for p, n in ((ws, 32 << 20), (mine, 32 << 20), (other, 3 << 20)):
         c10.fake_c10_free(p, n)
+
+
+@needs_fake
+def test_a_workspace_made_inside_the_handle_getter_is_a_workspace(tmp_path):
+    """Where getNewWorkspace is inlined into getCurrentCUDABlasHandle (a
+    release libtorch_cuda), the handle getter is the frame the rules see:
+    the 32 MiB that the H200's serving engine counted as parameters and
+    its LoRA run as gradients is a workspace; a model's block beside it is
+    not."""
+    c10 = fake_torch()
+    path = tmp_path / "ws2.msnap"
+    with memsnap.record(path):
+        ws = c10.fake_c10_getCurrentCUDABlasHandle(32 << 20)
+        mine = c10.fake_c10_malloc(32 << 20)
+    s = memsnap.load(path)
+    cats = s.summary()["categories"]
+    by = {i["category"]: i["peak"] for d in cats for i in d["items"]}
+    assert by.get("workspaces") == 32 << 20, cats
+    assert sum(by.values()) == 64 << 20, cats
+    for p in (ws, mine):
+        c10.fake_c10_free(p, 32 << 20)
 
 
 @needs_fake

@@ -55,3 +55,14 @@ __attribute__((visibility("default"), noinline)) uint64_t fake_c10_getNewWorkspa
     __asm__ volatile("" ::: "memory");   /* not a tail call: this frame stays on the stack */
     return p;
 }
+
+/* at::cuda::getCurrentCUDABlasHandle with getNewWorkspace inlined into it,
+ * as a release build of libtorch_cuda has it: the workspace's block is made
+ * with the handle getter as its innermost frame past the allocator. */
+__attribute__((visibility("default"), noinline)) uint64_t
+fake_c10_getCurrentCUDABlasHandle(size_t size)
+{
+    uint64_t p = fake_c10_malloc(size);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
