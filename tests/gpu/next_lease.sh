@@ -27,6 +27,9 @@
 #   33      the manylinux wheel in PyTorch's environment: tests/gpu/wheel_h200.sh
 #   32      memsnap top --once and the Prometheus metrics against
 #           torch.cuda.memory_allocated() at a mark: tests/gpu/live_torch.py
+#   fork    a DataLoader forking its workers just after model.cuda(), under
+#           memsnap run, RUNS times (the fourth argument; default 12):
+#           tests/gpu/fork_loader.py
 #   30      CUDA graphs, MemPool and torch.compile pools, replay with private
 #           pools and --grow KV --find-max against real runs:
 #           tests/gpu/serving_pools.sh
@@ -35,7 +38,7 @@
 # part's status.  Example device call (the working tree's root):
 #   tests/gpu/next_lease.sh 28 .gpu/memsnap-*.whl "$OUT"
 set -u
-part=${1:?usage: next_lease.sh 28|28c|28l|28p|28o|28cp|33|32|30 WHEEL [OUT [BUDGET]]}
+part=${1:?usage: next_lease.sh 28|28c|28l|28p|28o|28cp|33|32|30|fork WHEEL [OUT [BUDGET]]}
 wheel=${2:?usage: next_lease.sh PART WHEEL [OUT]}
 out=${3:-${OUT:-./next-lease}}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -88,13 +91,18 @@ case $part in
     b=$(install_as_build) || { echo "FAIL: the wheel did not install"; exit 1; }
     MEMSNAP_PYTHON=$(command -v "$py") "$py" "$here/live_torch.py" "$b" "$out/32"
     ;;
+fork)
+    b=$(install_as_build) || { echo "FAIL: the wheel did not install"; exit 1; }
+    PYTHONPATH=$b/python${PYTHONPATH:+:$PYTHONPATH} "$py" "$here/fork_loader.py" \
+        "$b/bin/memsnap" "$out/fork" "${4:-12}"
+    ;;
 30)
     b=$(install_as_build) || { echo "FAIL: the wheel did not install"; exit 1; }
     MEMSNAP=$b/bin/memsnap CASE_DIR=$out/30 MEMSNAP_PYTHON=$(command -v "$py") \
         PYTHONPATH=$b/python${PYTHONPATH:+:$PYTHONPATH} bash "$here/serving_pools.sh"
     ;;
 *)
-    echo "next_lease.sh: unknown part $part (28, 28c, 28l, 28p, 28o, 28cp, 33, 32 or 30)" >&2
+    echo "next_lease.sh: unknown part $part (28, 28c, 28l, 28p, 28o, 28cp, 33, 32, 30 or fork)" >&2
     exit 2
     ;;
 esac 2>&1 | tee "$out/$part/next_lease.log"
