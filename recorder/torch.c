@@ -34,6 +34,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,12 +224,13 @@ static int load_plugin(void)
 
 /* Attaches the loaded plugin's tracker with the settings' interface: the
  * plugin's own return code (memsnap_torch_attach2), msg its reason. */
-static void ws_sizes_init(void);
+static pthread_once_t ws_once;
+static void ws_sizes_once(void);
 
 static int attach_tracker(char *msg, size_t cap)
 {
     static memsnap_torch_api api;
-    ws_sizes_init();   /* before the tracker's first event */
+    pthread_once(&ws_once, ws_sizes_once);   /* before the tracker's first event */
     if (!plugin_attach2)
         return plugin_attach(memsnap_trace_torch, msg, cap);
     api = (memsnap_torch_api){sizeof(memsnap_torch_api),
@@ -421,8 +423,44 @@ static void ws_sizes_init(void)
     }
 }
 
+/* 1 when one of a stack's native frames is in a function of PyTorch's
+ * cuBLAS workspaces (getNewWorkspace, setWorkspaceForHandle,
+ * getCUDABlasLtWorkspace, the handle getters they are inlined into), by
+ * the dynamic symbol dladdr finds.  For the few workspace-sized blocks of
+ * the backward (ws_sized): a workspace made there (the autograd thread's
+ * first matmul, its own handle) drops the node that would make readers
+ * show it on the forward's stack and count it a gradient. */
+static int ws_frames(uint32_t id)
+{
+    const uint64_t *ips;
+    int n = core_stack_get(id, &ips);
+    for (int i = 1; i < n; i++) {
+        Dl_info info;
+        if (!dladdr((void *)(uintptr_t)ips[i], &info) || !info.dli_sname)
+            continue;
+        const char *f = info.dli_sname;
+        if (strstr(f, "Workspace") || strstr(f, "BlasHandle") || strstr(f, "BlasLtHandle"))
+            return 1;
+    }
+    return 0;
+}
+
+/* The sizes once, at the tracker's attach or, for a caller of
+ * memsnap_trace_torch2 that never attached one (found with dlsym), at its
+ * first allocation. */
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+static _Atomic int ws_ready;
+
+static void ws_sizes_once(void)
+{
+    ws_sizes_init();
+    atomic_store_explicit(&ws_ready, 1, memory_order_release);
+}
+
 static inline int ws_sized(uint64_t requested)
 {
+    if (__builtin_expect(!atomic_load_explicit(&ws_ready, memory_order_acquire), 0))
+        pthread_once(&ws_once, ws_sizes_once);
     for (int i = 0; i < ws_n; i++)
         if (requested == ws_size[i])
             return atomic_fetch_sub_explicit(&ws_left, 1, memory_order_relaxed) > 0;
@@ -467,8 +505,12 @@ static inline __attribute__((always_inline)) uint32_t torch_stack(int action, ui
          * DDP communication hook) says more than the forward allocation,
          * and readers keep those frames (torch_stack again). */
         if (g_cfg.torch_native_depth == TORCH_NATIVE_AUTO && action == MEMSNAP_TORCH_ALLOC &&
-            ws_sized(requested))
-            return core_capture_stack_n(WS_NATIVE, TORCH_OWN_FRAMES, first);
+            ws_sized(requested)) {
+            uint32_t id = core_capture_stack_n(WS_NATIVE, TORCH_OWN_FRAMES, first);
+            if (first && id && ws_frames(id))
+                id = core_capture_stack_n(WS_NATIVE, TORCH_OWN_FRAMES, 0);
+            return id;
+        }
         if (first && g_cfg.torch_native_depth == TORCH_NATIVE_AUTO)
             return core_capture_node_stack(first);
         return core_capture_stack_n(g_cfg.torch_native_depth, TORCH_OWN_FRAMES, first);

@@ -7,6 +7,11 @@
 #                 q on allocations, the autograd node as the innermost stack
 #                 entry with its sym line, frees sized from their block;
 #                 MEMSNAP_TORCH_NODES=0 keeps neither; a bad value is refused;
+#   ws-backward   cuBLAS's workspace made on the autograd thread (the
+#                 backward's first matmul): its 32 MiB block keeps its native
+#                 frames, so summary counts it a workspace, not a gradient
+#                 (the H200's LoRA run); a gradient of the same size beside it
+#                 stays the backward's;
 #   refused       a fake libc10_cuda.so whose build-id no plugin has: one
 #                 line on stderr, the driver level recorded, exit code kept;
 #   loaded        a fake libc10_cuda.so and a plugin with its build-id: the
@@ -94,6 +99,20 @@ api2)  # format 1.2: autograd nodes and sequence numbers, on and off
     grep -q 'MEMSNAP_TORCH_NODES="yes" is not valid (expected 0 or 1); recording off' "$T/err" \
         || fail "MEMSNAP_TORCH_NODES=yes: unclear message: $(cat "$T/err")"
     echo "api2: all passed"
+    ;;
+ws-backward)  # the backward's cuBLAS workspace is a workspace
+    run -o "$T/s.msnap" -- "$TORCH_TEST" ws-backward > "$T/out" 2> "$T/err" \
+        || fail "torch_test ws-backward: $(cat "$T/err")"
+    "$MEMSNAP" summary --json "$T/s.msnap" > "$T/sum.json" 2> "$T/err"
+    python3 - "$T/sum.json" <<'PY' || fail "categories of the backward's 32 MiB blocks"
+import json, sys
+s = json.load(open(sys.argv[1]))
+by = {i["category"]: i["peak"] for d in s.get("categories") or [] for i in d["items"]}
+assert by.get("workspaces") == 32 << 20, by
+assert sum(by.values()) == (64 << 20) + (1 << 20), by
+print("ws-backward: %s" % by)
+PY
+    echo "1 passed, 0 failed"
     ;;
 api-ring)  # ring mode: the dump at PyTorch's OOM is a file with the live blocks
     run --mode ring -o "$T/s-%n.msnap" -- "$TORCH_TEST" api > "$T/out" 2> "$T/err" || fail "torch_test api: $(cat "$T/err")"

@@ -11,6 +11,11 @@
  *       the same id, AccumulateGrad without a number) would call them, with
  *       frees that pass a node and a number too (not kept) and a free of
  *       unknown size (taken from the allocation); prints the ids;
+ *   torch_test ws-backward
+ *       the autograd thread's first matmul making cuBLAS's workspace (32
+ *       MiB, inside a function named as PyTorch's handle getter, exported
+ *       for dladdr) and a gradient of the same size beside it, both under
+ *       node MmBackward0 and both kept;
  *   torch_test c10 LIBC10 N EXIT
  *       dlopens LIBC10 (a fake libc10_cuda.so), makes N allocations through
  *       it, frees all but the last, prints "first 0xADDR", exits with EXIT.
@@ -112,6 +117,46 @@ static int run_api2(void)
     return 0;
 }
 
+/* PyTorch's at::cuda::getCurrentCUDABlasHandle with getNewWorkspace and
+ * setWorkspaceForHandle inlined: the workspace's block is made under it. */
+__attribute__((visibility("default"), noinline)) void
+torch_test_getCurrentCUDABlasHandle(uint64_t addr, uint32_t node)
+{
+    trace2(MEMSNAP_TORCH_ALLOC, 0, addr, 32 << 20, 0x5000, 0, 32 << 20, 51, node);
+    __asm__ volatile("" ::: "memory");   /* not a tail call */
+}
+
+static CUdeviceptr seg3;
+
+static void *ws_backward_thread(void *arg)
+{
+    (void)arg;
+    uint32_t mm = node_id("MmBackward0");
+    torch_test_getCurrentCUDABlasHandle(seg3, mm);
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (32 << 20), 32 << 20, 0x5000, 0, 32 << 20, 51, mm);
+    return NULL;
+}
+
+static int run_ws_backward(void)
+{
+    trace2 = (memsnap_trace_torch2_fn)dlsym(RTLD_DEFAULT, "memsnap_trace_torch2");
+    node_id = (memsnap_torch_node_id_fn)dlsym(RTLD_DEFAULT, "memsnap_torch_node_id");
+    if (!trace2 || !node_id) {
+        fprintf(stderr, "torch_test: memsnap_trace_torch2 not found (recorder not loaded?)\n");
+        return 1;
+    }
+    if (cuMemAlloc_v2(&seg3, 80 << 20) != CUDA_SUCCESS)
+        return 1;
+    trace2(MEMSNAP_TORCH_SEGMENT_ALLOC, 0, seg3, 80 << 20, 0x5000, 0, 0, 0, 0);
+    /* the forward: the matmul's output, made with sequence number 51 */
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (64 << 20), 1 << 20, 0x5000, 0, 1 << 20, 51, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, ws_backward_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 1;
+    printf("seg %llu\n", (unsigned long long)seg3);
+    return 0;
+}
+
 static int run_c10(const char *lib, int n, int code)
 {
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
@@ -147,8 +192,10 @@ int main(int argc, char **argv)
         return run_api();
     if (argc == 2 && strcmp(argv[1], "api2") == 0)
         return run_api2();
+    if (argc == 2 && strcmp(argv[1], "ws-backward") == 0)
+        return run_ws_backward();
     if (argc == 5 && strcmp(argv[1], "c10") == 0)
         return run_c10(argv[2], atoi(argv[3]), atoi(argv[4]));
-    fprintf(stderr, "usage: torch_test api | api2 | c10 LIBC10 N EXIT\n");
+    fprintf(stderr, "usage: torch_test api | api2 | ws-backward | c10 LIBC10 N EXIT\n");
     return 2;
 }
