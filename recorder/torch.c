@@ -426,15 +426,16 @@ static void ws_sizes_init(void)
 /* 1 when one of a stack's native frames is in a function of PyTorch's
  * cuBLAS workspaces (getNewWorkspace, setWorkspaceForHandle,
  * getCUDABlasLtWorkspace, the handle getters they are inlined into), by
- * the dynamic symbol dladdr finds.  For the few workspace-sized blocks of
- * the backward (ws_sized): a workspace made there (the autograd thread's
- * first matmul, its own handle) drops the node that would make readers
- * show it on the forward's stack and count it a gradient. */
+ * the dynamic symbol dladdr finds.  For the few workspace-sized blocks
+ * (ws_sized): a workspace keeps those frames and no autograd node (one made
+ * in the backward, the autograd thread's first matmul on its own handle,
+ * would otherwise be shown on the forward's stack and counted a gradient);
+ * any other block of that size gets its usual stack. */
 static int ws_frames(uint32_t id)
 {
     const uint64_t *ips;
     int n = core_stack_get(id, &ips);
-    for (int i = 1; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         Dl_info info;
         if (!dladdr((void *)(uintptr_t)ips[i], &info) || !info.dli_sname)
             continue;
@@ -506,10 +507,15 @@ static inline __attribute__((always_inline)) uint32_t torch_stack(int action, ui
          * and readers keep those frames (torch_stack again). */
         if (g_cfg.torch_native_depth == TORCH_NATIVE_AUTO && action == MEMSNAP_TORCH_ALLOC &&
             ws_sized(requested)) {
-            uint32_t id = core_capture_stack_n(WS_NATIVE, TORCH_OWN_FRAMES, first);
-            if (first && id && ws_frames(id))
-                id = core_capture_stack_n(WS_NATIVE, TORCH_OWN_FRAMES, 0);
-            return id;
+            /* A workspace keeps its native frames and no node; the model's
+             * own block of that size gets the stack it gets at any other
+             * size, so two runs of the program at different sizes give its
+             * requests the same stacks (predict aligns them by their frames:
+             * a 32 MiB activation at batch 8 that kept native frames did not
+             * match its 16 MiB at batch 4). */
+            uint32_t id = core_capture_stack_n(WS_NATIVE, TORCH_OWN_FRAMES, 0);
+            if (id && ws_frames(id))
+                return id;
         }
         if (first && g_cfg.torch_native_depth == TORCH_NATIVE_AUTO)
             return core_capture_node_stack(first);

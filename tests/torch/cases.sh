@@ -112,6 +112,16 @@ assert by.get("workspaces") == 32 << 20, by
 assert sum(by.values()) == (64 << 20) + (1 << 20), by
 print("ws-backward: %s" % by)
 PY
+    # the gradient of that size is the model's own block: the stack any
+    # other size gets (its node alone), no native frames (predict aligns
+    # two runs' requests by their frames)
+    python3 - "$T/s.msnap" <<'PY' || fail "the backward's 32 MiB gradient kept native frames"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+stacks = {r["id"]: r["ips"] for r in recs if r.get("type") == "stack"}
+ws = [stacks[r["k"]] for r in recs if r.get("a") == "block_alloc" and r["n"] == 32 << 20]
+assert len(ws) == 2 and len(ws[0]) > 1 and len(ws[1]) == 1, ws
+PY
     echo "1 passed, 0 failed"
     ;;
 api-ring)  # ring mode: the dump at PyTorch's OOM is a file with the live blocks
