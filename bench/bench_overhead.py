@@ -72,7 +72,6 @@ def worker(a):
     """One process: train; print 'RESULT {json}'."""
     import ctypes
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     mode = a.worker
     if mode == "hist-python":
@@ -106,24 +105,9 @@ def worker(a):
                     v[k] = int(val)
         return v
 
-    torch.manual_seed(0)
+    from train_workload import make_step
+    step, _ = make_step(a.workload)
     dev = torch.device("cuda")
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
-                      num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=16,
-                      max_position_embeddings=1024)
-    with dev:
-        model = LlamaForCausalLM(cfg)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, cfg.vocab_size, (8, 512), device=dev)
-    fwd = torch.compile(model) if a.workload == "compile" else model
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = fwd(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
 
     def calib():
         """A fixed piece of pure-Python work (~1-2 ms) that nothing of the

@@ -48,11 +48,36 @@ static void pollute(void)
     }
 }
 
+/* TSC ticks spent in the trace entries themselves (not the pollution
+ * between them): deep_traced_ticks() reads and clears them. */
+static uint64_t traced_ticks;
+
+static inline uint64_t ticks(void)
+{
+#if defined(__x86_64__)
+    uint32_t lo, hi;
+    __asm__ volatile("mfence; lfence; rdtsc; lfence" : "=a"(lo), "=d"(hi) : : "memory");
+    return ((uint64_t)hi << 32) | lo;
+#else
+    return 0;
+#endif
+}
+
+uint64_t deep_tsc(void) { return ticks(); }
+
+uint64_t deep_traced_ticks(void)
+{
+    uint64_t t = traced_ticks;
+    traced_ticks = 0;
+    return t;
+}
+
 /* The entries of `pairs` blocks, from the bottom of the recursion. */
 static void burst(int pairs)
 {
     for (int i = 0; i < pairs; i++) {
         uint64_t a = 0x7f0000000000ull + (uint64_t)(i & 1023) * 4096;
+        uint64_t t0 = ticks();
         if (node && trace2_fn) {
             trace2_fn(MEMSNAP_TORCH_ALLOC, 0, a, 4096, 0, 0, 4096, (uint64_t)i + 2, node);
             trace2_fn(MEMSNAP_TORCH_FREE_REQUESTED, 0, a, 4096, 0, 0, 0, 0, 0);
@@ -62,6 +87,7 @@ static void burst(int pairs)
             trace_fn(MEMSNAP_TORCH_FREE_REQUESTED, 0, a, 4096, 0, 0, 0);
             trace_fn(MEMSNAP_TORCH_FREE_COMPLETED, 0, a, 4096, 0, 0, 0);
         }
+        traced_ticks += ticks() - t0;
         if (pollute_lines)
             pollute();
         __asm__ volatile("" ::: "memory");

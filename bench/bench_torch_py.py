@@ -30,6 +30,9 @@ ap.add_argument("--frameless-thread", action="store_true",
                      " and not the GIL (as PyTorch's autograd device threads between Python hooks)")
 ap.add_argument("--node", action="store_true",
                 help="every allocation names an autograd node, as the backward pass's do")
+ap.add_argument("--entries-only", action="store_true",
+                help="time the trace entries alone (TSC around each block's three), not the"
+                     " loop and --pollute's writes between them")
 ap.add_argument("--distinct", action="store_true",
                 help="each of the --pydepth frames its own function (code object), as in a model's"
                      " stack, rather than one function recursing")
@@ -41,12 +44,33 @@ lib.deep_configure.argtypes = [ctypes.c_int, ctypes.c_int]
 lib.deep_configure(a.pollute, int(a.node))
 
 
+lib.deep_traced_ticks.restype = ctypes.c_uint64
+
+
+lib.deep_tsc.restype = ctypes.c_uint64
+
+
+def tsc_ghz():
+    """TSC ticks per ns, over a 50 ms sleep."""
+    t0, k0 = time.perf_counter_ns(), lib.deep_tsc()
+    time.sleep(0.05)
+    return (lib.deep_tsc() - k0) / (time.perf_counter_ns() - t0)
+
+
+a.tsc_ghz = tsc_ghz() if a.entries_only else 0
+
+
 def batches():
     times = []
     for _ in range(a.batches):
+        lib.deep_traced_ticks()
         t0 = time.perf_counter_ns()
         fn(a.native_depth, a.pairs)
-        times.append((time.perf_counter_ns() - t0) / (3 * a.pairs))
+        dt = time.perf_counter_ns() - t0
+        tk = lib.deep_traced_ticks()
+        # --entries-only: the entries' own time (TSC ticks at --tsc-ghz), not
+        # the pollution between them
+        times.append((tk / a.tsc_ghz if a.entries_only else dt) / (3 * a.pairs))
         time.sleep(0.002)
     return times
 

@@ -1,7 +1,7 @@
 """Issue 30 on the H200: CUDA graphs, memory pools and "how large a KV cache
 fits?", checked against PyTorch itself.
 
-    serving_pools.py check --memsnap MEMSNAP --work DIR [--quick]
+    serving_pools.py check --memsnap MEMSNAP --work DIR [--quick] [--parts grow,compiled,...]
     serving_pools.py engine --kv-bytes N [--fraction F] [--dump JSON]   (one run)
     serving_pools.py compiled --dump JSON                                (one run)
     serving_pools.py mempool --dump JSON                                 (one run)
@@ -595,13 +595,17 @@ def run_check(a):
     figures["engine"] = {"kv": kv, "max_memory_reserved": truth["max_memory_reserved"],
                          "max_memory_allocated": truth["max_memory_allocated"],
                          "pools": truth["pools"]}
-    try:
-        figures["grow"] = check_grow(c, a.memsnap, a.work, snap, truth, a.fraction)
-    except Exception as e:
-        c.check("the --grow check ran", False, "%s: %s" % (type(e).__name__, e))
+    parts = set(a.parts.split(",")) if a.parts else None
+    if parts is None or "grow" in parts:
+        try:
+            figures["grow"] = check_grow(c, a.memsnap, a.work, snap, truth, a.fraction)
+        except Exception as e:
+            c.check("the --grow check ran", False, "%s: %s" % (type(e).__name__, e))
     if not a.quick:
         for name, fn in (("compiled", check_compiled), ("mempool", check_mempool),
                          ("lora", check_lora)):
+            if parts is not None and name not in parts:
+                continue
             try:
                 fn(c, a.memsnap, a.work)
             except Exception as e:   # one program's failure does not hide the others'
@@ -622,6 +626,8 @@ def main():
     ch.add_argument("--fraction", type=float, default=0.25,
                     help="memory_fraction of the --grow check")
     ch.add_argument("--quick", action="store_true", help="the engine's checks only")
+    ch.add_argument("--parts", help="the checks after the engine's to run, of grow, compiled, "
+                    "mempool, lora (default: all; a short lease reruns some)")
     en = sub.add_parser("engine")
     en.add_argument("--kv-bytes", type=int, required=True)
     en.add_argument("--fraction", type=float, default=0)
