@@ -65,30 +65,31 @@ plug=$(ls -t ~/.cache/memsnap/torch/libmemsnap_torch-*.so 2>/dev/null | head -1)
 say "setup done"
 
 # ---- 28ls: lockstep, the training loop
-b28=$(( $(left) * 40 / 100 ))
+b28=$(( $(left) - 170 ))   # 32 and 30 take about 45 s each after it
+[ "$b28" -gt 150 ] && b28=150
 say "28ls: budget ${b28} s"
-PYTHONUNBUFFERED=1 timeout $((b28 + 60)) "$py" "$root/bench/bench_lockstep.py" --memsnap "$M" \
+PYTHONUNBUFFERED=1 timeout $((b28 + 30)) "$py" "$root/bench/bench_lockstep.py" --memsnap "$M" \
     --pythonpath "$d" --configs plain,default,driver,loaded-off,record,muted --rounds 10 \
     --cycles 30 --cpus 2-9 --stage-cpus 10-15 --budget "$b28" --out "$work/lockstep-train.json" \
     2>&1 | tee -a "$log"
 pack 28ls "$work/lockstep-train.json"
 
 # ---- 32: top and the metrics against memory_allocated()
-if [ "$(left)" -gt 200 ]; then
+if [ "$(left)" -gt 100 ]; then
     say "32: live_torch"
-    MEMSNAP_PYTHON=$(command -v "$py") timeout 150 "$py" "$here/live_torch.py" "$d-build" \
+    MEMSNAP_PYTHON=$(command -v "$py") timeout 100 "$py" "$here/live_torch.py" "$d-build" \
         "$work/32" 2>&1 | tee -a "$log"
     pack 32 "$work/32/memsnap-run-top.txt" "$work/32/memsnap-run-metrics.txt" \
         "$work/32/memsnap.record-top.txt" "$work/32/memsnap.record-metrics.txt"
 fi
 
 # ---- 30: the engine's categories and the LoRA run's gradients
-if [ "$(left)" -gt 150 ]; then
+if [ "$(left)" -gt 70 ]; then
     say "30: serving_pools --parts lora"
     mkdir -p "$work/30/plugin"
     cp "$plug" "$work/30/plugin/"
     MEMSNAP=$M CASE_DIR=$work/30 MEMSNAP_PYTHON=$(command -v "$py") \
-        PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH} timeout 200 bash "$here/serving_pools.sh" \
+        PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH} timeout $(( $(left) - 10 )) bash "$here/serving_pools.sh" \
         --parts lora 2>&1 | tee -a "$log"
     pack 30 "$work/30/serving-pools/figures.json"
 fi
