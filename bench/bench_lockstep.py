@@ -29,6 +29,8 @@ loaded-off, ...) and:
   muted      memsnap run with its defaults, the plugin's tracker muted
              (returns at once) from the timed steps on: the recorder loaded
              and attached, PyTorch building its trace entries, no events
+  plugin     the same, the plugin doing its own work (block sizes,
+             autograd state) but calling no recorder
 
 usage (GPU machine, memsnap's plugin built):
   python3 bench/bench_lockstep.py --memsnap DIR/bin/memsnap --pythonpath DIR \\
@@ -72,9 +74,12 @@ def worker(a):
     import glob
     cmd_in = sys.stdin
     mode = a.worker
+    stage = sorted(os.sched_getaffinity(0))
     if a.workload != "sim":
-        import torch  # noqa: F401  (the import is the long part of a start)
-        import transformers  # noqa: F401
+        # the imports are the long part of a start: all of them before the
+        # round's turn (transformers loads the model's module lazily)
+        import torch  # noqa: F401
+        from transformers import LlamaConfig, LlamaForCausalLM  # noqa: F401
     say("IMPORTED")
     line = cmd_in.readline().split()
     if not line or line[0] != "init":
@@ -97,13 +102,13 @@ def worker(a):
         step()
     sync()
     mute = None
-    if mode == "muted":
+    if mode in ("muted", "plugin"):
         plug = glob.glob(os.path.expanduser("~/.cache/memsnap/torch/libmemsnap_torch-*.so"))
         if not plug:
             say("ERROR no plugin to mute")
             return 1
         mute = ctypes.CDLL(plug[0]).memsnap_torch_bench_mute
-        mute(1)
+        mute(1 if mode == "muted" else 2)
         step()
         sync()
     # the launching thread alone on the first CPU, every other on the rest
@@ -130,11 +135,18 @@ def worker(a):
         n += 1
         say("T %.6f %.6f" % ((t1 - t0) * 1e3, (c1 - c0) * 1e3))
     ev = (events() - e0) / n if n else 0
+    say("END %.1f" % ev)
+    # the exit (the recording's symbols and trailer: seconds) on the
+    # staging CPUs, out of the next round's way; nobody waits for it
+    for t in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(t), set(stage))
+        except OSError:
+            pass
     if mute:
         mute(0)
     if rec is not None:
         rec.__exit__(None, None, None)
-    say("END %.1f" % ev)
     return 0
 
 
@@ -207,9 +219,9 @@ def start_round(a, configs, builds):
     procs = []
     for c in configs:
         base = c.partition("@")[0]
-        if base in ("record", "muted"):
-            pre, extra = bo.command({"record": "plain+record", "muted": "default"}[base],
-                                    a, builds)
+        if base in ("record", "muted", "plugin"):
+            pre, extra = bo.command({"record": "plain+record", "muted": "default",
+                                     "plugin": "default"}[base], a, builds)
         else:
             pre, extra = bo.command(c, a, builds)
         env = dict(os.environ)
@@ -248,7 +260,6 @@ def run_round(a, configs, procs, r):
     for i, p in enumerate(procs):
         p.send("end")
         events[configs[i]] = float(p.expect("END", 120)[0])
-        p.p.wait(timeout=120)
     return {"round": r, "cycles": cycles, "events_per_step": events,
             "init_s": t_ready - t_init, "steps_s": time.time() - t_ready}
 
@@ -275,21 +286,25 @@ def report(d):
         "then over rounds the median and a 95%% bootstrap interval:" %
         (d["workload"], len(rounds), ncyc))
     say("| configuration | step wall, ms | vs plain, wall | launching thread's CPU vs plain | "
-        "events/step | per round (wall) |")
-    say("|---|---|---|---|---|---|")
+        "events/step | per round (wall) | all cycles pooled: median, quartiles |")
+    say("|---|---|---|---|---|---|---|")
     for c in configs:
         wall = statistics.median(cy[c][0] for r in rounds for cy in r["cycles"])
         ev = statistics.median(r["events_per_step"].get(c, 0) for r in rounds)
         if c == "plain":
-            say("| plain | %.3f | | | %.0f | |" % (wall, ev))
+            say("| plain | %.3f | | | %.0f | | |" % (wall, ev))
             continue
+        pooled = sorted(cy[c][0] / cy["plain"][0] - 1 for r in rounds for cy in r["cycles"])
+        q = statistics.quantiles(pooled, n=4) if len(pooled) > 1 else pooled * 3
         per = [round_medians(r, configs, 0)[c] for r in rounds]
         m, lo, hi = bo.bootstrap(per)
         percpu = [round_medians(r, configs, 1)[c] for r in rounds]
         mc, loc, hic = bo.bootstrap(percpu)
-        say("| %s | %.3f | %+.2f%% (%+.2f .. %+.2f) | %+.2f%% (%+.2f .. %+.2f) | %.0f | %s |" %
+        say("| %s | %.3f | %+.2f%% (%+.2f .. %+.2f) | %+.2f%% (%+.2f .. %+.2f) | %.0f | %s | "
+            "%+.2f%% (%+.2f .. %+.2f) |" %
             (c, wall, 100 * m, 100 * lo, 100 * hi, 100 * mc, 100 * loc, 100 * hic, ev,
-             " ".join("%+.2f" % (100 * x) for x in per)))
+             " ".join("%+.2f" % (100 * x) for x in per), 100 * statistics.median(pooled),
+             100 * q[0], 100 * q[2]))
     plain = [statistics.median(cy["plain"][0] for cy in r["cycles"]) for r in rounds]
     say("plain's median step per round, ms: %s" % " ".join("%.2f" % x for x in plain))
 
@@ -345,7 +360,7 @@ def main():
     d = {"configs": configs, "workload": a.workload, "cpus": a.cpus, "rounds_data": []}
     started = time.time()
     nxt = start_round(a, configs, builds)
-    took = []
+    took, done = [], []
     for r in range(a.rounds):
         cur, nxt = nxt, None
         try:
@@ -355,8 +370,12 @@ def main():
             est = statistics.median(took) if took else 0
             if r + 1 < a.rounds and not (a.budget and time.time() - started + 2 * est > a.budget):
                 nxt = start_round(a, configs, builds)
+            for p in done:   # the last round's, exiting on the staging CPUs
+                p.p.wait(timeout=300)
+            done = []
             t0 = time.time()
             rnd = run_round(a, configs, cur, r)
+            done = cur
         except Exception as e:   # a process failed: say so, keep what was measured
             say("round %d failed: %s" % (r + 1, e))
             for p in cur + (nxt or []):
@@ -375,6 +394,8 @@ def main():
                 json.dump(d, f)
         if nxt is None:
             break
+    for p in done:
+        p.p.wait(timeout=300)
     report(d)
     return 0
 

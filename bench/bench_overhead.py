@@ -30,6 +30,11 @@ Configurations (--configs, comma-separated; NAME@BUILD takes memsnap from
   default-nonvtx  the same with MEMSNAP_NVTX=off
   default-mono    the same with MEMSNAP_CLOCK=monotonic (clock_gettime stamps)
   nostack         memsnap run --stack-depth 0
+  ring            memsnap run --mode ring (the writer keeps the events in
+                  memory: no file written as the program runs)
+  nocompress      memsnap run with MEMSNAP_COMPRESS=none (no zstd)
+  nonodes         memsnap run with MEMSNAP_TORCH_NODES=0 (the plugin looks up
+                  no autograd state)
   plain+record    plain, then in the same process memsnap.record() (the
                   Python package of --pythonpath) around blocks of steps,
                   recorded and not, alternately: the plain figure is the
@@ -350,8 +355,14 @@ def command(name, a, builds):
         env["MEMSNAP_CLOCK"] = "monotonic"
     if base == "nostack":
         run += ["--stack-depth", "0"]
+    if base == "ring":
+        run += ["--mode", "ring"]
+    if base == "nocompress":
+        env["MEMSNAP_COMPRESS"] = "none"
+    if base == "nonodes":
+        env["MEMSNAP_TORCH_NODES"] = "0"
     if base in ("driver", "driver-nonvtx", "default", "default-nonvtx", "default-mono",
-                "nostack"):
+                "nostack", "ring", "nocompress", "nonodes"):
         return run + ["--"], env
     raise SystemExit("bench_overhead.py: unknown configuration %r" % name)
 

@@ -423,26 +423,168 @@ static void ws_sizes_init(void)
     }
 }
 
-/* 1 when one of a stack's native frames is in a function of PyTorch's
- * cuBLAS workspaces (getNewWorkspace, setWorkspaceForHandle,
- * getCUDABlasLtWorkspace, the handle getters they are inlined into), by
- * the dynamic symbol dladdr finds.  For the few workspace-sized blocks
- * (ws_sized): a workspace keeps those frames and no autograd node (one made
- * in the backward, the autograd thread's first matmul on its own handle,
- * would otherwise be shown on the forward's stack and counted a gradient);
- * any other block of that size gets its usual stack. */
+/* The code of PyTorch's cuBLAS workspace functions, as address ranges,
+ * found once (at the first workspace-sized block, when libtorch_cuda.so is
+ * loaded: from `import torch` on) in the dynamic symbol tables of the
+ * loaded objects: the functions that make a workspace (getNewWorkspace,
+ * setWorkspaceForHandle, getCUDABlasLtWorkspace) and the handle getters a
+ * release build inlines them into, by their names (ws_syms), looked up
+ * through each object's GNU hash table.  An object named libtorch_cuda*
+ * that has none of those names (another PyTorch's signatures) is read
+ * symbol by symbol for names holding "Workspace", "BlasHandle" or
+ * "BlasLtHandle" (tens of milliseconds, once).  This took dladdr() for each
+ * frame of a workspace-sized block before: a linear search through the
+ * object's symbols, about 0.6 ms a call on a library of 44,000 (dev VM)
+ * and more on libtorch_cuda.so's, so the first 256 such blocks cost the
+ * training loop's first ten steps 160 ms each on the H100
+ * (docs/benchmarks.md, the lockstep of 2026-12-06). */
+#define WS_RANGES 128
+static struct {
+    uintptr_t lo, hi;
+} ws_range[WS_RANGES];
+static int ws_nranges;
+
+static const char *const ws_syms[] = {
+    "_ZN2at4cuda15getNewWorkspaceEv",
+    "_ZN2at4cuda21setWorkspaceForHandleEP13cublasContextN3c104cuda10CUDAStreamE",
+    "_ZN2at4cuda22getCUDABlasLtWorkspaceEv",
+    "_ZN2at4cuda24getCurrentCUDABlasHandleEv",
+    "_ZN2at4cuda26getCurrentCUDABlasLtHandleEv",
+};
+
+static int ws_name(const char *s)
+{
+    return strstr(s, "Workspace") || strstr(s, "BlasHandle") || strstr(s, "BlasLtHandle");
+}
+
+/* An object's dynamic symbols: the tables and, from its hash tables, how
+ * many symbols there are. */
+typedef struct dynsyms {
+    const ElfW(Sym) *sym;
+    const char *str;
+    size_t strsz;
+    const uint32_t *gnu;             /* DT_GNU_HASH, or NULL */
+    uint32_t nsym;
+    ElfW(Addr) base;
+} dynsyms;
+
+/* The number of symbols a DT_GNU_HASH table covers (the highest index in
+ * its chains, plus one). */
+static uint32_t gnu_hash_symbols(const uint32_t *gh)
+{
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t last = 0;
+    for (uint32_t i = 0; i < nbuckets; i++)
+        if (buckets[i] > last)
+            last = buckets[i];
+    if (last < symoffset)
+        return symoffset;
+    while (!(chain[last - symoffset] & 1))
+        last++;
+    return last + 1;
+}
+
+/* The defined symbol name of ds through its GNU hash table, or NULL. */
+static const ElfW(Sym) *gnu_lookup(const dynsyms *ds, const char *name)
+{
+    const uint32_t *gh = ds->gnu;
+    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+    if (!nbuckets)
+        return NULL;
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t h = 5381;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = h * 33 + *c;
+    uint32_t i = buckets[h % nbuckets];
+    if (i < symoffset)
+        return NULL;
+    for (;; i++) {
+        uint32_t ch = chain[i - symoffset];
+        const ElfW(Sym) *y = &ds->sym[i];
+        if ((ch | 1) == (h | 1) && y->st_name < ds->strsz && !strcmp(ds->str + y->st_name, name))
+            return y->st_shndx != SHN_UNDEF ? y : NULL;
+        if (ch & 1)
+            return NULL;
+    }
+}
+
+static void ws_add_range(const dynsyms *ds, const ElfW(Sym) *y)
+{
+    if (ws_nranges < WS_RANGES && ELF64_ST_TYPE(y->st_info) == STT_FUNC && y->st_size) {
+        ws_range[ws_nranges].lo = ds->base + y->st_value;
+        ws_range[ws_nranges].hi = ds->base + y->st_value + y->st_size;
+        ws_nranges++;
+    }
+}
+
+static int read_dynsyms(const struct dl_phdr_info *info, dynsyms *ds)
+{
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    memset(ds, 0, sizeof *ds);
+    ds->base = info->dlpi_addr;
+    if (!dyn)
+        return -1;
+    for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+        /* glibc relocates these in place; not every loader does */
+        ElfW(Addr) p = d->d_un.d_ptr < ds->base ? d->d_un.d_ptr + ds->base : d->d_un.d_ptr;
+        switch (d->d_tag) {
+        case DT_SYMTAB: ds->sym = (const ElfW(Sym) *)p; break;
+        case DT_STRTAB: ds->str = (const char *)p; break;
+        case DT_STRSZ: ds->strsz = d->d_un.d_val; break;
+        case DT_HASH: if (!ds->nsym) ds->nsym = ((const uint32_t *)p)[1]; break;
+        case DT_GNU_HASH: ds->gnu = (const uint32_t *)p; break;
+        default: break;
+        }
+    }
+    if (ds->gnu)
+        ds->nsym = gnu_hash_symbols(ds->gnu);
+    return ds->sym && ds->str ? 0 : -1;
+}
+
+/* dl_iterate_phdr callback: the names in every object; in an object named
+ * libtorch_cuda* where none of them is, the long way. */
+static int ws_scan_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size, (void)arg;
+    dynsyms ds;
+    if (read_dynsyms(info, &ds))
+        return 0;
+    int before = ws_nranges;
+    for (size_t k = 0; ds.gnu && k < sizeof ws_syms / sizeof ws_syms[0]; k++) {
+        const ElfW(Sym) *y = gnu_lookup(&ds, ws_syms[k]);
+        if (y)
+            ws_add_range(&ds, y);
+    }
+    if (ws_nranges > before || !info->dlpi_name || !strstr(info->dlpi_name, "libtorch_cuda"))
+        return 0;
+    for (uint32_t k = 1; k < ds.nsym; k++) {
+        const ElfW(Sym) *y = &ds.sym[k];
+        if (y->st_shndx != SHN_UNDEF && y->st_name < ds.strsz && ws_name(ds.str + y->st_name))
+            ws_add_range(&ds, y);
+    }
+    return 0;
+}
+
+/* 1 when one of a stack's native frames is in a workspace function (the
+ * ranges above).  For the few workspace-sized blocks (ws_sized): a
+ * workspace keeps those frames and no autograd node (one made in the
+ * backward, the autograd thread's first matmul on its own handle, would
+ * otherwise be shown on the forward's stack and counted a gradient); any
+ * other block of that size gets its usual stack. */
 static int ws_frames(uint32_t id)
 {
     const uint64_t *ips;
     int n = core_stack_get(id, &ips);
-    for (int i = 0; i < n; i++) {
-        Dl_info info;
-        if (!dladdr((void *)(uintptr_t)ips[i], &info) || !info.dli_sname)
-            continue;
-        const char *f = info.dli_sname;
-        if (strstr(f, "Workspace") || strstr(f, "BlasHandle") || strstr(f, "BlasLtHandle"))
-            return 1;
-    }
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < ws_nranges; r++)
+            if (ips[i] >= ws_range[r].lo && ips[i] < ws_range[r].hi)
+                return 1;
     return 0;
 }
 
@@ -455,6 +597,7 @@ static _Atomic int ws_ready;
 static void ws_sizes_once(void)
 {
     ws_sizes_init();
+    dl_iterate_phdr(ws_scan_object, NULL);
     atomic_store_explicit(&ws_ready, 1, memory_order_release);
 }
 

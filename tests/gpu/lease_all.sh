@@ -1,30 +1,35 @@
 #!/bin/bash
-# Everything still to be run on one H200, in one device call of at most
-# SECONDS (the session's device time less the machine's start), in the
-# order it matters, each part inside a share of the time so that a part
-# that runs long cannot take the later ones' (issues 28, 32, 30):
+# What is still to be run on one GPU, in one device call of at most SECONDS
+# (the session's device time less the machine's start), the parts in the
+# order given, each in its share of the time so that a part that runs long
+# cannot take the later ones':
 #
-#   28ls  the recorder's cost against plain processes, in lockstep
+#   28ls  the recorder's cost against plain processes in lockstep
 #         (bench/bench_lockstep.py: plain, default, driver, loaded-off,
 #         memsnap.record() and the plugin muted, one step of each in turn,
-#         fresh processes every round), the training loop
+#         fresh processes every round), the training loop: issue 28's table
+#   28lb  the bisection of the defaults' cost, the same way: the tracker
+#         muted, the plugin's own work alone, no stacks, no zstd, ring mode,
+#         no autograd nodes
+#   28lc  the lockstep on the torch.compile loop: plain, default, driver,
+#         memsnap.record()
 #   32    memsnap top --once and the Prometheus metrics against
-#         torch.cuda.memory_allocated() at a mark (tests/gpu/live_torch.py);
-#         keeps the frame and the metrics for the README
-#   30    the serving engine's categories (parameters = the weights) and
-#         the LoRA run's gradients (serving_pools.py --parts lora)
-#   28lc  the lockstep again on the torch.compile loop, in what time is
-#         left
+#         torch.cuda.memory_allocated() at a mark (tests/gpu/live_torch.py),
+#         keeping the frame and the metrics
+#   30    the serving engine's pools and categories, replay against real
+#         runs and the LoRA run's gradients (serving_pools.py --parts lora)
 #
-#   tests/gpu/lease_all.sh WHEEL OUT SECONDS
+#   tests/gpu/lease_all.sh WHEEL OUT SECONDS [PARTS]    (default 28ls,28lb,28lc)
 #
+# Shares: 28ls 45%, 28lb 30%, 28lc the rest; 32 and 30 about 45 s each.
 # OUT receives at most 8 files (the device tool's limit): lease.log (all
 # output, as it goes) and one PART.tar.gz per part, written when the part
 # ends, so a call cut off at its limit still brings back every part done.
 set -u
-wheel=${1:?usage: lease_all.sh WHEEL OUT SECONDS}
-out=${2:?usage: lease_all.sh WHEEL OUT SECONDS}
-total=${3:?usage: lease_all.sh WHEEL OUT SECONDS}
+wheel=${1:?usage: lease_all.sh WHEEL OUT SECONDS [PARTS]}
+out=${2:?usage: lease_all.sh WHEEL OUT SECONDS [PARTS]}
+total=${3:?usage: lease_all.sh WHEEL OUT SECONDS [PARTS]}
+parts=${4:-28ls,28lb,28lc}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 py=${MEMSNAP_PYTHON:-python3}
@@ -62,46 +67,46 @@ M=$d/memsnap/_native/bin/memsnap
 "$M" torch-setup --python "$(command -v "$py")" 2>&1 | tail -2 | tee -a "$log"
 plug=$(ls -t ~/.cache/memsnap/torch/libmemsnap_torch-*.so 2>/dev/null | head -1)
 [ -n "$plug" ] || { say "FAIL: no plugin built"; exit 1; }
-say "setup done"
+say "setup done; parts $parts"
 
-# ---- 28ls: lockstep, the training loop
-b28=$(( $(left) - 170 ))   # 32 and 30 take about 45 s each after it
-[ "$b28" -gt 150 ] && b28=150
-say "28ls: budget ${b28} s"
-PYTHONUNBUFFERED=1 timeout $((b28 + 30)) "$py" "$root/bench/bench_lockstep.py" --memsnap "$M" \
-    --pythonpath "$d" --configs plain,default,driver,loaded-off,record,muted --rounds 10 \
-    --cycles 30 --cpus 2-9 --stage-cpus 10-15 --budget "$b28" --out "$work/lockstep-train.json" \
-    2>&1 | tee -a "$log"
-pack 28ls "$work/lockstep-train.json"
+# lockstep PART BUDGET WORKLOAD CONFIGS ROUNDS
+lockstep() {
+    say "$1: budget $2 s"
+    PYTHONUNBUFFERED=1 timeout $(($2 + 30)) "$py" "$root/bench/bench_lockstep.py" --memsnap "$M" \
+        --pythonpath "$d" --configs "$4" --workload "$3" --rounds "$5" --cycles 30 \
+        --cpus 2-9 --stage-cpus 10-15 --budget "$2" --out "$work/$1.json" 2>&1 | tee -a "$log"
+    pack "$1" "$work/$1.json"
+}
 
-# ---- 32: top and the metrics against memory_allocated()
-if [ "$(left)" -gt 100 ]; then
-    say "32: live_torch"
-    MEMSNAP_PYTHON=$(command -v "$py") timeout 100 "$py" "$here/live_torch.py" "$d-build" \
-        "$work/32" 2>&1 | tee -a "$log"
-    pack 32 "$work/32/memsnap-run-top.txt" "$work/32/memsnap-run-metrics.txt" \
-        "$work/32/memsnap.record-top.txt" "$work/32/memsnap.record-metrics.txt"
-fi
-
-# ---- 30: the engine's categories and the LoRA run's gradients
-if [ "$(left)" -gt 70 ]; then
-    say "30: serving_pools --parts lora"
-    mkdir -p "$work/30/plugin"
-    cp "$plug" "$work/30/plugin/"
-    MEMSNAP=$M CASE_DIR=$work/30 MEMSNAP_PYTHON=$(command -v "$py") \
-        PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH} timeout $(( $(left) - 10 )) bash "$here/serving_pools.sh" \
-        --parts lora 2>&1 | tee -a "$log"
-    pack 30 "$work/30/serving-pools/figures.json"
-fi
-
-# ---- 28lc: lockstep, the torch.compile loop, in what is left
-bc=$(( $(left) - 25 ))
-if [ "$bc" -gt 60 ]; then
-    say "28lc: budget ${bc} s"
-    PYTHONUNBUFFERED=1 timeout $((bc + 15)) "$py" "$root/bench/bench_lockstep.py" --memsnap "$M" \
-        --pythonpath "$d" --configs plain,default,record --workload compile --rounds 10 \
-        --cycles 30 --cpus 2-9 --stage-cpus 10-15 --budget "$bc" \
-        --out "$work/lockstep-compile.json" 2>&1 | tee -a "$log"
-    pack 28lc "$work/lockstep-compile.json"
-fi
+n=$(echo "$parts" | tr ',' '\n' | grep -c .)
+i=0
+for part in $(echo "$parts" | tr ',' ' '); do
+    i=$((i + 1))
+    rest=$(( $(left) - 20 ))
+    [ "$rest" -gt 40 ] || { say "$part: no time left"; break; }
+    case $part in
+    28ls) share=$(( rest * 45 / 100 )); [ "$i" = "$n" ] && share=$rest
+          lockstep 28ls "$share" train plain,default,driver,loaded-off,record,muted 10 ;;
+    28lb) share=$(( rest * 55 / 100 )); [ "$i" = "$n" ] && share=$rest
+          lockstep 28lb "$share" train plain,default,muted,plugin,nostack,nocompress,ring,nonodes 10 ;;
+    28lc) lockstep 28lc "$rest" compile plain,default,driver,record 10 ;;
+    32)
+        say "32: live_torch"
+        MEMSNAP_PYTHON=$(command -v "$py") timeout 100 "$py" "$here/live_torch.py" "$d-build" \
+            "$work/32" 2>&1 | tee -a "$log"
+        pack 32 "$work/32/memsnap-run-top.txt" "$work/32/memsnap-run-metrics.txt" \
+            "$work/32/memsnap.record-top.txt" "$work/32/memsnap.record-metrics.txt"
+        ;;
+    30)
+        say "30: serving_pools --parts lora"
+        mkdir -p "$work/30/plugin"
+        cp "$plug" "$work/30/plugin/"
+        MEMSNAP=$M CASE_DIR=$work/30 MEMSNAP_PYTHON=$(command -v "$py") \
+            PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH} timeout "$rest" bash "$here/serving_pools.sh" \
+            --parts lora 2>&1 | tee -a "$log"
+        pack 30 "$work/30/serving-pools/figures.json"
+        ;;
+    *) say "unknown part $part (28ls, 28lb, 28lc, 32, 30)" ;;
+    esac
+done
 say "done"

@@ -12,6 +12,8 @@
 #                 frames, so summary counts it a workspace, not a gradient
 #                 (the H200's LoRA run); a gradient of the same size beside it
 #                 stays the backward's;
+#   ws-fallback   the same made in a libtorch_cuda without the names the
+#                 recorder looks up (found by reading its symbols);
 #   refused       a fake libc10_cuda.so whose build-id no plugin has: one
 #                 line on stderr, the driver level recorded, exit code kept;
 #   loaded        a fake libc10_cuda.so and a plugin with its build-id: the
@@ -121,6 +123,25 @@ recs = [json.loads(l) for l in open(sys.argv[1])]
 stacks = {r["id"]: r["ips"] for r in recs if r.get("type") == "stack"}
 ws = [stacks[r["k"]] for r in recs if r.get("a") == "block_alloc" and r["n"] == 32 << 20]
 assert len(ws) == 2 and len(ws[0]) > 1 and len(ws[1]) == 1, ws
+PY
+    echo "1 passed, 0 failed"
+    ;;
+ws-fallback)  # a libtorch_cuda without the names: its workspace found by its symbols
+    run -o "$T/s.msnap" -- "$TORCH_TEST" ws-fallback "$WSFAKE_LIB" > "$T/out" 2> "$T/err" \
+        || fail "torch_test ws-fallback: $(cat "$T/err")"
+    "$MEMSNAP" summary --json "$T/s.msnap" > "$T/sum.json" 2> "$T/err"
+    python3 - "$T/sum.json" "$T/s.msnap" <<'PY' || fail "the workspace of a libtorch_cuda without the names"
+import json, sys
+s = json.load(open(sys.argv[1]))
+by = {i["category"]: i["peak"] for d in s.get("categories") or [] for i in d["items"]}
+assert by.get("workspaces") == 32 << 20, by
+assert sum(by.values()) == (64 << 20) + (1 << 20), by
+recs = [json.loads(l) for l in open(sys.argv[2])]
+stacks = {r["id"]: r["ips"] for r in recs if r.get("type") == "stack"}
+ws = [stacks.get(r.get("k"), []) for r in recs if r.get("a") == "block_alloc" and r["n"] == 32 << 20]
+# the workspace keeps its native frames; the gradient its node alone
+assert len(ws) == 2 and len(ws[0]) > 1 and len(ws[1]) == 1, ws
+print("ws-fallback: %s" % by)
 PY
     echo "1 passed, 0 failed"
     ;;

@@ -13,9 +13,14 @@
  *       unknown size (taken from the allocation); prints the ids;
  *   torch_test ws-backward
  *       the autograd thread's first matmul making cuBLAS's workspace (32
- *       MiB, inside a function named as PyTorch's handle getter, exported
- *       for dladdr) and a gradient of the same size beside it, both under
+ *       MiB, inside a function with the exported (mangled) name of
+ *       PyTorch's at::cuda::getCurrentCUDABlasHandle(), which the recorder
+ *       looks up) and a gradient of the same size beside it, both under
  *       node MmBackward0 and both kept;
+ *   torch_test ws-fallback LIB
+ *       the same with the workspace made inside fake_getNewWorkspace of LIB
+ *       (libtorch_cuda_wsfake.so: a libtorch_cuda without the names the
+ *       recorder looks up, found by reading its symbols);
  *   torch_test c10 LIBC10 N EXIT
  *       dlopens LIBC10 (a fake libc10_cuda.so), makes N allocations through
  *       it, frees all but the last, prints "first 0xADDR", exits with EXIT.
@@ -118,9 +123,10 @@ static int run_api2(void)
 }
 
 /* PyTorch's at::cuda::getCurrentCUDABlasHandle with getNewWorkspace and
- * setWorkspaceForHandle inlined: the workspace's block is made under it. */
+ * setWorkspaceForHandle inlined: the workspace's block is made under it.
+ * Its name is the C++ one's, mangled, as libtorch_cuda.so exports it. */
 __attribute__((visibility("default"), noinline)) void
-torch_test_getCurrentCUDABlasHandle(uint64_t addr, uint32_t node)
+_ZN2at4cuda24getCurrentCUDABlasHandleEv(uint64_t addr, uint32_t node)
 {
     trace2(MEMSNAP_TORCH_ALLOC, 0, addr, 32 << 20, 0x5000, 0, 32 << 20, 51, node);
     __asm__ volatile("" ::: "memory");   /* not a tail call */
@@ -132,7 +138,7 @@ static void *ws_backward_thread(void *arg)
 {
     (void)arg;
     uint32_t mm = node_id("MmBackward0");
-    torch_test_getCurrentCUDABlasHandle(seg3, mm);
+    _ZN2at4cuda24getCurrentCUDABlasHandleEv(seg3, mm);
     trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (32 << 20), 32 << 20, 0x5000, 0, 32 << 20, 51, mm);
     return NULL;
 }
@@ -152,6 +158,42 @@ static int run_ws_backward(void)
     trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (64 << 20), 1 << 20, 0x5000, 0, 1 << 20, 51, 0);
     pthread_t t;
     if (pthread_create(&t, NULL, ws_backward_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 1;
+    printf("seg %llu\n", (unsigned long long)seg3);
+    return 0;
+}
+
+/* ws-backward's workspace made inside LIB's fake_getNewWorkspace, on the
+ * autograd thread, then a gradient of the same size beside it. */
+static void (*fake_ws)(memsnap_trace_torch2_fn, uint64_t, uint32_t);
+
+static void *ws_fallback_thread(void *arg)
+{
+    (void)arg;
+    uint32_t mm = node_id("MmBackward0");
+    fake_ws(trace2, seg3, mm);
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (32 << 20), 32 << 20, 0x5000, 0, 32 << 20, 51, mm);
+    return NULL;
+}
+
+static int run_ws_fallback(const char *lib)
+{
+    trace2 = (memsnap_trace_torch2_fn)dlsym(RTLD_DEFAULT, "memsnap_trace_torch2");
+    node_id = (memsnap_torch_node_id_fn)dlsym(RTLD_DEFAULT, "memsnap_torch_node_id");
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    fake_ws = h ? (void (*)(memsnap_trace_torch2_fn, uint64_t, uint32_t))dlsym(
+                      h, "fake_getNewWorkspace")
+                : NULL;
+    if (!trace2 || !node_id || !fake_ws) {
+        fprintf(stderr, "torch_test: %s\n", h ? "memsnap_trace_torch2 not found" : dlerror());
+        return 1;
+    }
+    if (cuMemAlloc_v2(&seg3, 80 << 20) != CUDA_SUCCESS)
+        return 1;
+    trace2(MEMSNAP_TORCH_SEGMENT_ALLOC, 0, seg3, 80 << 20, 0x5000, 0, 0, 0, 0);
+    trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (64 << 20), 1 << 20, 0x5000, 0, 1 << 20, 51, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, ws_fallback_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
         return 1;
     printf("seg %llu\n", (unsigned long long)seg3);
     return 0;
@@ -194,8 +236,10 @@ int main(int argc, char **argv)
         return run_api2();
     if (argc == 2 && strcmp(argv[1], "ws-backward") == 0)
         return run_ws_backward();
+    if (argc == 3 && strcmp(argv[1], "ws-fallback") == 0)
+        return run_ws_fallback(argv[2]);
     if (argc == 5 && strcmp(argv[1], "c10") == 0)
         return run_c10(argv[2], atoi(argv[3]), atoi(argv[4]));
-    fprintf(stderr, "usage: torch_test api | api2 | ws-backward | c10 LIBC10 N EXIT\n");
+    fprintf(stderr, "usage: torch_test api | api2 | ws-backward | ws-fallback LIB | c10 LIBC10 N EXIT\n");
     return 2;
 }
