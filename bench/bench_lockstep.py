@@ -91,7 +91,7 @@ def worker(a):
         except OSError:
             pass
     from recorder_events import events
-    from train_workload import make_step
+    from train_workload import make_step, pin_threads
     step, sync = make_step(a.workload)
     rec = None
     if mode == "record":
@@ -111,16 +111,7 @@ def worker(a):
         mute(1 if mode == "muted" else 2)
         step()
         sync()
-    # the launching thread alone on the first CPU, every other on the rest
-    me = threading.get_native_id()
-    if len(cpus) > 1:
-        os.sched_setaffinity(me, {cpus[0]})
-        for t in os.listdir("/proc/self/task"):
-            if int(t) != me:
-                try:
-                    os.sched_setaffinity(int(t), set(cpus[1:]))
-                except OSError:
-                    pass
+    pin_threads(cpus)
     e0 = events()
     n = 0
     say("READY")

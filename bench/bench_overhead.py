@@ -67,7 +67,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -110,7 +109,7 @@ def worker(a):
                     v[k] = int(val)
         return v
 
-    from train_workload import make_step
+    from train_workload import make_step, pin_threads
     step, _ = make_step(a.workload)
     dev = torch.device("cuda")
 
@@ -136,29 +135,14 @@ def worker(a):
             norm.append(wall[-1] / calib())
         return wall, cpu, norm
 
-    def pin_threads():
-        """After the warm-up (PyTorch's autograd thread exists then): the
-        launching thread alone on the first CPU of the set, every other
-        thread on the rest, so that the two busy threads of a step sit on
-        the same cores in every process (the scheduler placed them anew
-        each time: the launching thread's CPU time per step differed by up
-        to 50% between processes of one configuration)."""
-        cpus = sorted(os.sched_getaffinity(0))
-        if a.no_pin or len(cpus) < 2:
-            return
-        me = threading.get_native_id()
-        os.sched_setaffinity(me, {cpus[0]})
-        for t in os.listdir("/proc/self/task"):
-            if int(t) != me:
-                try:
-                    os.sched_setaffinity(int(t), set(cpus[1:]))
-                except OSError:
-                    pass   # a thread that ended meanwhile
+    def pin():
+        if not a.no_pin:
+            pin_threads(sorted(os.sched_getaffinity(0)))
 
     for _ in range(a.warmup):
         step()
     torch.cuda.synchronize()
-    pin_threads()
+    pin()
     calib()
     e0, s0 = events(), switches()
     c0 = census_now() if census else None

@@ -45,28 +45,13 @@ MODES = ["plain", "memsnap", "memsnap-full", "memsnap-nostack", "memsnap-driver"
 def worker(mode, steps, warmup):
     """One process: train, print 'RESULT mode median_ms events_per_step'."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     if mode.startswith("hist-"):
         torch.cuda.memory._record_memory_history(stacks=mode[5:], max_entries=1_000_000)
     from recorder_events import events
 
-    torch.manual_seed(0)
-    dev = torch.device("cuda")
-    cfg = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
-                      num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=16,
-                      max_position_embeddings=1024)
-    model = LlamaForCausalLM(cfg).to(dev)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, cfg.vocab_size, (8, 512), device=dev)
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    from train_workload import make_step
+    step, _ = make_step("train")
 
     for _ in range(warmup):
         step()

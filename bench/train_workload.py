@@ -8,10 +8,13 @@ simulated device (libcuda.so.1 on LD_LIBRARY_PATH, as `memsnap run
 --sim-device` sets it) allocates and frees 64 blocks a step between bits of
 pure-Python work.
 
-make_step(workload) -> step(): one training step, not waited for (the
-caller synchronizes with sync()).
+make_step(workload) -> (step, sync): one training step, not waited for,
+and what waits for it.  pin_threads(cpus): the launching thread alone on
+the first CPU, the others on the rest.
 """
 import ctypes
+import os
+import threading
 
 
 def _torch_step(workload):
@@ -64,6 +67,25 @@ def _sim_step():
             cu.cuMemFree_v2(p)
 
     return step, lambda: None
+
+
+def pin_threads(cpus):
+    """After the warm-up (PyTorch's autograd thread exists then): the calling
+    (launching) thread alone on the first of cpus, every other thread of the
+    process on the rest, so that the two busy threads of a step sit on the
+    same cores in every process (the scheduler placed them anew each time:
+    the launching thread's CPU time per step differed by up to 50% between
+    processes of one configuration)."""
+    if len(cpus) < 2:
+        return
+    me = threading.get_native_id()
+    os.sched_setaffinity(me, {cpus[0]})
+    for t in os.listdir("/proc/self/task"):
+        if int(t) != me:
+            try:
+                os.sched_setaffinity(int(t), set(cpus[1:]))
+            except OSError:
+                pass   # a thread that ended meanwhile
 
 
 def make_step(workload):

@@ -134,11 +134,15 @@ _ZN2at4cuda24getCurrentCUDABlasHandleEv(uint64_t addr, uint32_t node)
 
 static CUdeviceptr seg3;
 
+/* The function that makes the workspace: the handle getter above, or a
+ * library's (ws-fallback). */
+static void (*make_ws)(uint64_t addr, uint32_t node) = _ZN2at4cuda24getCurrentCUDABlasHandleEv;
+
 static void *ws_backward_thread(void *arg)
 {
     (void)arg;
     uint32_t mm = node_id("MmBackward0");
-    _ZN2at4cuda24getCurrentCUDABlasHandleEv(seg3, mm);
+    make_ws(seg3, mm);
     trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (32 << 20), 32 << 20, 0x5000, 0, 32 << 20, 51, mm);
     return NULL;
 }
@@ -163,40 +167,26 @@ static int run_ws_backward(void)
     return 0;
 }
 
-/* ws-backward's workspace made inside LIB's fake_getNewWorkspace, on the
- * autograd thread, then a gradient of the same size beside it. */
+/* ws-backward with the workspace made inside LIB's fake_getNewWorkspace. */
 static void (*fake_ws)(memsnap_trace_torch2_fn, uint64_t, uint32_t);
 
-static void *ws_fallback_thread(void *arg)
+static void fake_make_ws(uint64_t addr, uint32_t node)
 {
-    (void)arg;
-    uint32_t mm = node_id("MmBackward0");
-    fake_ws(trace2, seg3, mm);
-    trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (32 << 20), 32 << 20, 0x5000, 0, 32 << 20, 51, mm);
-    return NULL;
+    fake_ws(trace2, addr, node);
 }
 
 static int run_ws_fallback(const char *lib)
 {
-    trace2 = (memsnap_trace_torch2_fn)dlsym(RTLD_DEFAULT, "memsnap_trace_torch2");
-    node_id = (memsnap_torch_node_id_fn)dlsym(RTLD_DEFAULT, "memsnap_torch_node_id");
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     fake_ws = h ? (void (*)(memsnap_trace_torch2_fn, uint64_t, uint32_t))dlsym(
                       h, "fake_getNewWorkspace")
                 : NULL;
-    if (!trace2 || !node_id || !fake_ws) {
-        fprintf(stderr, "torch_test: %s\n", h ? "memsnap_trace_torch2 not found" : dlerror());
+    if (!fake_ws) {
+        fprintf(stderr, "torch_test: %s\n", h ? "no fake_getNewWorkspace" : dlerror());
         return 1;
     }
-    if (cuMemAlloc_v2(&seg3, 80 << 20) != CUDA_SUCCESS)
-        return 1;
-    trace2(MEMSNAP_TORCH_SEGMENT_ALLOC, 0, seg3, 80 << 20, 0x5000, 0, 0, 0, 0);
-    trace2(MEMSNAP_TORCH_ALLOC, 0, seg3 + (64 << 20), 1 << 20, 0x5000, 0, 1 << 20, 51, 0);
-    pthread_t t;
-    if (pthread_create(&t, NULL, ws_fallback_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
-        return 1;
-    printf("seg %llu\n", (unsigned long long)seg3);
-    return 0;
+    make_ws = fake_make_ws;
+    return run_ws_backward();
 }
 
 static int run_c10(const char *lib, int n, int code)
