@@ -312,6 +312,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cpus", default="2-9")
     ap.add_argument("--stage-cpus", default="10-15")
+    ap.add_argument("--writer-cpus", default="15",
+                    help="the recorder's writer thread's CPUs in configuration writerfar")
     ap.add_argument("--workload", choices=["train", "compile", "sim"], default="train")
     ap.add_argument("--run-args", default="", help="more `memsnap run` arguments "
                     "(--sim-device 8G for the sim workload)")

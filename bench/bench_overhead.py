@@ -35,6 +35,8 @@ Configurations (--configs, comma-separated; NAME@BUILD takes memsnap from
   nocompress      memsnap run with MEMSNAP_COMPRESS=none (no zstd)
   nonodes         memsnap run with MEMSNAP_TORCH_NODES=0 (the plugin looks up
                   no autograd state)
+  writerfar       memsnap run with the writer thread on CPU 15 alone
+                  (MEMSNAP_WRITER_CPUS; bench_lockstep.py --writer-cpus)
   plain+record    plain, then in the same process memsnap.record() (the
                   Python package of --pythonpath) around blocks of steps,
                   recorded and not, alternately: the plain figure is the
@@ -345,8 +347,10 @@ def command(name, a, builds):
         env["MEMSNAP_COMPRESS"] = "none"
     if base == "nonodes":
         env["MEMSNAP_TORCH_NODES"] = "0"
+    if base == "writerfar":
+        env["MEMSNAP_WRITER_CPUS"] = getattr(a, "writer_cpus", None) or "15"
     if base in ("driver", "driver-nonvtx", "default", "default-nonvtx", "default-mono",
-                "nostack", "ring", "nocompress", "nonodes"):
+                "nostack", "ring", "nocompress", "nonodes", "writerfar"):
         return run + ["--"], env
     raise SystemExit("bench_overhead.py: unknown configuration %r" % name)
 

@@ -75,17 +75,24 @@ def pin_threads(cpus):
     process on the rest, so that the two busy threads of a step sit on the
     same cores in every process (the scheduler placed them anew each time:
     the launching thread's CPU time per step differed by up to 50% between
-    processes of one configuration)."""
+    processes of one configuration).  The recorder's writer stays where
+    MEMSNAP_WRITER_CPUS put it."""
     if len(cpus) < 2:
         return
     me = threading.get_native_id()
     os.sched_setaffinity(me, {cpus[0]})
+    keep_writer = bool(os.environ.get("MEMSNAP_WRITER_CPUS"))   # pinned by the recorder
     for t in os.listdir("/proc/self/task"):
-        if int(t) != me:
-            try:
-                os.sched_setaffinity(int(t), set(cpus[1:]))
-            except OSError:
-                pass   # a thread that ended meanwhile
+        if int(t) == me:
+            continue
+        try:
+            if keep_writer:
+                with open("/proc/self/task/%s/comm" % t) as f:
+                    if f.read().strip() == "memsnap-writer":
+                        continue
+            os.sched_setaffinity(int(t), set(cpus[1:]))
+        except OSError:
+            pass   # a thread that ended meanwhile
 
 
 def make_step(workload):

@@ -97,6 +97,35 @@ static int parse_signal(const char *s, int *out)
     return -1;
 }
 
+/* A CPU list as taskset and /sys write them ("0-3,8,10-11") into mask
+ * (1024 bits).  0, or -1 for anything else (an empty list, a range going
+ * down, a CPU past 1023). */
+static int parse_cpu_list(const char *s, uint64_t mask[16])
+{
+    memset(mask, 0, 16 * sizeof mask[0]);
+    for (;;) {
+        char *e;
+        if (*s < '0' || *s > '9')
+            return -1;
+        unsigned long lo = strtoul(s, &e, 10), hi = lo;
+        if (*e == '-') {
+            s = e + 1;
+            if (*s < '0' || *s > '9')
+                return -1;
+            hi = strtoul(s, &e, 10);
+        }
+        if (lo > hi || hi > 1023)
+            return -1;
+        for (unsigned long c = lo; c <= hi; c++)
+            mask[c / 64] |= 1ull << (c % 64);
+        if (*e == 0)
+            return 0;
+        if (*e != ',')
+            return -1;
+        s = e + 1;
+    }
+}
+
 int config_load(void)
 {
     memset(&g_cfg, 0, sizeof g_cfg);
@@ -160,6 +189,12 @@ int config_load(void)
             g_cfg.mode = MODE_RING;
         else
             rc |= bad("MEMSNAP_MODE", s, "expected stream or ring");
+    }
+    if ((s = getenv("MEMSNAP_WRITER_CPUS")) && *s) {
+        if (strlen(s) >= sizeof g_cfg.writer_cpus || parse_cpu_list(s, g_cfg.writer_mask) != 0)
+            rc |= bad("MEMSNAP_WRITER_CPUS", s, "expected CPU numbers 0-1023 and ranges, e.g. 14,15 or 12-15");
+        else
+            snprintf(g_cfg.writer_cpus, sizeof g_cfg.writer_cpus, "%s", s);
     }
     uint64_t v;
     v = g_cfg.ring_events;
@@ -288,7 +323,7 @@ size_t config_to_json(char *buf, size_t cap, int in_process)
                      "\"max_stacks\":%llu,\"python_frames\":%d,\"python_depth\":%d,\"python_native_depth\":%d,"
                      "\"torch_native_depth\":%s,\"torch_free_stacks\":%d,\"torch_nodes\":%d,"
                      "\"torch_free_requested\":%d,"
-                     "\"nvtx\":\"%s\",\"in_process\":%d}",
+                     "\"nvtx\":\"%s\",\"in_process\":%d%s%s%s}",
                      g_cfg.mode == MODE_RING ? "ring" : "stream",
                      (unsigned long long)g_cfg.ring_events, g_cfg.stack_depth, g_cfg.flush_ms,
                      g_cfg.counters_ms, oom[g_cfg.oom_dump], g_cfg.dump_signal,
@@ -299,6 +334,7 @@ size_t config_to_json(char *buf, size_t cap, int in_process)
                      g_cfg.py_native_depth, tnd, g_cfg.torch_free_stacks, g_cfg.torch_nodes,
                      g_cfg.torch_free_requested,
                      g_cfg.nvtx == NVTX_OFF ? "off" : g_cfg.nvtx == NVTX_ALL ? "all" : "default",
-                     in_process);
+                     in_process, g_cfg.writer_cpus[0] ? ",\"writer_cpus\":\"" : "",
+                     g_cfg.writer_cpus, g_cfg.writer_cpus[0] ? "\"" : "");
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }

@@ -76,6 +76,8 @@ typedef struct rec_config {
                                  SLURM_PROCID, the first that is a number */
     int nvtx;                 /* NVTX ranges and marks recorded (nvtx.c):
                                  NVTX_OFF, NVTX_DEFAULT_DOMAIN, NVTX_ALL */
+    char writer_cpus[256];    /* MEMSNAP_WRITER_CPUS as given ("" = anywhere) */
+    uint64_t writer_mask[16]; /* the same, parsed: CPU c is bit c % 64 of word c / 64 */
 } rec_config;
 
 enum { NVTX_OFF = 0, NVTX_DEFAULT_DOMAIN = 1, NVTX_ALL = 2 };

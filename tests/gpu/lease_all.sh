@@ -10,7 +10,7 @@
 #         fresh processes every round), the training loop: issue 28's table
 #   28lb  the bisection of the defaults' cost, the same way: the tracker
 #         muted, the plugin's own work alone, no stacks, no zstd, ring mode,
-#         no autograd nodes
+#         no autograd nodes, the writer thread on a CPU of its own (15)
 #   28lc  the lockstep on the torch.compile loop: plain, default, driver,
 #         memsnap.record()
 #   32    memsnap top --once and the Prometheus metrics against
@@ -88,7 +88,7 @@ for part in $(echo "$parts" | tr ',' ' '); do
     28ls) share=$(( rest * 45 / 100 )); [ "$i" = "$n" ] && share=$rest
           lockstep 28ls "$share" train plain,default,driver,loaded-off,record,muted 10 ;;
     28lb) share=$(( rest * 55 / 100 )); [ "$i" = "$n" ] && share=$rest
-          lockstep 28lb "$share" train plain,default,muted,plugin,nostack,nocompress,ring,nonodes 10 ;;
+          lockstep 28lb "$share" train plain,default,muted,plugin,nostack,nocompress,ring,nonodes,writerfar 10 ;;
     28lc) lockstep 28lc "$rest" compile plain,default,driver,record 10 ;;
     32)
         say "32: live_torch"

@@ -209,6 +209,41 @@ nvtx)  # NVTX ranges through the injection library: every domain by default, the
     NVTX_TEST_ENV=$(run --nvtx off -- env | grep -c '^NVTX_INJECTION64_PATH=')
     [ "$NVTX_TEST_ENV" = 0 ] || fail "--nvtx off still names an NVTX injection"
     ;;
+writer-cpus)  # MEMSNAP_WRITER_CPUS: the writer thread, named memsnap-writer, runs on those
+    # CPUs alone and the header says so; CPUs it may not use leave it where it was, with
+    # one line; a bad list is refused before the program runs
+    cat > "$T/threads.py" <<'PY'
+import ctypes, os, time
+cu = ctypes.CDLL("libcuda.so.1")
+ctx, dev, p = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_uint64()
+assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev) == 0
+assert cu.cuMemAlloc_v2(ctypes.byref(p), 1 << 20) == 0   # the writer starts here
+for _ in range(100):
+    names = {open("/proc/self/task/%s/comm" % t).read().strip(): int(t)
+             for t in os.listdir("/proc/self/task")}
+    if "memsnap-writer" in names:
+        break
+    time.sleep(0.01)
+print("writer", sorted(os.sched_getaffinity(names["memsnap-writer"])))
+print("program", sorted(os.sched_getaffinity(0)))
+PY
+    last=$(( $(nproc) - 1 ))
+    MEMSNAP_WRITER_CPUS=$last run -o "$T/s.msnap" --compress none -- python3 "$T/threads.py" \
+        > "$T/out" 2> "$T/err" || fail "the program failed: $(cat "$T/err")"
+    grep -qx "writer \[$last\]" "$T/out" || fail "writer not on CPU $last: $(cat "$T/out")"
+    grep -q '"writer_cpus":"'"$last"'"' "$T/s.msnap" || fail "the header does not say writer_cpus"
+    MEMSNAP_WRITER_CPUS=1023 run -o "$T/t.msnap" -- python3 "$T/threads.py" \
+        > "$T/out2" 2> "$T/err2" || fail "CPU 1023 changed the program: $(cat "$T/err2")"
+    grep -q "MEMSNAP_WRITER_CPUS=1023: the writer thread cannot run there" "$T/err2" ||
+        fail "no line for a CPU it may not use: $(cat "$T/err2")"
+    prog=$(sed -n 's/^program //p' "$T/out2")
+    grep -qxF "writer $prog" "$T/out2" || fail "the writer moved anyway: $(cat "$T/out2")"
+    MEMSNAP_WRITER_CPUS=3-1 run -o "$T/u.msnap" -- true 2> "$T/err3"; rc=$?
+    [ $rc = 2 ] || fail "a bad list: exit $rc, expected 2"
+    grep -q 'MEMSNAP_WRITER_CPUS="3-1" is not valid' "$T/err3" || fail "unclear: $(cat "$T/err3")"
+    echo "4 passed, 0 failed"
+    ;;
 bad-settings)  # bad MEMSNAP_* values: one line, recording off, program unchanged
     out=$(MEMSNAP_MODE=bogus LD_PRELOAD="$MEMSNAP_LIB" LD_LIBRARY_PATH="$MEMSNAP_SIMDEV_DIR" \
           MEMSNAP_OUTPUT="$T/s.msnap" "$ROUTE_TEST" direct 2>"$T/err")
