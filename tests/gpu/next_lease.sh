@@ -1,7 +1,9 @@
 #!/bin/bash
 # What is still to be run on one H200 (issues 28, 30, 32, 33), one part a
 # device call (each fits the 600 s a call may take), in the order they
-# matter.  Everything is the wheel that scripts/build-wheel.sh (or
+# matter.  Issue 28 is now measured in lockstep against plain processes:
+# tests/gpu/lease_all.sh runs that (parts 28ls, 28lb, 28lc) and 32 and 30
+# in one call; the parts below are the process-by-process method before it.  Everything is the wheel that scripts/build-wheel.sh (or
 # `pip wheel --no-build-isolation --no-deps -w DIR .`) made, carried in the
 # working tree's .gpu/ folder; results under OUT (the device tool's $OUT).
 #
