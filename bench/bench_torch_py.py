@@ -45,9 +45,9 @@ lib.deep_configure(a.pollute, int(a.node))
 
 
 lib.deep_traced_ticks.restype = ctypes.c_uint64
-
-
 lib.deep_tsc.restype = ctypes.c_uint64
+lib.deep_time_entries.argtypes = [ctypes.c_int]
+lib.deep_time_entries(int(a.entries_only))
 
 
 def tsc_ghz():
@@ -68,8 +68,8 @@ def batches():
         fn(a.native_depth, a.pairs)
         dt = time.perf_counter_ns() - t0
         tk = lib.deep_traced_ticks()
-        # --entries-only: the entries' own time (TSC ticks at --tsc-ghz), not
-        # the pollution between them
+        # --entries-only: the entries' own time (TSC ticks over the TSC's
+        # rate), not the pollution between them
         times.append((tk / a.tsc_ghz if a.entries_only else dt) / (3 * a.pairs))
         time.sleep(0.002)
     return times

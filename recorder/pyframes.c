@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "mapmem.h"
+#include "modrange.h"
 #include "pyframes.h"
 #include "recorder.h"
 #include "stacktab.h"
@@ -539,13 +540,6 @@ static void notice(const char *msg)
         fprintf(stderr, "memsnap: %s; stacks hold native frames only\n", msg);
 }
 
-/* A pointer from a dynamic section entry: glibc relocates most in place,
- * but not every loader does. */
-static const char *dyn_ptr(ElfW(Addr) p, ElfW(Addr) base)
-{
-    return (const char *)(p < base ? p + base : p);
-}
-
 /* 1 when the object that defines PyThread_acquire_lock (fn) takes both
  * sem_init and sem_trywait from the C library: CPython's thread_pthread.h
  * builds its locks on POSIX semaphores then (USE_SEMAPHORES, which every
@@ -567,12 +561,12 @@ int pyframes_lock_is_semaphore(const void *fn)
     int pltrel = DT_RELA;
     for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
         switch (d->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
-        case DT_STRTAB: strtab = dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
+        case DT_SYMTAB: symtab = (const ElfW(Sym) *)(const char *)rec_dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
+        case DT_STRTAB: strtab = (const char *)rec_dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
         case DT_STRSZ: strsz = d->d_un.d_val; break;
-        case DT_RELA: rel[0] = (const ElfW(Rela) *)dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
+        case DT_RELA: rel[0] = (const ElfW(Rela) *)(const char *)rec_dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
         case DT_RELASZ: relsz[0] = d->d_un.d_val; break;
-        case DT_JMPREL: rel[1] = (const ElfW(Rela) *)dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
+        case DT_JMPREL: rel[1] = (const ElfW(Rela) *)(const char *)rec_dyn_ptr(d->d_un.d_ptr, lm->l_addr); break;
         case DT_PLTRELSZ: relsz[1] = d->d_un.d_val; break;
         case DT_PLTREL: pltrel = (int)d->d_un.d_val; break;
         default: break;

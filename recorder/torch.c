@@ -463,25 +463,25 @@ typedef struct dynsyms {
     const ElfW(Sym) *sym;
     const char *str;
     size_t strsz;
-    const uint32_t *gnu;             /* DT_GNU_HASH, or NULL */
     uint32_t nsym;
     ElfW(Addr) base;
+    /* DT_GNU_HASH (nbuckets 0: none): its buckets, and the chain of the
+     * symbols from symoffset on */
+    uint32_t nbuckets, symoffset;
+    const uint32_t *buckets, *chain;
 } dynsyms;
 
-/* The number of symbols a DT_GNU_HASH table covers (the highest index in
+/* The number of symbols ds's GNU hash table covers (the highest index in
  * its chains, plus one). */
-static uint32_t gnu_hash_symbols(const uint32_t *gh)
+static uint32_t gnu_hash_symbols(const dynsyms *ds)
 {
-    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
-    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
-    const uint32_t *chain = buckets + nbuckets;
     uint32_t last = 0;
-    for (uint32_t i = 0; i < nbuckets; i++)
-        if (buckets[i] > last)
-            last = buckets[i];
-    if (last < symoffset)
-        return symoffset;
-    while (!(chain[last - symoffset] & 1))
+    for (uint32_t i = 0; i < ds->nbuckets; i++)
+        if (ds->buckets[i] > last)
+            last = ds->buckets[i];
+    if (last < ds->symoffset)
+        return ds->symoffset;
+    while (!(ds->chain[last - ds->symoffset] & 1))
         last++;
     return last + 1;
 }
@@ -489,20 +489,14 @@ static uint32_t gnu_hash_symbols(const uint32_t *gh)
 /* The defined symbol name of ds through its GNU hash table, or NULL. */
 static const ElfW(Sym) *gnu_lookup(const dynsyms *ds, const char *name)
 {
-    const uint32_t *gh = ds->gnu;
-    uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
-    if (!nbuckets)
-        return NULL;
-    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + bloom_words);
-    const uint32_t *chain = buckets + nbuckets;
     uint32_t h = 5381;
     for (const unsigned char *c = (const unsigned char *)name; *c; c++)
         h = h * 33 + *c;
-    uint32_t i = buckets[h % nbuckets];
-    if (i < symoffset)
+    uint32_t i = ds->buckets[h % ds->nbuckets];
+    if (i < ds->symoffset)
         return NULL;
     for (;; i++) {
-        uint32_t ch = chain[i - symoffset];
+        uint32_t ch = ds->chain[i - ds->symoffset];
         const ElfW(Sym) *y = &ds->sym[i];
         if ((ch | 1) == (h | 1) && y->st_name < ds->strsz && !strcmp(ds->str + y->st_name, name))
             return y->st_shndx != SHN_UNDEF ? y : NULL;
@@ -531,19 +525,26 @@ static int read_dynsyms(const struct dl_phdr_info *info, dynsyms *ds)
     if (!dyn)
         return -1;
     for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
-        /* glibc relocates these in place; not every loader does */
-        ElfW(Addr) p = d->d_un.d_ptr < ds->base ? d->d_un.d_ptr + ds->base : d->d_un.d_ptr;
+        uintptr_t p = rec_dyn_ptr(d->d_un.d_ptr, ds->base);
+        const uint32_t *gh = (const uint32_t *)p;
         switch (d->d_tag) {
         case DT_SYMTAB: ds->sym = (const ElfW(Sym) *)p; break;
         case DT_STRTAB: ds->str = (const char *)p; break;
         case DT_STRSZ: ds->strsz = d->d_un.d_val; break;
-        case DT_HASH: if (!ds->nsym) ds->nsym = ((const uint32_t *)p)[1]; break;
-        case DT_GNU_HASH: ds->gnu = (const uint32_t *)p; break;
+        case DT_HASH: if (!ds->nsym) ds->nsym = gh[1]; break;
+        case DT_GNU_HASH:
+            /* nbuckets, symoffset, bloom words, bloom shift; the bloom
+             * filter; the buckets; the chain */
+            ds->nbuckets = gh[0];
+            ds->symoffset = gh[1];
+            ds->buckets = (const uint32_t *)((const ElfW(Addr) *)(gh + 4) + gh[2]);
+            ds->chain = ds->buckets + ds->nbuckets;
+            break;
         default: break;
         }
     }
-    if (ds->gnu)
-        ds->nsym = gnu_hash_symbols(ds->gnu);
+    if (ds->nbuckets)
+        ds->nsym = gnu_hash_symbols(ds);
     return ds->sym && ds->str ? 0 : -1;
 }
 
@@ -556,7 +557,7 @@ static int ws_scan_object(struct dl_phdr_info *info, size_t size, void *arg)
     if (read_dynsyms(info, &ds))
         return 0;
     int before = ws_nranges;
-    for (size_t k = 0; ds.gnu && k < sizeof ws_syms / sizeof ws_syms[0]; k++) {
+    for (size_t k = 0; ds.nbuckets && k < sizeof ws_syms / sizeof ws_syms[0]; k++) {
         const ElfW(Sym) *y = gnu_lookup(&ds, ws_syms[k]);
         if (y)
             ws_add_range(&ds, y);
