@@ -120,6 +120,20 @@ static int py_lock_sem;              /* 1: the head lock is a sem_t, taken with 
 static unlock_fn py_unlock;          /* PyThread_release_lock, or (3.13) PyMutex_Unlock */
 static uintptr_t eval_lo, eval_hi;   /* _PyEval_EvalFrameDefault's code */
 
+/* The code watcher (3.12+): see "Watching code objects die" below. */
+typedef int (*pending_fn)(int (*)(void *), void *);
+typedef int (*add_watcher_fn)(int (*)(int, void *));
+static pending_fn py_add_pending;    /* Py_AddPendingCall */
+static add_watcher_fn py_add_watcher;   /* PyCode_AddWatcher */
+static void (*py_err_clear)(void);
+enum { WATCH_NONE = 0, WATCH_ASKED, WATCH_ON, WATCH_NEVER };
+/* Read at every walk, written about never: a line of their own. */
+static struct {
+    _Atomic uint32_t epoch;          /* +1 at each death of a code object we named */
+    _Atomic int state;               /* WATCH_* */
+    int asks;                        /* Py_AddPendingCall refusals */
+} watch __attribute__((aligned(64)));
+
 /* ---- the code table --------------------------------------------------------------- */
 
 #define CODE_MAX 65536u              /* code objects */
@@ -317,6 +331,76 @@ static uint32_t code_id(const void *co, int gil)
     return 0;
 }
 
+/* ---- Watching code objects die (3.12+) ---------------------------------------------
+ * A thread that released the GIL (every allocation of a PyTorch op) holds no
+ * reference of ours on the code objects it shows, so a way of its cache
+ * proves each frame's code object by reading its co_version: one more cache
+ * line a frame, about a third of a walk's time on a cold stack.  A code
+ * watcher (PyCode_AddWatcher) is told of every code object's death before
+ * its memory is freed.  With one in place, a code object proven once by
+ * its version, on the thread's own stack (so alive then), stays the object
+ * at that address until the watcher says it died: its way is kept without
+ * a check (want 0), and every death of a code object the table names
+ * moves watch.epoch on, which sends each thread back to checking versions
+ * at its next walk.  A thread cannot miss a death that matters: a code
+ * object made at a dead one's address can only be on its stack after it
+ * ran Python, i.e. took the GIL from the thread that saw the death.
+ *
+ * A watcher is added with the GIL held, which this recorder never takes:
+ * Py_AddPendingCall (callable without the GIL from any thread) asks the
+ * main thread to add it at its next check of the eval loop's breaker.
+ * Until it runs (or where it cannot: 3.11, no slot left), versions are
+ * read as before. */
+
+/* 1 when the table has an entry for the code object at co's address. */
+static int code_named(const void *co)
+{
+    uintptr_t key = (uintptr_t)co;
+    uint64_t h = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
+    for (uint32_t probe = 0, i = (uint32_t)(h >> 40) & (CODE_SLOTS - 1); probe < 64;
+         probe++, i = (i + 1) & (CODE_SLOTS - 1)) {
+        uintptr_t cur = atomic_load_explicit(&slots[i].key, memory_order_acquire);
+        if (cur == 0)
+            return 0;
+        if (cur == key)
+            return 1;
+    }
+    return 0;
+}
+
+/* The watcher: called with the GIL for every code object made and freed. */
+static int code_watch(int event, void *co)
+{
+    if (event == 1 /* PY_CODE_EVENT_DESTROY */ && code_named(co))
+        atomic_fetch_add_explicit(&watch.epoch, 1, memory_order_release);
+    return 0;
+}
+
+/* Run by the main thread with the GIL (a pending call). */
+static int watch_start(void *arg)
+{
+    (void)arg;
+    if (py_add_watcher(code_watch) < 0) {
+        py_err_clear();               /* no watcher slot left: versions, as before */
+        atomic_store_explicit(&watch.state, WATCH_NEVER, memory_order_release);
+    } else {
+        atomic_store_explicit(&watch.state, WATCH_ON, memory_order_release);
+    }
+    return 0;
+}
+
+/* Asks the main thread for the watcher, once (a refused ask is tried again
+ * at later walks, 16 times at most).  Called on a thread that has a Python
+ * state, outside the head lock, and not during finalization. */
+static __attribute__((noinline)) void watch_ask(void)
+{
+    int none = WATCH_NONE;
+    if (!atomic_compare_exchange_strong(&watch.state, &none, WATCH_ASKED))
+        return;
+    if (py_add_pending(watch_start, NULL) != 0)
+        atomic_store(&watch.state, ++watch.asks < 16 ? WATCH_NONE : WATCH_NEVER);
+}
+
 /* ---- the per-thread cache ------------------------------------------------------------
  * code_id() costs a hash probe and, for a code object that holds no reference
  * of ours, the fingerprint (same_code) read through the table and the arena:
@@ -383,6 +467,7 @@ typedef struct seen_cache {
     seen way[SEEN_WAYS];             /* set k: ways k * SEEN_ASSOC ... */
     proven prov[SEEN_WAYS];          /* by the same index */
     uint8_t victim[SEEN_SETS];       /* the next way of a full set to refill */
+    uint32_t epoch;                  /* watch.epoch when the ways were last checked */
 } seen_cache;
 
 static seen_cache *caches;
@@ -520,7 +605,8 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     s->id = id;
     if (referenced || (version && L->minor >= 12)) {
         /* 0: held by a reference of ours, nothing to check (walk_proven_t) */
-        pv->want = referenced ? 0 : version;
+        pv->want = referenced || atomic_load_explicit(&watch.state, memory_order_acquire) ==
+                                     WATCH_ON ? 0 : version;
         pv->start = (uint32_t)L->co_code + 2 * (uint32_t)s->first;
         pv->tag = py_entry(id, 0);
         pv->base = pv->tag - (uint64_t)(uintptr_t)co - (uint64_t)L->co_code;
@@ -625,6 +711,13 @@ static int py_start(void)
     py_main_interp = (get_ptr_fn)sym("PyInterpreterState_Main");
     py_incref = (incref_fn)sym("Py_IncRef");
     py_code_type = sym("PyCode_Type");
+    if (minor >= 12) {
+        py_add_pending = (pending_fn)sym("Py_AddPendingCall");
+        py_add_watcher = (add_watcher_fn)sym("PyCode_AddWatcher");
+        py_err_clear = (void (*)(void))sym("PyErr_Clear");
+    }
+    if (!py_add_pending || !py_add_watcher || !py_err_clear || !g_cfg.py_watch)
+        atomic_store(&watch.state, WATCH_NEVER);
     if (!py_current || !py_gil_this || !py_main_interp || !py_incref || !py_code_type) {
         notice("this Python lacks an exported function memsnap reads frames with");
         return PY_OFF;
@@ -723,7 +816,8 @@ static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil)
  * entry: 3.11's is-entry byte (else -1); typed: 3.13. */
 static inline __attribute__((always_inline)) int
 walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *grp, int maxp,
-              stacktab_key *key, const py_layout *l, const int typed, const int with_grp)
+              stacktab_key *key, const py_layout *l, const int typed, const int with_grp,
+              int watching)
 {
     const long o_owner = l->fr_owner, o_code = l->fr_code, o_instr = l->fr_instr,
                o_prev = l->fr_previous, o_code0 = l->co_code, o_version = l->co_version;
@@ -762,10 +856,15 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
          * object's while we hold it; any other way is proven by the
          * object's own version (never 0 for such a way), read in place.
          * 3.11's ways are all held by references. */
-        if (o_version >= 0 && p->want &&
-            ((typed && RD(co, OB_TYPE, const void *) != code_type) ||
-             RD(co, o_version, uint32_t) != p->want))
-            return -1;
+        if (o_version >= 0 && p->want) {
+            if ((typed && RD(co, OB_TYPE, const void *) != code_type) ||
+                RD(co, o_version, uint32_t) != p->want)
+                return -1;
+            /* Proven now, on this stack: alive, and the watcher will say
+             * when it dies (see "Watching code objects die"). */
+            if (watching)
+                ((proven *)p)->want = 0;
+        }
         const char *instr = RD(fr, o_instr, const char *);
         /* At or past the first traceable instruction (incomplete frames are
          * skipped, as CPython's tracebacks do; a generator's is kept). */
@@ -795,20 +894,31 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
 
 static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cache *cache,
                                                  uint64_t *py, uint16_t *grp, int maxp,
-                                                 stacktab_key *key)
+                                                 stacktab_key *key, int watching)
 {
     /* The layout as constants for the versions whose layout is fixed (the
      * offsets then cost no registers); the rest read L. */
     if (maxp <= 0)
         return 0;
     if (L == &layouts[3] && layouts[3].minor == 12)
-        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 1)
-                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 0);
+        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 1, watching)
+                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 0, watching);
     if (L == &layouts[4] && layouts[4].minor == 13)
-        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 1)
-                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 0);
-    return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 1)
-               : walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 0);
+        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 1, watching)
+                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 0, watching);
+    return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 1, watching)
+               : walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 0, watching);
+}
+
+/* After a code object's death (watch.epoch moved on to ep): every way
+ * this thread keeps without a check goes back to checking its version,
+ * but those a reference of ours holds. */
+static __attribute__((noinline)) void cache_recheck(seen_cache *cache, uint32_t ep)
+{
+    for (uint32_t k = 0; k < SEEN_WAYS; k++)
+        if (cache->prov[k].co != PROVEN_NONE && !cache->way[k].referenced)
+            cache->prov[k].want = cache->way[k].version;
+    cache->epoch = ep;
 }
 
 /* Reads the frames of thread state ts, innermost first, into py (at most
@@ -823,9 +933,17 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     seen_cache *cache = caches ? cache_get() : NULL;
     const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
     fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
-    int np;
-    if (cache && (np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, key)) >= 0)
-        return np;
+    int np, watching = 0;
+    if (cache) {
+        /* A code object this thread's ways hold unchecked may have died
+         * since its last walk: check versions again. */
+        uint32_t ep = atomic_load_explicit(&watch.epoch, memory_order_acquire);
+        if (__builtin_expect(ep != cache->epoch, 0))
+            cache_recheck(cache, ep);
+        watching = atomic_load_explicit(&watch.state, memory_order_acquire) == WATCH_ON;
+        if ((np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, key, watching)) >= 0)
+            return np;
+    }
     /* The offsets in locals: the loop's loads then need no other memory. */
     const int o_owner = L->fr_owner, o_code = L->fr_code, o_instr = L->fr_instr,
               o_prev = L->fr_previous, o_entry = L->fr_is_entry, o_first = L->co_firsttraceable,
@@ -935,6 +1053,11 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
     if (!ts)
         return -1;
     int gil = py_current() == ts;
+    if (__builtin_expect(atomic_load_explicit(&watch.state, memory_order_relaxed) == WATCH_NONE,
+                         0) &&
+        py_runtime && !atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
+                                            memory_order_acquire))
+        watch_ask();
     void *head_lock = NULL;
     if (!gil) {
         /* Released the GIL (a ctypes call, PyTorch's ops): this thread
