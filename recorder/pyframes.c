@@ -132,7 +132,10 @@ static struct {
     _Atomic uint32_t epoch;          /* +1 at each death of a code object we named */
     _Atomic int state;               /* WATCH_* */
     int asks;                        /* Py_AddPendingCall refusals */
+    void *main_ts;                   /* the main thread's state, set before WATCH_ON */
+    pthread_t main_thread;           /* and the thread (the pending call ran there) */
 } watch __attribute__((aligned(64)));
+static MSNAP_TLS int t_main;         /* this thread is main_thread: 1, not: -1, unknown: 0 */
 
 /* ---- the code table --------------------------------------------------------------- */
 
@@ -380,7 +383,9 @@ static int code_watch(int event, void *co)
 static int watch_start(void *arg)
 {
     (void)arg;
-    if (py_add_watcher(code_watch) < 0) {
+    watch.main_ts = py_gil_this();
+    watch.main_thread = pthread_self();
+    if (!watch.main_ts || py_add_watcher(code_watch) < 0) {
         py_err_clear();               /* no watcher slot left: versions, as before */
         atomic_store_explicit(&watch.state, WATCH_NEVER, memory_order_release);
     } else {
@@ -1046,19 +1051,37 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
         if (st != PY_READY)
             return -1;
     }
+    void *ts, *head_lock = NULL;
+    int gil;
+    /* The main thread, once the watcher is on: its state lives until
+     * finalization, which only this thread runs (CPython's own rule for
+     * Py_FinalizeEx; see "The main thread" in docs/recorder.md), so while
+     * it has not begun the state is read with neither the GIL-state lookup
+     * nor the head lock (two calls into the interpreter and an atomic
+     * exchange on a shared line: a third of a cold capture).  No reference
+     * is taken (gil 0): the watcher proves its code objects. */
+    if (__builtin_expect(t_main == 0, 0) &&
+        atomic_load_explicit(&watch.state, memory_order_acquire) == WATCH_ON)
+        t_main = py_runtime && g_cfg.py_frames == 1 &&
+                         pthread_equal(pthread_self(), watch.main_thread) ? 1 : -1;
+    if (t_main > 0 && !atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
+                                            memory_order_acquire)) {
+        ts = watch.main_ts;          /* the main interpreter's */
+        gil = 0;
+        goto walk;
+    }
     /* This thread's Python state (NULL: it has none, or the GIL state is
      * gone), and whether it holds the GIL: the interpreter's current
      * thread state is this one. */
-    void *ts = py_gil_this();
+    ts = py_gil_this();
     if (!ts)
         return -1;
-    int gil = py_current() == ts;
+    gil = py_current() == ts;
     if (__builtin_expect(atomic_load_explicit(&watch.state, memory_order_relaxed) == WATCH_NONE,
                          0) &&
         py_runtime && !atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
                                             memory_order_acquire))
         watch_ask();
-    void *head_lock = NULL;
     if (!gil) {
         /* Released the GIL (a ctypes call, PyTorch's ops): this thread
          * alone changes its frames, and it is here, so they are still; only
@@ -1094,14 +1117,19 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
             return -1;
         }
     }
-    int np = -1, maxp = g_cfg.py_depth < cap ? g_cfg.py_depth : cap;
+    if (RD(ts, L->ts_interp, void *) != py_main_interp()) {
+        if (head_lock)
+            head_unlock(head_lock);
+        return -1;
+    }
+walk:;
+    int np, maxp = g_cfg.py_depth < cap ? g_cfg.py_depth : cap;
     uint16_t scratch[MSNAP_MAX_FRAMES];   /* grp not wanted: the long ways make it and drop it */
     uint16_t *g = grp ? grp : scratch;
     if (!grp && maxp > MSNAP_MAX_FRAMES)
         maxp = MSNAP_MAX_FRAMES;
-    if (RD(ts, L->ts_interp, void *) == py_main_interp())
-        np = L->fr_lasti >= 0 ? walk_legacy(ts, gil, py, g, maxp, key)
-                              : walk_frames(ts, gil, py, g, grp != NULL, maxp, key);
+    np = L->fr_lasti >= 0 ? walk_legacy(ts, gil, py, g, maxp, key)
+                          : walk_frames(ts, gil, py, g, grp != NULL, maxp, key);
     if (head_lock)
         head_unlock(head_lock);
     return np > 0 ? np : -1;
