@@ -37,6 +37,9 @@ Configurations (--configs, comma-separated; NAME@BUILD takes memsnap from
                   no autograd state)
   writerfar       memsnap run with the writer thread on CPU 15 alone
                   (MEMSNAP_WRITER_CPUS; bench_lockstep.py --writer-cpus)
+  nowatch         memsnap run with MEMSNAP_PYTHON_WATCH=0 (no code watcher:
+                  every frame's co_version read, the head lock on every
+                  thread; the Python walk before 2026-12-07)
   plain+record    plain, then in the same process memsnap.record() (the
                   Python package of --pythonpath) around blocks of steps,
                   recorded and not, alternately: the plain figure is the
@@ -349,8 +352,10 @@ def command(name, a, builds):
         env["MEMSNAP_TORCH_NODES"] = "0"
     if base == "writerfar":
         env["MEMSNAP_WRITER_CPUS"] = getattr(a, "writer_cpus", None) or "15"
+    if base == "nowatch":
+        env["MEMSNAP_PYTHON_WATCH"] = "0"
     if base in ("driver", "driver-nonvtx", "default", "default-nonvtx", "default-mono",
-                "nostack", "ring", "nocompress", "nonodes", "writerfar"):
+                "nostack", "ring", "nocompress", "nonodes", "writerfar", "nowatch"):
         return run + ["--"], env
     raise SystemExit("bench_overhead.py: unknown configuration %r" % name)
 

@@ -21,6 +21,10 @@
 #
 #   tests/gpu/lease_all.sh WHEEL OUT SECONDS [PARTS]    (default 28ls,28lb,28lc)
 #
+# LEASE_28LS_CONFIGS replaces 28ls's configurations (bench_overhead.py's
+# names; plain first) and LEASE_28LS_SHARE its share in percent, so that
+# one call can hold the table and the bisection's points.
+#
 # Shares: 28ls 45%, 28lb 30%, 28lc the rest; 32 and 30 about 45 s each.
 # OUT receives at most 8 files (the device tool's limit): lease.log (all
 # output, as it goes) and one PART.tar.gz per part, written when the part
@@ -73,8 +77,9 @@ say "setup done; parts $parts"
 lockstep() {
     say "$1: budget $2 s"
     PYTHONUNBUFFERED=1 timeout $(($2 + 30)) "$py" "$root/bench/bench_lockstep.py" --memsnap "$M" \
-        --pythonpath "$d" --configs "$4" --workload "$3" --rounds "$5" --cycles 30 \
-        --cpus 2-9 --stage-cpus 10-15 --budget "$2" --out "$work/$1.json" 2>&1 | tee -a "$log"
+        --pythonpath "$d" --configs "$4" --workload "$3" --rounds "$5" \
+        --cpus 2-9 --stage-cpus 10-15 --budget "$2" --cycles "${LEASE_CYCLES:-30}" \
+        --out "$work/$1.json" 2>&1 | tee -a "$log"
     pack "$1" "$work/$1.json"
 }
 
@@ -85,8 +90,8 @@ for part in $(echo "$parts" | tr ',' ' '); do
     rest=$(( $(left) - 20 ))
     [ "$rest" -gt 40 ] || { say "$part: no time left"; break; }
     case $part in
-    28ls) share=$(( rest * 45 / 100 )); [ "$i" = "$n" ] && share=$rest
-          lockstep 28ls "$share" train plain,default,driver,loaded-off,record,muted 10 ;;
+    28ls) share=$(( rest * ${LEASE_28LS_SHARE:-45} / 100 )); [ "$i" = "$n" ] && share=$rest
+          lockstep 28ls "$share" train "${LEASE_28LS_CONFIGS:-plain,default,driver,loaded-off,record,muted}" 10 ;;
     28lb) share=$(( rest * 55 / 100 )); [ "$i" = "$n" ] && share=$rest
           lockstep 28lb "$share" train plain,default,muted,plugin,nostack,nocompress,ring,nonodes,writerfar 10 ;;
     28lc) lockstep 28lc "$rest" compile plain,default,driver,record 10 ;;
