@@ -1076,7 +1076,9 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
     ts = py_gil_this();
     if (!ts)
         return -1;
-    gil = py_current() == ts;
+    /* Once the watcher is on, no reference is needed: the head lock is
+     * tried (never waited on) whether or not this thread holds the GIL. */
+    gil = t_main < 0 ? 0 : py_current() == ts;
     if (__builtin_expect(atomic_load_explicit(&watch.state, memory_order_relaxed) == WATCH_NONE,
                          0) &&
         py_runtime && !atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
@@ -1117,7 +1119,13 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
             return -1;
         }
     }
-    if (RD(ts, L->ts_interp, void *) != py_main_interp()) {
+    /* The main interpreter does not change (a fork's child keeps it). */
+    static _Atomic(void *) main_interp_seen;
+    void *main_interp = atomic_load_explicit(&main_interp_seen, memory_order_relaxed);
+    if (!main_interp)
+        atomic_store_explicit(&main_interp_seen, main_interp = py_main_interp(),
+                              memory_order_relaxed);
+    if (!main_interp || RD(ts, L->ts_interp, void *) != main_interp) {
         if (head_lock)
             head_unlock(head_lock);
         return -1;
