@@ -16,13 +16,13 @@
 #                 MEMSNAP_TORCH_NATIVE_DEPTH=32 (reaches the eval loop)
 # ABAB, ROUNDS rounds (default 5); per run the median and 5th percentile ns
 # per event over 300 batches of 100 blocks; medians over the rounds.
-# Usage: bench/bench_torch_py.sh BUILD_DIR [ROUNDS]     (markdown on stdout)
+# Usage: [PYTHON=python3.12] bench/bench_torch_py.sh BUILD_DIR [ROUNDS]   (markdown on stdout)
 set -euo pipefail
 build=${1:?usage: bench_torch_py.sh BUILD_DIR [ROUNDS]}
 reps=${2:-5}
 here=$(cd "$(dirname "$0")" && pwd)
 M="$build/bin/memsnap"
-P=(python3 "$here/bench_torch_py.py" "$build/bench/libbench_torch_deep.so")
+P=("${PYTHON:-python3}" "$here/bench_torch_py.py" "$build/bench/libbench_torch_deep.so")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 names=("no recorder" "no stacks" "default" "every event stacked"
        "every event stacked, distinct" "free stacks, 32 native + Python")

@@ -130,8 +130,12 @@ enum { WATCH_NONE = 0, WATCH_ASKED, WATCH_ON, WATCH_NEVER };
 /* Read at every walk, written about never: a line of their own. */
 static struct {
     _Atomic uint32_t epoch;          /* +1 at each death of a code object we named */
-    _Atomic int state;               /* WATCH_* */
+    _Atomic int state;               /* WATCH_*: ON once the main thread's call ran */
+    _Atomic int watching;            /* 3.12+: the code watcher is in place */
+    _Atomic uint32_t ref_gen;        /* +1 when the main thread's call referenced more */
+    _Atomic int ref_asked;           /* a call to reference is pending */
     int asks;                        /* Py_AddPendingCall refusals */
+    uint64_t ref_last_ns;            /* when the last such call ran (monotonic) */
     void *main_ts;                   /* the main thread's state, set before WATCH_ON */
     pthread_t main_thread;           /* and the thread (the pending call ran there) */
 } watch __attribute__((aligned(64)));
@@ -168,6 +172,7 @@ static _Atomic uint32_t next_id = 1;
 static _Atomic uint32_t arena_used = 1;   /* offset 0 is the empty string */
 
 #define RD(p, off, type) (*(type const *)((const char *)(p) + (off)))
+#define WALK_MAX 4096   /* frames looked at, kept or not: bounds a corrupt chain */
 
 /* The stack entry of a frame of code id at bytecode offset off (bytes; a
  * negative one, before the first instruction, counts as 0). */
@@ -379,31 +384,102 @@ static int code_watch(int event, void *co)
     return 0;
 }
 
-/* Run by the main thread with the GIL (a pending call). */
-static int watch_start(void *arg)
+/* Before 3.12 there is no watcher: the main thread's call instead takes a
+ * reference (never given back, as at a sighting with the GIL) on each code
+ * object on its own stack that the table names without one, and moves
+ * watch.ref_gen on so that every thread fills its cache again, with those
+ * ways held by references (3.11's fast path needs them).  The call runs
+ * at the main thread's next look at the eval loop's breaker: when an op
+ * returns, in the very frames whose code objects a walk just found held by
+ * nothing of ours.  Asked for by the main thread only, at most every 50 ms. */
+static void reference_main_stack(void)
+{
+    const char *fr;
+    if (L->fr_lasti >= 0) {
+        fr = RD(watch.main_ts, L->cf_current, const char *);
+    } else {
+        fr = L->ts_cframe >= 0 ? RD(watch.main_ts, L->ts_cframe, const char *)
+                               : (const char *)watch.main_ts;
+        fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
+    }
+    int more = 0;
+    for (int walked = 0; fr && walked < WALK_MAX; walked++) {
+        const char *co = RD(fr, L->fr_code, const char *);
+        if (co && RD(co, OB_TYPE, const void *) == py_code_type) {
+            uint32_t id = code_id(co, 1);
+            if (id && !__atomic_load_n(&entries[id].referenced, __ATOMIC_RELAXED)) {
+                py_incref((void *)co);
+                __atomic_store_n(&entries[id].referenced, 1, __ATOMIC_RELEASE);
+                more = 1;
+            }
+        }
+        fr = RD(fr, L->fr_previous, const char *);
+    }
+    if (more)
+        atomic_fetch_add_explicit(&watch.ref_gen, 1, memory_order_release);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The pending call, run by the main thread with the GIL: notes the main
+ * thread and its state (see "The main thread" at pyframes_collect), adds
+ * the code watcher (3.12+), references the code objects on its stack
+ * (before 3.12). */
+static int main_call(void *arg)
 {
     (void)arg;
-    watch.main_ts = py_gil_this();
-    watch.main_thread = pthread_self();
-    if (!watch.main_ts || py_add_watcher(code_watch) < 0) {
-        py_err_clear();               /* no watcher slot left: versions, as before */
-        atomic_store_explicit(&watch.state, WATCH_NEVER, memory_order_release);
-    } else {
-        atomic_store_explicit(&watch.state, WATCH_ON, memory_order_release);
+    if (atomic_load_explicit(&watch.state, memory_order_acquire) != WATCH_ON) {
+        watch.main_ts = py_gil_this();
+        watch.main_thread = pthread_self();
+        if (!watch.main_ts) {
+            atomic_store_explicit(&watch.state, WATCH_NEVER, memory_order_release);
+            return 0;
+        }
+        if (py_add_watcher && g_cfg.py_watch) {
+            if (py_add_watcher(code_watch) < 0)
+                py_err_clear();       /* no watcher slot left: versions, as before */
+            else
+                atomic_store_explicit(&watch.watching, 1, memory_order_release);
+        }
     }
+    if (L->minor < 12)
+        reference_main_stack();
+    watch.ref_last_ns = mono_ns();
+    atomic_store_explicit(&watch.ref_asked, 0, memory_order_release);
+    atomic_store_explicit(&watch.state, WATCH_ON, memory_order_release);
     return 0;
 }
 
-/* Asks the main thread for the watcher, once (a refused ask is tried again
- * at later walks, 16 times at most).  Called on a thread that has a Python
+/* Asks the main thread for its call, once (a refused ask is tried again at
+ * later walks, 16 times at most).  Called on a thread that has a Python
  * state, outside the head lock, and not during finalization. */
 static __attribute__((noinline)) void watch_ask(void)
 {
     int none = WATCH_NONE;
     if (!atomic_compare_exchange_strong(&watch.state, &none, WATCH_ASKED))
         return;
-    if (py_add_pending(watch_start, NULL) != 0)
+    if (py_add_pending(main_call, NULL) != 0)
         atomic_store(&watch.state, ++watch.asks < 16 ? WATCH_NONE : WATCH_NEVER);
+}
+
+/* Before 3.12, on the main thread: a frame's code object is held by no
+ * reference of ours; ask the main thread's call to take one (see
+ * reference_main_stack). */
+static __attribute__((noinline)) void ref_ask(void)
+{
+    if (atomic_load_explicit(&watch.ref_asked, memory_order_relaxed) ||
+        mono_ns() - watch.ref_last_ns < 50000000u)
+        return;
+    int zero = 0;
+    if (!atomic_compare_exchange_strong(&watch.ref_asked, &zero, 1))
+        return;
+    if (py_add_pending(main_call, NULL) != 0)
+        atomic_store(&watch.ref_asked, 0);
 }
 
 /* ---- the per-thread cache ------------------------------------------------------------
@@ -473,6 +549,7 @@ typedef struct seen_cache {
     proven prov[SEEN_WAYS];          /* by the same index */
     uint8_t victim[SEEN_SETS];       /* the next way of a full set to refill */
     uint32_t epoch;                  /* watch.epoch when the ways were last checked */
+    uint32_t ref_gen;                /* watch.ref_gen when the ways were filled */
 } seen_cache;
 
 static seen_cache *caches;
@@ -610,8 +687,8 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     s->id = id;
     if (referenced || (version && L->minor >= 12)) {
         /* 0: held by a reference of ours, nothing to check (walk_proven_t) */
-        pv->want = referenced || atomic_load_explicit(&watch.state, memory_order_acquire) ==
-                                     WATCH_ON ? 0 : version;
+        pv->want = referenced || atomic_load_explicit(&watch.watching, memory_order_acquire)
+                       ? 0 : version;
         pv->start = (uint32_t)L->co_code + 2 * (uint32_t)s->first;
         pv->tag = py_entry(id, 0);
         pv->base = pv->tag - (uint64_t)(uintptr_t)co - (uint64_t)L->co_code;
@@ -716,12 +793,14 @@ static int py_start(void)
     py_main_interp = (get_ptr_fn)sym("PyInterpreterState_Main");
     py_incref = (incref_fn)sym("Py_IncRef");
     py_code_type = sym("PyCode_Type");
+    py_add_pending = (pending_fn)sym("Py_AddPendingCall");
     if (minor >= 12) {
-        py_add_pending = (pending_fn)sym("Py_AddPendingCall");
         py_add_watcher = (add_watcher_fn)sym("PyCode_AddWatcher");
         py_err_clear = (void (*)(void))sym("PyErr_Clear");
+        if (!py_err_clear)
+            py_add_watcher = NULL;
     }
-    if (!py_add_pending || !py_add_watcher || !py_err_clear || !g_cfg.py_watch)
+    if (!py_add_pending || !g_cfg.py_watch)
         atomic_store(&watch.state, WATCH_NEVER);
     if (!py_current || !py_gil_this || !py_main_interp || !py_incref || !py_code_type) {
         notice("this Python lacks an exported function memsnap reads frames with");
@@ -763,7 +842,6 @@ static int py_start(void)
 
 _Static_assert(SEEN_ASSOC == 4 && sizeof(proven) == 32,
                "walk_proven looks at 4 ways of 32 bytes: a set is 128 bytes");
-#define WALK_MAX 4096   /* frames looked at, kept or not: bounds a corrupt chain */
 
 /* The first way of the set code object co maps to. */
 static inline uint32_t seen_set(const void *co)
@@ -926,6 +1004,15 @@ static __attribute__((noinline)) void cache_recheck(seen_cache *cache, uint32_t 
     cache->epoch = ep;
 }
 
+static __attribute__((noinline)) void cache_refill(seen_cache *cache, uint32_t rg)
+{
+    for (uint32_t k = 0; k < SEEN_WAYS; k++) {
+        cache->way[k].co = NULL;
+        cache->prov[k].co = PROVEN_NONE;
+    }
+    cache->ref_gen = rg;
+}
+
 /* Reads the frames of thread state ts, innermost first, into py (at most
  * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost;
  * want_grp 0: not wanted, and the fast path skips it); *key as
@@ -945,7 +1032,12 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
         uint32_t ep = atomic_load_explicit(&watch.epoch, memory_order_acquire);
         if (__builtin_expect(ep != cache->epoch, 0))
             cache_recheck(cache, ep);
-        watching = atomic_load_explicit(&watch.state, memory_order_acquire) == WATCH_ON;
+        /* The main thread's call referenced more code objects: fill the
+         * ways again, as held by references (before 3.12). */
+        uint32_t rg = atomic_load_explicit(&watch.ref_gen, memory_order_acquire);
+        if (__builtin_expect(rg != cache->ref_gen, 0))
+            cache_refill(cache, rg);
+        watching = atomic_load_explicit(&watch.watching, memory_order_acquire);
         if ((np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, key, watching)) >= 0)
             return np;
     }
@@ -984,6 +1076,9 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
                 uint32_t id = frame_code_id(cache, co, gil);
                 if (id)
                     put_frame(py, grp, &np, id, instr, code0, g);
+                if (!gil && t_main > 0 && L->minor < 12 &&
+                    !(id && __atomic_load_n(&entries[id].referenced, __ATOMIC_RELAXED)))
+                    ref_ask();
             }
         } else if (co && L->minor < 13) {
             return -1;
@@ -1016,6 +1111,9 @@ static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
         int lasti = RD(fr, o_lasti, int);
         if (lasti >= 0) {
             uint32_t id = frame_code_id(cache, co, gil);
+            if (!gil && t_main > 0 && !(id && __atomic_load_n(&entries[id].referenced,
+                                                               __ATOMIC_RELAXED)))
+                ref_ask();
             if (id) {
                 py[np] = py_entry(id, (int64_t)lasti * unit);
                 grp[np++] = (uint16_t)g;
@@ -1078,7 +1176,8 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
         return -1;
     /* Once the watcher is on, no reference is needed: the head lock is
      * tried (never waited on) whether or not this thread holds the GIL. */
-    gil = t_main < 0 ? 0 : py_current() == ts;
+    gil = t_main < 0 && atomic_load_explicit(&watch.watching, memory_order_relaxed)
+              ? 0 : py_current() == ts;
     if (__builtin_expect(atomic_load_explicit(&watch.state, memory_order_relaxed) == WATCH_NONE,
                          0) &&
         py_runtime && !atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
