@@ -473,8 +473,10 @@ static __attribute__((noinline)) void watch_ask(void)
 static __attribute__((noinline)) void ref_ask(void)
 {
     if (atomic_load_explicit(&watch.ref_asked, memory_order_relaxed) ||
-        mono_ns() - watch.ref_last_ns < 50000000u)
-        return;
+        mono_ns() - watch.ref_last_ns < 50000000u ||
+        atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
+                             memory_order_acquire))
+        return;                       /* (t_main > 0: py_runtime is set) */
     int zero = 0;
     if (!atomic_compare_exchange_strong(&watch.ref_asked, &zero, 1))
         return;
