@@ -64,6 +64,7 @@ M=$d/memsnap/_native/bin/memsnap
 {
     echo "host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
     echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+    echo "siblings: $(for c in 2 3 9 15; do printf 'cpu%s=%s ' $c "$(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list 2>/dev/null)"; done)"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
     "$py" -c 'import torch, transformers, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)'
     "$M" --version
