@@ -114,6 +114,14 @@ static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
 /* 1 when a frame of the calling thread's stack is in libc10_cuda.so. */
 static int called_from_c10(void)
 {
+    /* No unwinder (--stack-depth 0, or libmemsnap_stacks.so not loaded):
+     * this allocation cannot be placed, so the plugin is tried now; it
+     * attaches once c10's allocator is initialized (which precedes its
+     * first block), and attaching holds no lock of ours, so it may be
+     * made from any driver allocation.  Before, such a run recorded no
+     * PyTorch block at all. */
+    if (!g_stacks_api)
+        return 1;
     void *raw[48];
     int n = stacks_backtrace(raw, 48);
     for (int i = 0; i < n; i++) {

@@ -18,7 +18,8 @@
 #                 line on stderr, the driver level recorded, exit code kept;
 #   loaded        a fake libc10_cuda.so and a plugin with its build-id: the
 #                 plugin is attached from the first driver allocation, and
-#                 that allocation's own block is recorded;
+#                 that allocation's own block is recorded; the same with
+#                 --stack-depth 0 (no unwinder to see c10 on the stack);
 #   loaded-v1     the same with a plugin from before format 1.2 (no
 #                 memsnap_torch_attach2): it works, and one line says to
 #                 rebuild it;
@@ -176,6 +177,10 @@ loaded)
         > "$T/out" 2> "$T/err" || fail "torch_test c10: $(cat "$T/err")"
     grep -q "PyTorch" "$T/err" && fail "unexpected line: $(cat "$T/err")"
     check loaded "$T/s.msnap" "$T/out"
+    # without stacks (no unwinder loaded) the layer is attached all the same
+    run --stack-depth 0 -o "$T/s0.msnap" -- "$TORCH_TEST" c10 "$FAKE_DIR/match/torch/lib/libc10_cuda.so" 3 0 \
+        > "$T/out0" 2> "$T/err" || fail "torch_test c10 --stack-depth 0: $(cat "$T/err")"
+    check loaded "$T/s0.msnap" "$T/out0"
     ;;
 loaded-v1)  # a plugin from before format 1.2: loaded, with one line saying so
     mkdir -p "$T/cache/memsnap/torch" && cp "$FAKE_PLUGIN_V1" "$T/cache/memsnap/torch/" || fail "copy"
