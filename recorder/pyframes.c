@@ -274,7 +274,7 @@ static void fill_entry(uint32_t id, const void *co)
 static int same_code(uint32_t id, const void *co)
 {
     const code_entry *e = &entries[id];
-    if (e->referenced)
+    if (__atomic_load_n(&e->referenced, __ATOMIC_ACQUIRE))
         return 1;
     /* 3.12 numbers code objects as it makes them (co_version, from a
      * process-wide counter that stops at 0 rather than wrap): a code object
@@ -407,7 +407,11 @@ static void reference_main_stack(void)
         const char *co = RD(fr, L->fr_code, const char *);
         if (co && RD(co, OB_TYPE, const void *) == py_code_type) {
             uint32_t id = code_id(co, 1);
-            if (id && !__atomic_load_n(&entries[id].referenced, __ATOMIC_RELAXED)) {
+            /* Code made at run time (exec, compile: "<string>", fx's
+             * "<eval_with_key>") may be made and dropped without end: not
+             * kept alive, it keeps its fingerprint. */
+            if (id && !__atomic_load_n(&entries[id].referenced, __ATOMIC_RELAXED) &&
+                arena[entries[id].file] != '<') {
                 py_incref((void *)co);
                 __atomic_store_n(&entries[id].referenced, 1, __ATOMIC_RELEASE);
                 more = 1;
@@ -433,7 +437,16 @@ static uint64_t mono_ns(void)
 static int main_call(void *arg)
 {
     (void)arg;
-    if (atomic_load_explicit(&watch.state, memory_order_acquire) != WATCH_ON) {
+    int st = atomic_load_explicit(&watch.state, memory_order_acquire);
+    /* Queued before a fork from another thread, or before finalization
+     * (watch_off): the thread and state noted are not this one's. */
+    if (st == WATCH_NEVER ||
+        (st == WATCH_ON && !(pthread_equal(pthread_self(), watch.main_thread) &&
+                             py_gil_this() == watch.main_ts))) {
+        atomic_store_explicit(&watch.ref_asked, 0, memory_order_release);
+        return 0;
+    }
+    if (st != WATCH_ON) {
         watch.main_ts = py_gil_this();
         watch.main_thread = pthread_self();
         if (!watch.main_ts) {
@@ -453,6 +466,30 @@ static int main_call(void *arg)
     atomic_store_explicit(&watch.ref_asked, 0, memory_order_release);
     atomic_store_explicit(&watch.state, WATCH_ON, memory_order_release);
     return 0;
+}
+
+/* Finalization has begun (seen by any capture), or this is a fork's child
+ * made by a thread other than the main one: the main thread's noted state
+ * is no longer to be trusted (finalization frees it, and clears the code
+ * watcher with the interpreter; a child's other threads are gone), so the
+ * main-thread path ends for good, and every way kept without a check goes
+ * back to checking versions (watching 0, the epoch moved on).  A later
+ * Py_Initialize (embedders) then reads as before any of this. */
+static _Atomic int py_finalized_once;
+
+static __attribute__((noinline)) void watch_off(void)
+{
+    atomic_store_explicit(&watch.state, WATCH_NEVER, memory_order_release);
+    if (atomic_exchange(&watch.watching, 0))
+        atomic_fetch_add_explicit(&watch.epoch, 1, memory_order_release);
+    atomic_store_explicit(&py_finalized_once, 1, memory_order_release);
+}
+
+static void watch_atfork_child(void)
+{
+    if (atomic_load(&watch.state) == WATCH_ON && !pthread_equal(pthread_self(), watch.main_thread))
+        watch_off();
+    atomic_store(&watch.ref_asked, 0);
 }
 
 /* Asks the main thread for its call, once (a refused ask is tried again at
@@ -656,7 +693,7 @@ static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int
     s->co = NULL;
     proven *pv = seen_proven(s);
     pv->co = PROVEN_NONE;
-    int referenced = entries[id].referenced;
+    int referenced = __atomic_load_n(&entries[id].referenced, __ATOMIC_ACQUIRE);
     uint32_t version = entries[id].version;
     if (!referenced && !version) {
         if (!q || !lt)
@@ -803,6 +840,8 @@ static int py_start(void)
             py_add_watcher = NULL;
     }
     if (!py_add_pending || !g_cfg.py_watch)
+        atomic_store(&watch.state, WATCH_NEVER);
+    else if (pthread_atfork(NULL, NULL, watch_atfork_child) != 0)
         atomic_store(&watch.state, WATCH_NEVER);
     if (!py_current || !py_gil_this || !py_main_interp || !py_incref || !py_code_type) {
         notice("this Python lacks an exported function memsnap reads frames with");
@@ -1164,11 +1203,17 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
         atomic_load_explicit(&watch.state, memory_order_acquire) == WATCH_ON)
         t_main = py_runtime && g_cfg.py_frames == 1 &&
                          pthread_equal(pthread_self(), watch.main_thread) ? 1 : -1;
-    if (t_main > 0 && !atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
-                                            memory_order_acquire)) {
-        ts = watch.main_ts;          /* the main interpreter's */
-        gil = 0;
-        goto walk;
+    if (t_main > 0 && atomic_load_explicit(&watch.state, memory_order_relaxed) == WATCH_ON) {
+        if (atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
+                                 memory_order_acquire)) {
+            watch_off();
+        } else if (RD(py_runtime, L->rt_main - 8, void *) == RD(py_runtime, L->rt_main, void *)) {
+            /* (interpreters.head is the main one: no sub-interpreter, whose
+             * state this thread could be running in instead) */
+            ts = watch.main_ts;      /* the main interpreter's */
+            gil = 0;
+            goto walk;
+        }
     }
     /* This thread's Python state (NULL: it has none, or the GIL state is
      * gone), and whether it holds the GIL: the interpreter's current
@@ -1178,8 +1223,16 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
         return -1;
     /* Once the watcher is on, no reference is needed: the head lock is
      * tried (never waited on) whether or not this thread holds the GIL. */
-    gil = t_main < 0 && atomic_load_explicit(&watch.watching, memory_order_relaxed)
+    gil = t_main < 0 && g_cfg.py_frames == 1 && py_runtime &&
+                  atomic_load_explicit(&watch.watching, memory_order_relaxed)
               ? 0 : py_current() == ts;
+    /* Finalization has begun: see watch_off (a thread holding the GIL
+     * reads its frames all the same). */
+    if (gil && py_runtime &&
+        atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
+                             memory_order_acquire) &&
+        atomic_load_explicit(&watch.state, memory_order_relaxed) != WATCH_NEVER)
+        watch_off();
     if (__builtin_expect(atomic_load_explicit(&watch.state, memory_order_relaxed) == WATCH_NONE,
                          0) &&
         py_runtime && !atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
@@ -1217,13 +1270,15 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
         if (atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
                                  memory_order_acquire)) {
             head_unlock(head_lock);
+            if (atomic_load_explicit(&watch.state, memory_order_relaxed) != WATCH_NEVER)
+                watch_off();
             return -1;
         }
     }
     /* The main interpreter does not change (a fork's child keeps it). */
     static _Atomic(void *) main_interp_seen;
     void *main_interp = atomic_load_explicit(&main_interp_seen, memory_order_relaxed);
-    if (!main_interp)
+    if (!main_interp || atomic_load_explicit(&py_finalized_once, memory_order_relaxed))
         atomic_store_explicit(&main_interp_seen, main_interp = py_main_interp(),
                               memory_order_relaxed);
     if (!main_interp || RD(ts, L->ts_interp, void *) != main_interp) {

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
@@ -114,16 +115,14 @@ static int find_c10(struct dl_phdr_info *info, size_t size, void *arg)
 /* 1 when a frame of the calling thread's stack is in libc10_cuda.so. */
 static int called_from_c10(void)
 {
-    /* No unwinder (--stack-depth 0, or libmemsnap_stacks.so not loaded):
-     * this allocation cannot be placed, so the plugin is tried now; it
-     * attaches once c10's allocator is initialized (which precedes its
-     * first block), and attaching holds no lock of ours, so it may be
-     * made from any driver allocation.  Before, such a run recorded no
-     * PyTorch block at all. */
-    if (!g_stacks_api)
-        return 1;
+    /* No unwinder of ours (--stack-depth 0, or libmemsnap_stacks.so not
+     * loaded): the C library's backtrace() (libgcc's unwinder, which a
+     * C++ program has loaded anyway), only until the plugin is attached.
+     * Before, such a run never attached it and recorded no PyTorch block
+     * at all.  The plugin must be attached from c10's own allocations:
+     * from another thread's, c10's allocator could be half made. */
     void *raw[48];
-    int n = stacks_backtrace(raw, 48);
+    int n = g_stacks_api ? stacks_backtrace(raw, 48) : backtrace(raw, 48);
     for (int i = 0; i < n; i++) {
         uintptr_t a = (uintptr_t)raw[i];
         if (a >= c10_lo && a < c10_hi)

@@ -82,8 +82,11 @@ PY
         python3 "$CHECK" "$T/s.msnap" \
             "frames:alloc:2097152:$(chain main 'level1_entry(device, 2 << 20, False)')" || fail "pycheck"
         "${run[@]}" --python-frames gil -o "$T/g.msnap" -- "$py" "$PROG" basic > /dev/null || fail "exit $?"
+        # (the threads' allocations, with the GIL, come after the main
+        # thread's pending call has run: they keep their frames too)
         python3 "$CHECK" "$T/g.msnap" native:alloc:2097152 \
-            "frames:alloc:1048576:$(chain main 'level1_entry(device, 1 << 20, True)')" || fail "pycheck gil"
+            "frames:alloc:1048576:$(chain main 'level1_entry(device, 1 << 20, True)')" \
+            "frames:alloc:3145728:$(chain worker 'level1_entry(device, nbytes, keep_gil)')" || fail "pycheck gil"
         ;;
     native)  # a thread with no Python state, while the main thread holds the GIL
         "${run[@]}" -o "$T/s.msnap" -- "$py" "$PROG" native "$PY_NATIVE_THREAD" > "$T/out" || fail "exit $?"
