@@ -174,6 +174,23 @@ static _Atomic uint32_t arena_used = 1;   /* offset 0 is the empty string */
 #define RD(p, off, type) (*(type const *)((const char *)(p) + (off)))
 #define WALK_MAX 4096   /* frames looked at, kept or not: bounds a corrupt chain */
 
+/* The innermost frame of thread state ts: 3.9/3.10 PyThreadState.frame,
+ * 3.11/3.12 through its cframe, 3.13 current_frame. */
+static inline const char *first_frame(const void *ts)
+{
+    if (L->fr_lasti >= 0)
+        return RD(ts, L->cf_current, const char *);
+    const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
+    return fr ? RD(fr, L->cf_current, const char *) : NULL;
+}
+
+/* 1 once finalization has begun (_PyRuntime._finalizing; py_runtime set). */
+static inline int py_finalizing(void)
+{
+    return atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
+                                memory_order_acquire) != NULL;
+}
+
 /* The stack entry of a frame of code id at bytecode offset off (bytes; a
  * negative one, before the first instruction, counts as 0). */
 static inline uint64_t py_entry(uint32_t id, int64_t off)
@@ -298,14 +315,20 @@ static int same_code(uint32_t id, const void *co)
     return RD(q, STR_HASH, int64_t) == e->qual_hash;
 }
 
+/* The slot where a code object at address key is looked for first (then
+ * the next ones, 64 at most). */
+static inline uint32_t code_slot_first(uintptr_t key)
+{
+    return (uint32_t)(((uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull) >> 40) & (CODE_SLOTS - 1);
+}
+
 /* The id of code object co, adding it on first sight (with one Py_IncRef
  * when gil, i.e. this thread holds the GIL); 0 when the table is full or
  * another thread is filling the slot right now. */
 static uint32_t code_id(const void *co, int gil)
 {
     uintptr_t key = (uintptr_t)co;
-    uint64_t h = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
-    for (uint32_t probe = 0, i = (uint32_t)(h >> 40) & (CODE_SLOTS - 1); probe < 64;
+    for (uint32_t probe = 0, i = code_slot_first(key); probe < 64;
          probe++, i = (i + 1) & (CODE_SLOTS - 1)) {
         code_slot *s = &slots[i];
         uintptr_t cur = atomic_load_explicit(&s->key, memory_order_acquire);
@@ -364,8 +387,7 @@ static uint32_t code_id(const void *co, int gil)
 static int code_named(const void *co)
 {
     uintptr_t key = (uintptr_t)co;
-    uint64_t h = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
-    for (uint32_t probe = 0, i = (uint32_t)(h >> 40) & (CODE_SLOTS - 1); probe < 64;
+    for (uint32_t probe = 0, i = code_slot_first(key); probe < 64;
          probe++, i = (i + 1) & (CODE_SLOTS - 1)) {
         uintptr_t cur = atomic_load_explicit(&slots[i].key, memory_order_acquire);
         if (cur == 0)
@@ -394,14 +416,7 @@ static int code_watch(int event, void *co)
  * nothing of ours.  Asked for by the main thread only, at most every 50 ms. */
 static void reference_main_stack(void)
 {
-    const char *fr;
-    if (L->fr_lasti >= 0) {
-        fr = RD(watch.main_ts, L->cf_current, const char *);
-    } else {
-        fr = L->ts_cframe >= 0 ? RD(watch.main_ts, L->ts_cframe, const char *)
-                               : (const char *)watch.main_ts;
-        fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
-    }
+    const char *fr = first_frame(watch.main_ts);
     int more = 0;
     for (int walked = 0; fr && walked < WALK_MAX; walked++) {
         const char *co = RD(fr, L->fr_code, const char *);
@@ -510,9 +525,7 @@ static __attribute__((noinline)) void watch_ask(void)
 static __attribute__((noinline)) void ref_ask(void)
 {
     if (atomic_load_explicit(&watch.ref_asked, memory_order_relaxed) ||
-        mono_ns() - watch.ref_last_ns < 50000000u ||
-        atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
-                             memory_order_acquire))
+        mono_ns() - watch.ref_last_ns < 50000000u || py_finalizing())
         return;                       /* (t_main > 0: py_runtime is set) */
     int zero = 0;
     if (!atomic_compare_exchange_strong(&watch.ref_asked, &zero, 1))
@@ -1064,8 +1077,7 @@ static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
                        int maxp, stacktab_key *key)
 {
     seen_cache *cache = caches ? cache_get() : NULL;
-    const char *fr = L->ts_cframe >= 0 ? RD(ts, L->ts_cframe, const char *) : (const char *)ts;
-    fr = fr ? RD(fr, L->cf_current, const char *) : NULL;
+    const char *fr = first_frame(ts);
     int np, watching = 0;
     if (cache) {
         /* A code object this thread's ways hold unchecked may have died
@@ -1144,7 +1156,7 @@ static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
     const void *code_type = py_code_type;
     seen_cache *cache = caches ? cache_get() : NULL;
     int np = 0, g = 0;
-    const char *fr = RD(ts, L->cf_current, const char *);
+    const char *fr = first_frame(ts);
     for (int walked = 0; fr && np < maxp && walked < WALK_MAX; walked++, g++) {
         const char *co = RD(fr, o_code, const char *);
         if (!co || RD(co, OB_TYPE, const void *) != code_type)
@@ -1192,20 +1204,20 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
     }
     void *ts, *head_lock = NULL;
     int gil;
-    /* The main thread, once the watcher is on: its state lives until
+    /* The main thread, once its pending call ran: its state lives until
      * finalization, which only this thread runs (CPython's own rule for
      * Py_FinalizeEx; see "The main thread" in docs/recorder.md), so while
      * it has not begun the state is read with neither the GIL-state lookup
      * nor the head lock (two calls into the interpreter and an atomic
      * exchange on a shared line: a third of a cold capture).  No reference
-     * is taken (gil 0): the watcher proves its code objects. */
+     * is taken (gil 0): the watcher, or the call's references (before
+     * 3.12), prove its code objects. */
     if (__builtin_expect(t_main == 0, 0) &&
         atomic_load_explicit(&watch.state, memory_order_acquire) == WATCH_ON)
         t_main = py_runtime && g_cfg.py_frames == 1 &&
                          pthread_equal(pthread_self(), watch.main_thread) ? 1 : -1;
     if (t_main > 0 && atomic_load_explicit(&watch.state, memory_order_relaxed) == WATCH_ON) {
-        if (atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
-                                 memory_order_acquire)) {
+        if (py_finalizing()) {
             watch_off();
         } else if (RD(py_runtime, L->rt_main - 8, void *) == RD(py_runtime, L->rt_main, void *)) {
             /* (interpreters.head is the main one: no sub-interpreter, whose
@@ -1228,15 +1240,12 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
               ? 0 : py_current() == ts;
     /* Finalization has begun: see watch_off (a thread holding the GIL
      * reads its frames all the same). */
-    if (gil && py_runtime &&
-        atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
-                             memory_order_acquire) &&
+    if (gil && py_runtime && py_finalizing() &&
         atomic_load_explicit(&watch.state, memory_order_relaxed) != WATCH_NEVER)
         watch_off();
     if (__builtin_expect(atomic_load_explicit(&watch.state, memory_order_relaxed) == WATCH_NONE,
                          0) &&
-        py_runtime && !atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
-                                            memory_order_acquire))
+        py_runtime && !py_finalizing())
         watch_ask();
     if (!gil) {
         /* Released the GIL (a ctypes call, PyTorch's ops): this thread
@@ -1267,8 +1276,7 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
         }
         if (!got)
             return -1;
-        if (atomic_load_explicit((_Atomic(void *) *)(py_runtime + L->rt_finalizing),
-                                 memory_order_acquire)) {
+        if (py_finalizing()) {
             head_unlock(head_lock);
             if (atomic_load_explicit(&watch.state, memory_order_relaxed) != WATCH_NEVER)
                 watch_off();

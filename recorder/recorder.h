@@ -63,7 +63,8 @@ typedef struct rec_config {
     int py_frames;            /* Python frames in stacks (pyframes.c): 0 off, 1 on,
                                  2 only on threads that hold the GIL */
     int py_depth;             /* Python frames kept per stack */
-    int py_watch;             /* 3.12+: a code watcher spares the walk co_version reads */
+    int py_watch;             /* the main thread's pending call: the code watcher
+                                 (3.12+), references (3.9-3.11), its own path */
     int py_native_depth;      /* native frames per stack when it has Python frames */
     int torch_native_depth;   /* native frames of a PyTorch block/segment allocation,
                                  or TORCH_NATIVE_AUTO */
