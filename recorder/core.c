@@ -518,7 +518,14 @@ void core_find_own_range(void)
 
 /* ---- the recorder's own dlopen and dlclose ----------------------------------------------
  * NVML (the writer, at its first counters sample), the stacks library and
- * the torch plugin are opened under a lock that fork waits for.  glibc's
+ * the torch plugin are opened under a lock that fork waits for, and the
+ * writer's walks of the loaded objects (dl_iterate_phdr, for the module
+ * lines) are made under it too: dl_iterate_phdr holds the loader's
+ * dl_load_write_lock, which fork does not take either, so a child forked
+ * while the writer was inside it inherited that lock held by nobody, and
+ * its first dl_iterate_phdr (the PyTorch check at its first allocation, the
+ * child's own writer) waited for ever (recorder.python-fork, about one run
+ * in ten under Python 3.12).  glibc's
  * fork does not wait for a dlopen on another thread: forked while one is
  * mapping its library, the child inherits the loader's state half-changed,
  * and its first dlopen of a library already loaded stops it with
@@ -543,6 +550,9 @@ void core_dlclose(void *h)
     dlclose(h);
     pthread_mutex_unlock(&dl_lock);
 }
+
+void core_dl_lock(void) { pthread_mutex_lock(&dl_lock); }
+void core_dl_unlock(void) { pthread_mutex_unlock(&dl_lock); }
 
 void core_fork_prepare(void)
 {

@@ -310,7 +310,9 @@ static int write_live(const live_job *j)
     for (int d = 0; d < MSNAP_MAX_DEVICES; d++)
         if (core_device_ready(d))
             put(&w, msnap_fmt_device(line, sizeof line, &g_devices[d].info));
+    core_dl_lock();                  /* not while fork copies the loader's lock */
     msnap_self_modules(module_cb, &w);
+    core_dl_unlock();
     for (size_t i = 0; i < j->ncnt_series; i++)
         put(&w, msnap_fmt_counters(line, sizeof line, &j->cnt[i]));
     for (size_t i = 0; i < j->nooms; i++) {

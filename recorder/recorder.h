@@ -115,6 +115,9 @@ void core_find_own_range(void);
 /* dlopen/dlclose of the recorder's own libraries: fork waits for them (core.c) */
 void *core_dlopen(const char *path, int flags);
 void core_dlclose(void *h);
+/* The same lock, around the writer's walks of the loaded objects. */
+void core_dl_lock(void);
+void core_dl_unlock(void);
 void core_fork_prepare(void);
 void core_fork_parent(void);
 void core_fork_child(void);

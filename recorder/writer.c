@@ -300,11 +300,13 @@ static int gen_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 static void write_modules(msnap_out *o)
 {
     unsigned long long g = 0;
+    core_dl_lock();                  /* not while fork copies the loader's lock */
     dl_iterate_phdr(gen_cb, &g);
-    if (g == modules_gen && g != 0)
-        return;
-    msnap_self_modules(module_cb, o);
-    modules_gen = g;
+    if (g != modules_gen || g == 0) {
+        msnap_self_modules(module_cb, o);
+        modules_gen = g;
+    }
+    core_dl_unlock();
 }
 
 /* The sym line of Python frame ip (named from pyframes.c's copy), or of
