@@ -99,13 +99,13 @@ if a.frameless_thread:
         time.sleep(0.01)
         if out[a.batches - 1] > 0:
             break
-    t = sorted(out)
+    t = sorted(x / a.tsc_ghz if a.entries_only else x for x in out)
 elif a.native_thread:
     out = (ctypes.c_double * a.batches)()
     lib.deep_batches_thread.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                         ctypes.POINTER(ctypes.c_double)]
     lib.deep_batches_thread(a.native_depth, a.pairs, a.batches, out)
-    t = sorted(out)
+    t = sorted(x / a.tsc_ghz if a.entries_only else x for x in out)
 else:
     t = sorted(distinct(a.pydepth)() if a.distinct else deep(a.pydepth))
 print(f"ns/event median {t[len(t) // 2]:.1f} p5 {t[len(t) // 20]:.1f}"

@@ -17,7 +17,8 @@
 #include "recorder.h"
 #include "util/size.h"
 
-rec_config g_cfg;
+MSNAP_HOT_DATA rec_config g_cfg;
+static char cfg_output[REC_OUTPUT_MAX];
 
 int config_for_run; /* recorder.h */
 
@@ -129,8 +130,9 @@ static int parse_cpu_list(const char *s, uint64_t mask[16])
 int config_load(void)
 {
     memset(&g_cfg, 0, sizeof g_cfg);
+    g_cfg.output = cfg_output;
     g_cfg.enabled = 1;
-    snprintf(g_cfg.output, sizeof g_cfg.output, "memsnap-%%p.msnap");
+    snprintf(g_cfg.output, REC_OUTPUT_MAX, "memsnap-%%p.msnap");
     g_cfg.mode = MODE_STREAM;
     g_cfg.ring_events = 1000000;
     g_cfg.stack_depth = 32;
@@ -178,10 +180,10 @@ int config_load(void)
         return 0;
     }
     if ((s = getenv("MEMSNAP_OUTPUT"))) {
-        if (!*s || strlen(s) >= sizeof g_cfg.output)
+        if (!*s || strlen(s) >= REC_OUTPUT_MAX)
             rc |= bad("MEMSNAP_OUTPUT", s, "expected a non-empty path pattern");
         else
-            snprintf(g_cfg.output, sizeof g_cfg.output, "%s", s);
+            snprintf(g_cfg.output, REC_OUTPUT_MAX, "%s", s);
     }
     if ((s = getenv("MEMSNAP_MODE"))) {
         if (strcmp(s, "stream") == 0)

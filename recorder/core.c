@@ -44,15 +44,15 @@
 #include "mapmem.h"
 #include "util/hash.h"
 
-_Atomic int g_state;                 /* 0 not started, 1 recording, -1 off */
+MSNAP_HOT_DATA _Atomic int g_state;                 /* 0 not started, 1 recording, -1 off */
 MSNAP_TLS int t_in_hook;
 static MSNAP_TLS uint32_t t_tid;
 static MSNAP_TLS uint64_t t_last_ticket = UINT64_MAX - 1;  /* the queue ticket of this thread's last event */
 
-core_slot *g_queue;
-uint64_t g_queue_mask;
+MSNAP_HOT_DATA core_slot *g_queue;
+MSNAP_HOT_DATA uint64_t g_queue_mask;
 /* Each on a line of its own: head is the producers', tail the writer's. */
-_Atomic uint64_t g_queue_head __attribute__((aligned(128)));
+MSNAP_HOT_DATA _Atomic uint64_t g_queue_head __attribute__((aligned(128)));
 _Atomic uint64_t g_memops_begun __attribute__((aligned(128))), g_memops_done;
 _Atomic uint64_t g_queue_tail __attribute__((aligned(128)));
 _Atomic uint32_t g_writer_wake __attribute__((aligned(128)));
@@ -62,7 +62,7 @@ _Atomic uint64_t g_devices_ready_mask;
 
 static uint64_t t0_mono, t0_unix;
 static int queue_fresh = 1;          /* the queue is reset at the next start (first, after fork) */
-static uintptr_t own_lo, own_hi;     /* libmemsnap.so's mapped range */
+MSNAP_HOT_DATA static uintptr_t own_lo, own_hi;     /* libmemsnap.so's mapped range */
 
 /* ---- time and thread id ---------------------------------------------------- */
 
@@ -91,7 +91,7 @@ uint64_t core_t0_mono_ns(void) { return t0_mono; }
  * (another clocksource, MEMSNAP_CLOCK=monotonic) stamps are CLOCK_MONOTONIC
  * ns since t0 and the conversion is the identity. */
 
-int g_stamp_tsc;                     /* 1: stamps are TSC ticks */
+MSNAP_HOT_DATA int g_stamp_tsc;                     /* 1: stamps are TSC ticks */
 static uint64_t cal_tsc0, cal_ns0;   /* the first pair (ns since t0) */
 static uint64_t cal_tsc1, cal_ns1;   /* the latest pair */
 static uint64_t cal_mult;            /* ns per tick, 32.32 fixed point */
@@ -179,7 +179,7 @@ uint64_t core_stamp_to_ns(uint64_t stamp)
     return ns > 0 ? (uint64_t)ns : 0;
 }
 
-uint32_t core_tid(void)
+MSNAP_HOT_FN uint32_t core_tid(void)
 {
     if (!t_tid)
         t_tid = (uint32_t)syscall(SYS_gettid);
@@ -220,8 +220,8 @@ static uint64_t round_pow2(uint64_t v)
 
 #define OWN_FRAMES_MAX 6     /* frames of libmemsnap.so above the program's */
 
-static stacktab g_stacks;
-static int g_stacks_ready;
+MSNAP_HOT_DATA static stacktab g_stacks;
+MSNAP_HOT_DATA static int g_stacks_ready;
 
 uint32_t core_stack_count(void) { return g_stacks_ready ? stacktab_count(&g_stacks) : 0; }
 
@@ -274,7 +274,7 @@ static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_
     return stacktab_intern(&g_stacks, ips, depth + f);
 }
 
-__attribute__((noinline)) uint32_t core_capture_stack(void)
+__attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_stack(void)
 {
     if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
         return 0;
@@ -294,14 +294,14 @@ __attribute__((noinline)) uint32_t core_capture_stack(void)
     return capture(keep, OWN_FRAMES_MAX, py, grp, np, py_key, 0);
 }
 
-uint32_t core_stack_of(const uint64_t *ips, int n)
+MSNAP_HOT_FN uint32_t core_stack_of(const uint64_t *ips, int n)
 {
     if (g_cfg.stack_depth <= 0 || !g_stacks_ready || n <= 0)
         return 0;
     return stacktab_intern(&g_stacks, ips, n < MSNAP_MAX_FRAMES ? n : MSNAP_MAX_FRAMES);
 }
 
-__attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own_frames,
+__attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_stack_n(int native_keep, int own_frames,
                                                         uint64_t first)
 {
     if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
@@ -322,7 +322,7 @@ __attribute__((noinline)) uint32_t core_capture_stack_n(int native_keep, int own
     return capture(keep, own_frames, py, grp, np, py_key, first);
 }
 
-__attribute__((noinline)) uint32_t core_capture_node_stack(uint64_t node)
+__attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_node_stack(uint64_t node)
 {
     if (g_cfg.stack_depth <= 0 || !g_stacks_ready)
         return 0;
@@ -406,7 +406,7 @@ void core_wake_writer(void)
     futex(&g_writer_wake, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
-void core_emit(msnap_event *e, int urgent)
+MSNAP_HOT_FN void core_emit(msnap_event *e, int urgent)
 {
     if (!e->t_ns)
         e->t_ns = core_stamp();
@@ -463,7 +463,7 @@ int core_tables_init(void)
 {
     if (!g_queue) {
         uint64_t cap = round_pow2(g_cfg.queue_events);
-        g_queue = rec_map_zeroed(cap * sizeof(core_slot));
+        g_queue = rec_map_hot(cap * sizeof(core_slot));
         if (!g_queue)
             return -1;
         g_queue_mask = cap - 1;

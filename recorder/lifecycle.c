@@ -25,7 +25,7 @@
 #include "recorder.h"
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
-int g_inproc;                        /* in-process recording (inproc.c): never a lazy start */
+MSNAP_HOT_DATA int g_inproc;                        /* in-process recording (inproc.c): never a lazy start */
 static int preloaded;                /* loaded into the global scope (LD_PRELOAD: memsnap run) */
 
 static void on_dump_signal(int sig)
@@ -117,13 +117,13 @@ int core_inproc_start(const char *pattern)
         rc = -3;                      /* recording already */
     } else if (st < 0 && !g_inproc) {
         rc = -1;                      /* off: bad settings, a failed start, a stopped child */
-    } else if (strlen(pattern) >= sizeof g_cfg.output) {
+    } else if (strlen(pattern) >= REC_OUTPUT_MAX) {
         errno = ENAMETOOLONG;
         rc = -2;
     } else {
         static int atexit_done;
         g_inproc = 1;
-        snprintf(g_cfg.output, sizeof g_cfg.output, "%s", pattern);
+        snprintf(g_cfg.output, REC_OUTPUT_MAX, "%s", pattern);
         g_cfg.dump_signal = 0;        /* the header's settings say so */
         /* the file's times count from its own start */
         core_set_t0();

@@ -72,7 +72,7 @@
 #define LIVE_SERIES 600      /* counters samples kept per device */
 
 static pid_t live_pid;               /* the process these statics belong to */
-static char live_pattern[sizeof g_cfg.output]; /* and the output pattern */
+static char live_pattern[REC_OUTPUT_MAX]; /* and the output pattern */
 static char live_dir[PATH_MAX];      /* MEMSNAP_LIVE_DIR, "" when unset */
 static uint64_t last_ms;
 static int registered;

@@ -3,6 +3,7 @@
 #ifndef MEMSNAP_MAPMEM_H
 #define MEMSNAP_MAPMEM_H
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/mman.h>
 
 /* bytes of zeroed memory, or NULL. */
@@ -11,5 +12,34 @@ static inline void *rec_map_zeroed(size_t bytes)
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
+}
+
+#define REC_HUGE (2u << 20)
+
+/* The same for a table every event reads at a place of its own (the
+ * queue's slots, the stack table's hash slots, the threads' code caches):
+ * on 2 MiB pages where the kernel gives them (transparent huge pages,
+ * "madvise" or "always"), so that one TLB entry covers what 512 did; the
+ * program's work between two events evicts the TLB (docs/recorder.md,
+ * *What an event touches*).  Such a table is touched all over, so the
+ * memory it holds is about what 4 KiB pages would hold.  The mapping is
+ * exactly [p, p + bytes), 2 MiB-aligned: munmap(p, bytes) frees it. */
+static inline void *rec_map_hot(size_t bytes)
+{
+    if (bytes < REC_HUGE)
+        return rec_map_zeroed(bytes);
+    char *p = mmap(NULL, bytes + REC_HUGE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    char *a = (char *)(((uintptr_t)p + REC_HUGE - 1) & ~(uintptr_t)(REC_HUGE - 1));
+    if (a > p)
+        munmap(p, (size_t)(a - p));
+    if (a + bytes < p + bytes + REC_HUGE)
+        munmap(a + bytes, (size_t)(p + bytes + REC_HUGE - (a + bytes)));
+#ifdef MADV_HUGEPAGE
+    madvise(a, bytes, MADV_HUGEPAGE);   /* refused ("never"): 4 KiB pages, as before */
+#endif
+    return a;
 }
 #endif

@@ -109,15 +109,15 @@ typedef int (*lock_fn)(void *, int);
 typedef void (*unlock_fn)(void *);
 
 enum { PY_UNKNOWN = 0, PY_STARTING, PY_READY, PY_OFF };
-static _Atomic int py_state;
-static const py_layout *L;
-static get_ptr_fn py_current, py_gil_this, py_main_interp;
+MSNAP_HOT_DATA static _Atomic int py_state;
+MSNAP_HOT_DATA static const py_layout *L;
+MSNAP_HOT_DATA static get_ptr_fn py_current, py_gil_this, py_main_interp;
 static incref_fn py_incref;
-static const void *py_code_type;
-static const char *py_runtime;       /* &_PyRuntime (released-GIL reads only) */
-static lock_fn py_lock;              /* PyThread_acquire_lock */
-static int py_lock_sem;              /* 1: the head lock is a sem_t, taken with sem_trywait */
-static unlock_fn py_unlock;          /* PyThread_release_lock, or (3.13) PyMutex_Unlock */
+MSNAP_HOT_DATA static const void *py_code_type;
+MSNAP_HOT_DATA static const char *py_runtime;       /* &_PyRuntime (released-GIL reads only) */
+MSNAP_HOT_DATA static lock_fn py_lock;              /* PyThread_acquire_lock */
+MSNAP_HOT_DATA static int py_lock_sem;              /* 1: the head lock is a sem_t, taken with sem_trywait */
+MSNAP_HOT_DATA static unlock_fn py_unlock;          /* PyThread_release_lock, or (3.13) PyMutex_Unlock */
 static uintptr_t eval_lo, eval_hi;   /* _PyEval_EvalFrameDefault's code */
 
 /* The code watcher (3.12+): see "Watching code objects die" below. */
@@ -138,7 +138,7 @@ static struct {
     uint64_t ref_last_ns;            /* when the last such call ran (monotonic) */
     void *main_ts;                   /* the main thread's state, set before WATCH_ON */
     pthread_t main_thread;           /* and the thread (the pending call ran there) */
-} watch __attribute__((aligned(64)));
+} watch MSNAP_HOT_DATA __attribute__((aligned(64)));
 static MSNAP_TLS int t_main;         /* this thread is main_thread: 1, not: -1, unknown: 0 */
 
 /* ---- the code table --------------------------------------------------------------- */
@@ -490,7 +490,7 @@ static int main_call(void *arg)
  * main-thread path ends for good, and every way kept without a check goes
  * back to checking versions (watching 0, the epoch moved on).  A later
  * Py_Initialize (embedders) then reads as before any of this. */
-static _Atomic int py_finalized_once;
+MSNAP_HOT_DATA static _Atomic int py_finalized_once;
 
 static __attribute__((noinline)) void watch_off(void)
 {
@@ -594,7 +594,7 @@ typedef struct proven {
  * one (owner FRAME_OWNED_BY_CSTACK).  Only the main interpreter's frames
  * are read, so there is one; were there another, its frames would find no
  * way in walk_proven_t and go the long way, which reads the owner byte. */
-static _Atomic(const void *) shim_code;
+MSNAP_HOT_DATA static _Atomic(const void *) shim_code;
 
 typedef struct seen_cache {
     seen way[SEEN_WAYS];             /* set k: ways k * SEEN_ASSOC ... */
@@ -604,7 +604,7 @@ typedef struct seen_cache {
     uint32_t ref_gen;                /* watch.ref_gen when the ways were filled */
 } seen_cache;
 
-static seen_cache *caches;
+MSNAP_HOT_DATA static seen_cache *caches;
 static _Atomic uint32_t cache_used[SEEN_CACHES];
 static pthread_key_t cache_key;
 static MSNAP_TLS seen_cache *t_cache;
@@ -620,7 +620,7 @@ static void cache_release(void *p)
 }
 
 /* This thread's cache; NULL when none is to be had. */
-static seen_cache *cache_get(void)
+static MSNAP_HOT_FN seen_cache *cache_get(void)
 {
     if (t_cache_state)
         return t_cache;
@@ -886,7 +886,7 @@ static int py_start(void)
     arena = rec_map_zeroed(ARENA_BYTES);
     if (!slots || !entries || !arena)
         return PY_OFF;
-    caches = rec_map_zeroed(SEEN_CACHES * sizeof *caches);
+    caches = rec_map_hot(SEEN_CACHES * sizeof *caches);
     if (caches && pthread_key_create(&cache_key, cache_release) != 0)
         caches = NULL;
     return PY_READY;
@@ -1029,7 +1029,7 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
     return np;
 }
 
-static __attribute__((noinline)) int walk_proven(const char *fr, const seen_cache *cache,
+static __attribute__((noinline)) MSNAP_HOT_FN int walk_proven(const char *fr, const seen_cache *cache,
                                                  uint64_t *py, uint16_t *grp, int maxp,
                                                  stacktab_key *key, int watching)
 {
@@ -1073,7 +1073,7 @@ static __attribute__((noinline)) void cache_refill(seen_cache *cache, uint32_t r
  * pyframes_collect says.
  * Returns how many, or -1 when a frame's code is not a code object (the
  * layout is not what we think). */
-static int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int want_grp,
+static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int want_grp,
                        int maxp, stacktab_key *key)
 {
     seen_cache *cache = caches ? cache_get() : NULL;
@@ -1185,7 +1185,7 @@ static inline void head_unlock(void *head_lock)
         py_unlock(head_lock);
 }
 
-int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
+MSNAP_HOT_FN int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
 {
     key->hash = 0;
     if (!g_cfg.py_frames)
@@ -1233,6 +1233,31 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
     ts = py_gil_this();
     if (!ts)
         return -1;
+#if defined(__x86_64__)
+    /* Another thread of the main interpreter's with no Python frame (PyTorch's
+     * autograd device threads keep a state between the nodes they run): said
+     * without the head lock.  Only finalization frees a running thread's
+     * state (and its cframe), and it marks _PyRuntime._finalizing before:
+     * the frame pointer read between two looks that both find it unmarked
+     * was read before any free (x86 keeps loads in order and sees another
+     * CPU's stores in the order made; the fences keep the compiler from
+     * moving the reads).  A frame found, or finalization begun, goes the
+     * usual way, under the lock. */
+    if (t_main < 0 && py_runtime && g_cfg.py_frames == 1 && !py_finalizing()) {
+        const char *fr = (const char *)1;   /* not known: the usual way */
+        if (L->fr_lasti >= 0 || L->ts_cframe < 0) {
+            fr = RD(ts, L->cf_current, const char *);
+        } else {
+            const char *cf = RD(ts, L->ts_cframe, const char *);
+            atomic_thread_fence(memory_order_acquire);
+            if (cf && !py_finalizing())
+                fr = RD(cf, L->cf_current, const char *);
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (!fr && !py_finalizing())
+            return -1;
+    }
+#endif
     /* Once the watcher is on, no reference is needed: the head lock is
      * tried (never waited on) whether or not this thread holds the GIL. */
     gil = t_main < 0 && g_cfg.py_frames == 1 && py_runtime &&
@@ -1284,7 +1309,7 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
         }
     }
     /* The main interpreter does not change (a fork's child keeps it). */
-    static _Atomic(void *) main_interp_seen;
+    MSNAP_HOT_DATA static _Atomic(void *) main_interp_seen;
     void *main_interp = atomic_load_explicit(&main_interp_seen, memory_order_relaxed);
     if (!main_interp || atomic_load_explicit(&py_finalized_once, memory_order_relaxed))
         atomic_store_explicit(&main_interp_seen, main_interp = py_main_interp(),
@@ -1307,7 +1332,7 @@ walk:;
     return np > 0 ? np : -1;
 }
 
-int pyframes_merge(void *const *native, int n, const uint64_t *py, const uint16_t *grp,
+MSNAP_HOT_FN int pyframes_merge(void *const *native, int n, const uint64_t *py, const uint16_t *grp,
                    int np, uint64_t *out, int cap)
 {
     /* Each eval-loop frame gives way to the Python frames it ran. */

@@ -31,6 +31,14 @@
 
 #define MSNAP_EXPORT __attribute__((visibility("default")))
 #define MSNAP_TLS __thread __attribute__((tls_model("initial-exec")))
+/* What an event reads, kept together so that it touches few pages: between
+ * two of a training step's allocations the program's own work evicts the
+ * TLB's entries, and a page walk (two-level under a hypervisor) cost more
+ * than the reads themselves (docs/recorder.md, *What an event touches*).
+ * MSNAP_HOT_DATA puts a global in one section with the hot path's others;
+ * MSNAP_HOT_FN a function in .text.hot, which the linker keeps together. */
+#define MSNAP_HOT_DATA __attribute__((section("msnap_hot")))  /* page-aligned: hot.ld */
+#define MSNAP_HOT_FN __attribute__((hot))
 
 /* ---- Settings (config.c) ------------------------------------------------ */
 typedef enum { MODE_STREAM = 0, MODE_RING = 1 } rec_mode;
@@ -44,7 +52,6 @@ typedef enum { FORK_FOLLOW = 0, FORK_STOP } rec_fork;
 
 typedef struct rec_config {
     int enabled;              /* 0: bad settings or MEMSNAP_DISABLE */
-    char output[4096];        /* path pattern (%p %h %n %t %q{VAR} %%) */
     rec_mode mode;
     uint64_t ring_events;     /* ring mode: events kept */
     int stack_depth;          /* frames per stack, 0 = no stacks */
@@ -78,9 +85,13 @@ typedef struct rec_config {
                                  SLURM_PROCID, the first that is a number */
     int nvtx;                 /* NVTX ranges and marks recorded (nvtx.c):
                                  NVTX_OFF, NVTX_DEFAULT_DOMAIN, NVTX_ALL */
+    char *output;             /* path pattern (%p %h %n %t %q{VAR} %%), REC_OUTPUT_MAX
+                                 bytes (outside: g_cfg is on the hot path's page) */
+    /* The large fields last: what an event reads is in the first lines. */
     char writer_cpus[256];    /* MEMSNAP_WRITER_CPUS as given ("" = anywhere) */
     uint64_t writer_mask[16]; /* the same, parsed: CPU c is bit c % 64 of word c / 64 */
 } rec_config;
+#define REC_OUTPUT_MAX 4096
 
 enum { NVTX_OFF = 0, NVTX_DEFAULT_DOMAIN = 1, NVTX_ALL = 2 };
 

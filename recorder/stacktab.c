@@ -26,7 +26,7 @@ int stacktab_init(stacktab *t, uint64_t max_stacks, uint64_t arena_frames)
     uint64_t nslots = 1;
     while (nslots < max_stacks * 2)
         nslots <<= 1;
-    t->slots = rec_map_zeroed(nslots * sizeof *t->slots);
+    t->slots = rec_map_hot(nslots * sizeof *t->slots);
     t->entries = rec_map_zeroed((max_stacks + 1) * sizeof *t->entries);
     t->arena = rec_map_zeroed(arena_frames * sizeof *t->arena);
     if (!t->slots || !t->entries || !t->arena) {
@@ -51,7 +51,7 @@ void stacktab_destroy(stacktab *t)
     memset(t, 0, sizeof *t);
 }
 
-uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth)
+__attribute__((hot)) uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth)
 {
     stacktab_key k = STACKTAB_KEY_START;
     for (int i = 0; i < depth; i++)
@@ -60,7 +60,7 @@ uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth)
     return stacktab_intern_keyed(t, ips, depth, k);
 }
 
-uint32_t stacktab_intern_keyed(stacktab *t, const uint64_t *ips, int depth, stacktab_key key)
+__attribute__((hot)) uint32_t stacktab_intern_keyed(stacktab *t, const uint64_t *ips, int depth, stacktab_key key)
 {
     const uint64_t h = key.hash;
     const uint32_t check = (uint32_t)key.check;

@@ -355,7 +355,7 @@ void torch_on_driver_alloc_slow(void)
  * spare. */
 #define TORCH_OWN_FRAMES 3
 
-static const uint16_t torch_action[9] = {
+MSNAP_HOT_DATA static uint16_t torch_action[9] = {
     [MEMSNAP_TORCH_ALLOC] = MSNAP_A_BLOCK_ALLOC,
     [MEMSNAP_TORCH_FREE_REQUESTED] = MSNAP_A_BLOCK_FREE_REQUESTED,
     [MEMSNAP_TORCH_FREE_COMPLETED] = MSNAP_A_BLOCK_FREE,
@@ -387,9 +387,9 @@ static const uint16_t torch_action[9] = {
 #define WS_NATIVE 32
 #define WS_UNWINDS 256
 #define WS_SIZES 4
-static uint64_t ws_size[WS_SIZES];
-static int ws_n;
-static _Atomic int ws_left = WS_UNWINDS;
+MSNAP_HOT_DATA static uint64_t ws_size[WS_SIZES];
+MSNAP_HOT_DATA static int ws_n;
+MSNAP_HOT_DATA static _Atomic int ws_left = WS_UNWINDS;
 
 static void ws_add(uint64_t v)
 {
@@ -600,7 +600,7 @@ static int ws_frames(uint32_t id)
  * memsnap_trace_torch2 that never attached one (found with dlsym), at its
  * first allocation. */
 static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
-static _Atomic int ws_ready;
+MSNAP_HOT_DATA static _Atomic int ws_ready;
 
 static void ws_sizes_once(void)
 {
@@ -739,13 +739,13 @@ static inline __attribute__((always_inline)) void torch_event(int action, int de
     t_in_hook--;
 }
 
-MSNAP_EXPORT void memsnap_trace_torch(int action, int device, uint64_t addr, uint64_t size,
+MSNAP_EXPORT MSNAP_HOT_FN void memsnap_trace_torch(int action, int device, uint64_t addr, uint64_t size,
                                       uint64_t stream, uint64_t pool, uint64_t requested)
 {
     torch_event(action, device, addr, size, stream, pool, requested, 0, 0);
 }
 
-MSNAP_EXPORT void memsnap_trace_torch2(int action, int device, uint64_t addr, uint64_t size,
+MSNAP_EXPORT MSNAP_HOT_FN void memsnap_trace_torch2(int action, int device, uint64_t addr, uint64_t size,
                                        uint64_t stream, uint64_t pool, uint64_t requested,
                                        uint64_t seq, uint32_t node)
 {
