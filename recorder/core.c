@@ -284,7 +284,7 @@ __attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_stack(void)
     uint64_t py[MSNAP_MAX_FRAMES];
     uint16_t grp[MSNAP_MAX_FRAMES];
     stacktab_key py_key;
-    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES, &py_key);
+    int np = pyframes_collect(py, grp, MSNAP_MAX_FRAMES, &py_key, NULL);
     int keep = g_cfg.stack_depth;
     if (np > 0 && g_cfg.py_native_depth < keep)
         keep = g_cfg.py_native_depth;
@@ -310,8 +310,20 @@ __attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_stack_n(int native_
     uint16_t grp[MSNAP_MAX_FRAMES];
     stacktab_key py_key;
     /* auto: a thread with Python frames keeps no native ones, so nothing
-     * is merged and which eval loop ran each frame is not wanted. */
-    int np = pyframes_collect(py, native_keep > 0 ? grp : NULL, MSNAP_MAX_FRAMES, &py_key);
+     * is merged and which eval loop ran each frame is not wanted; the
+     * stack is then the Python frames alone, and the thread's last such
+     * stack's id serves again where the frames are the same (pyframes.h). */
+    uint32_t memo = 0;
+    int py_only = native_keep <= 0 && !first;
+    int np = pyframes_collect(py, native_keep > 0 ? grp : NULL, MSNAP_MAX_FRAMES, &py_key,
+                              py_only ? &memo : NULL);
+    if (memo)
+        return memo;
+    if (py_only && np > 0) {
+        uint32_t id = capture(0, 0, py, grp, np, py_key, 0);
+        pyframes_memo_note(id);
+        return id;
+    }
     if (native_keep == TORCH_NATIVE_AUTO)
         native_keep = np > 0 ? 0 : TORCH_NATIVE_NO_PYTHON;
     int keep = native_keep < g_cfg.stack_depth ? native_keep : g_cfg.stack_depth;
@@ -328,7 +340,7 @@ __attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_node_stack(uint64_t
         return 0;
     uint64_t py[MSNAP_MAX_FRAMES];
     stacktab_key py_key;
-    int np = pyframes_collect(py, NULL, MSNAP_MAX_FRAMES, &py_key);
+    int np = pyframes_collect(py, NULL, MSNAP_MAX_FRAMES, &py_key, NULL);
     if (np <= 0)
         return core_stack_of(&node, 1);
     return capture(0, 0, py, NULL, np, py_key, node);

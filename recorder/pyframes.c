@@ -596,7 +596,21 @@ typedef struct proven {
  * way in walk_proven_t and go the long way, which reads the owner byte. */
 MSNAP_HOT_DATA static _Atomic(const void *) shim_code;
 
+/* The frames of a thread's last walk that a stack id was made of, and the
+ * id (see "The last stack again" at walk_frames).  Frames visited, kept or
+ * not: their code and instruction pointers. */
+#define MEMO_MAX 64
+typedef struct py_memo {
+    uint32_t stack;                  /* the id core made of the walk (0: none) */
+    uint32_t pending;                /* 1: recorded, its id not yet noted */
+    uint32_t n;                      /* frames visited */
+    int np, maxp;                    /* frames kept, and the most asked */
+    int ended;                       /* 1: the chain ended after n (else maxp was reached) */
+    const char *co[MEMO_MAX], *instr[MEMO_MAX];
+} py_memo;
+
 typedef struct seen_cache {
+    py_memo memo;
     seen way[SEEN_WAYS];             /* set k: ways k * SEEN_ASSOC ... */
     proven prov[SEEN_WAYS];          /* by the same index */
     uint8_t victim[SEEN_SETS];       /* the next way of a full set to refill */
@@ -954,8 +968,9 @@ static inline uint32_t frame_code_id(seen_cache *cache, const char *co, int gil)
 static inline __attribute__((always_inline)) int
 walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *grp, int maxp,
               stacktab_key *key, const py_layout *l, const int typed, const int with_grp,
-              int watching)
+              int watching, py_memo *m)
 {
+    uint32_t nv = 0;                  /* frames visited (m) */
     const long o_owner = l->fr_owner, o_code = l->fr_code, o_instr = l->fr_instr,
                o_prev = l->fr_previous, o_code0 = l->co_code, o_version = l->co_version;
     const int entry = l->fr_is_entry;
@@ -969,6 +984,13 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
     for (int left = WALK_MAX; fr; fr = prev) {
         prev = RD(fr, o_prev, const char *);
         const char *co = RD(fr, o_code, const char *);
+        if (m) {
+            if (nv < MEMO_MAX) {
+                m->co[nv] = co;
+                m->instr[nv] = RD(fr, o_instr, const char *);
+            }
+            nv++;
+        }
         /* The shim an eval-loop call starts with (3.12, 3.13): known by its
          * code pointer once one was seen (shim_code), so that a frame's
          * owner byte, on the frame's second cache line, is read only for
@@ -1009,6 +1031,7 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
             py[np] = p->base + (uint64_t)(uintptr_t)instr;
         } else if (fr[o_owner] == OWNED_BY_GENERATOR) {
             py[np] = p->tag | py_entry(0, instr - (co + o_code0));
+            nv = MEMO_MAX + 1;        /* the owner byte counted: no memo */
         } else {
             if (!--left)
                 break;
@@ -1026,25 +1049,36 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
     }
     key->hash = stacktab_hash_end(h, np);
     key->check = stacktab_check_end(c, np);
+    if (m) {
+        /* Kept only where the walk met no frame of a code object it did
+         * not prove without a look (a version read, or none while the
+         * watcher is off) and ended within MEMO_MAX frames. */
+        m->stack = 0;
+        m->pending = nv <= MEMO_MAX && np > 0 && (!fr || np == maxp);
+        m->n = nv;
+        m->np = np;
+        m->maxp = maxp;
+        m->ended = !fr;
+    }
     return np;
 }
 
 static __attribute__((noinline)) MSNAP_HOT_FN int walk_proven(const char *fr, const seen_cache *cache,
                                                  uint64_t *py, uint16_t *grp, int maxp,
-                                                 stacktab_key *key, int watching)
+                                                 stacktab_key *key, int watching, py_memo *m)
 {
     /* The layout as constants for the versions whose layout is fixed (the
      * offsets then cost no registers); the rest read L. */
     if (maxp <= 0)
         return 0;
     if (L == &layouts[3] && layouts[3].minor == 12)
-        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 1, watching)
-                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 0, watching);
+        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 1, watching, m)
+                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[3], 0, 0, watching, m);
     if (L == &layouts[4] && layouts[4].minor == 13)
-        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 1, watching)
-                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 0, watching);
-    return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 1, watching)
-               : walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 0, watching);
+        return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 1, watching, m)
+                   : walk_proven_t(fr, cache, py, grp, maxp, key, &layouts[4], 1, 0, watching, m);
+    return grp ? walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 1, watching, m)
+               : walk_proven_t(fr, cache, py, grp, maxp, key, L, 0, 0, watching, m);
 }
 
 /* After a code object's death (watch.epoch moved on to ep): every way
@@ -1055,6 +1089,7 @@ static __attribute__((noinline)) void cache_recheck(seen_cache *cache, uint32_t 
     for (uint32_t k = 0; k < SEEN_WAYS; k++)
         if (cache->prov[k].co != PROVEN_NONE && !cache->way[k].referenced)
             cache->prov[k].want = cache->way[k].version;
+    cache->memo.stack = cache->memo.pending = 0;
     cache->epoch = ep;
 }
 
@@ -1064,6 +1099,7 @@ static __attribute__((noinline)) void cache_refill(seen_cache *cache, uint32_t r
         cache->way[k].co = NULL;
         cache->prov[k].co = PROVEN_NONE;
     }
+    cache->memo.stack = cache->memo.pending = 0;
     cache->ref_gen = rg;
 }
 
@@ -1073,8 +1109,31 @@ static __attribute__((noinline)) void cache_refill(seen_cache *cache, uint32_t r
  * pyframes_collect says.
  * Returns how many, or -1 when a frame's code is not a code object (the
  * layout is not what we think). */
+/* The last stack again.  Where a caller can use a stack id in place of the
+ * frames (memo_id not NULL: core_capture_stack_n, a Python-only stack),
+ * the chain is first compared with the thread's last walk that such a
+ * caller made an id of: the same code and instruction pointers frame by
+ * frame, ended the same way, give the same entries, so the id stands and
+ * neither the ways nor the stack table are looked at.  Consecutive
+ * allocations from one line of Python (a foreach op's dozens, an op's
+ * output and workspace) are such walks.  Kept only while every frame's
+ * code object is proven without a look (the watcher on, or, before 3.12,
+ * references of ours): a code object that died moves the epoch on, which
+ * drops the memo (cache_recheck), as does a refill. */
+static inline int memo_same(const char *fr, const py_memo *m, int maxp)
+{
+    if (!m->stack || m->maxp != maxp)
+        return 0;
+    const long o_code = L->fr_code, o_instr = L->fr_instr, o_prev = L->fr_previous;
+    uint32_t i = 0;
+    for (; fr && i < m->n; i++, fr = RD(fr, o_prev, const char *))
+        if (RD(fr, o_code, const char *) != m->co[i] || RD(fr, o_instr, const char *) != m->instr[i])
+            return 0;
+    return i == m->n && (!m->ended || !fr);
+}
+
 static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int want_grp,
-                       int maxp, stacktab_key *key)
+                       int maxp, stacktab_key *key, uint32_t *memo_id)
 {
     seen_cache *cache = caches ? cache_get() : NULL;
     const char *fr = first_frame(ts);
@@ -1091,8 +1150,18 @@ static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint1
         if (__builtin_expect(rg != cache->ref_gen, 0))
             cache_refill(cache, rg);
         watching = atomic_load_explicit(&watch.watching, memory_order_acquire);
-        if ((np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, key, watching)) >= 0)
+        py_memo *m = NULL;
+        if (memo_id && (watching || L->co_version < 0)) {
+            m = &cache->memo;
+            if (memo_same(fr, m, maxp)) {
+                *memo_id = m->stack;   /* py is not written */
+                return m->np;
+            }
+        }
+        if ((np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, key, watching, m)) >= 0)
             return np;
+        if (m)
+            m->stack = m->pending = 0;
     }
     /* The offsets in locals: the loop's loads then need no other memory. */
     const int o_owner = L->fr_owner, o_code = L->fr_code, o_instr = L->fr_instr,
@@ -1185,9 +1254,12 @@ static inline void head_unlock(void *head_lock)
         py_unlock(head_lock);
 }
 
-MSNAP_HOT_FN int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key)
+MSNAP_HOT_FN int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key,
+                                  uint32_t *memo_id)
 {
     key->hash = 0;
+    if (memo_id)
+        *memo_id = 0;
     if (!g_cfg.py_frames)
         return -1;
     int st = atomic_load_explicit(&py_state, memory_order_acquire);
@@ -1326,10 +1398,19 @@ walk:;
     if (!grp && maxp > MSNAP_MAX_FRAMES)
         maxp = MSNAP_MAX_FRAMES;
     np = L->fr_lasti >= 0 ? walk_legacy(ts, gil, py, g, maxp, key)
-                          : walk_frames(ts, gil, py, g, grp != NULL, maxp, key);
+                          : walk_frames(ts, gil, py, g, grp != NULL, maxp, key, memo_id);
     if (head_lock)
         head_unlock(head_lock);
     return np > 0 ? np : -1;
+}
+
+MSNAP_HOT_FN void pyframes_memo_note(uint32_t id)
+{
+    seen_cache *c = t_cache;
+    if (c && c->memo.pending) {
+        c->memo.stack = id;
+        c->memo.pending = 0;
+    }
 }
 
 MSNAP_HOT_FN int pyframes_merge(void *const *native, int n, const uint64_t *py, const uint16_t *grp,

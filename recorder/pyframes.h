@@ -33,7 +33,15 @@
  * its head lock (threads without the GIL; a sem_trywait of our own where
  * pyframes_lock_is_semaphore says so) and Py_IncRef on a code object seen
  * for the first time by a thread that holds the GIL. */
-int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key);
+int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key,
+                     uint32_t *memo_id);
+
+/* memo_id (may be NULL): for a caller that makes a stack of the Python
+ * frames alone, nothing in front.  *memo_id is then the id of that stack
+ * when the frames are those of this thread's last walk the caller noted
+ * (py is not written), else 0: the caller makes the id of py[0..n) and
+ * gives it to pyframes_memo_note (0 when none was made). */
+void pyframes_memo_note(uint32_t id);
 
 /* Merges py[0..np) (from pyframes_collect) into the native stack
  * native[0..n) (return addresses, innermost first): each eval-loop frame

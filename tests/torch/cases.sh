@@ -33,6 +33,10 @@
 #                 MEMSNAP_TORCH_NATIVE_DEPTH turn each back on; bad values
 #                 of both are refused (memsnap run: exit 2; by hand: one
 #                 line, recording off, the program unchanged).
+#   pymemo        a thread's last Python stack served again (pyframes.c's
+#                 memo) only where every frame is the same: one line in a
+#                 loop, one function from two lines, two depths, a generator
+#                 (pymemo.py), with each python3 of 3.11 or later CMake found;
 #   fsdp-stacks   FSDP2's allocations made from Python (fsdp_stacks.py: the
 #                 files and functions of fully_shard's code), forward and
 #                 backward: the backward's hooks keep their Python frames
@@ -243,6 +247,45 @@ pystacks)
         [ ! -e "$T/bad.msnap" ] || fail "$kv: a file was written with recording off"
     done
     echo "pystacks: all passed"
+    ;;
+pymemo)  # a thread's last Python stack served again only where the frames are the same
+    pys=()
+    for p in ${MEMSNAP_TEST_PYTHONS:-python3}; do
+        "$p" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && pys+=("$p")
+    done
+    [ ${#pys[@]} -gt 0 ] || { echo "SKIP: Python frames need python3 3.11 or later"; exit 77; }
+    for py in "${pys[@]}"; do
+        run -o "$T/m.msnap" -- "$py" "$here/pymemo.py" "$DEEP_LIB" > "$T/out" 2> "$T/err" ||
+            fail "$py: $(cat "$T/err")"
+        tail -1 "$T/out" | grep -qx "pymemo done" || fail "$py: output changed"
+        python3 - "$T/m.msnap" "$T/out" "$here/pymemo.py" <<'PY' || fail "$py: stacks"
+import json, sys
+sys.path.insert(0, sys.argv[3].rsplit("/", 1)[0])
+from check import load, load_stacks, load_syms
+events, _, _ = load(sys.argv[1])
+labels = open(sys.argv[2]).read().splitlines()[:-1]
+allocs = [e for e in events if e.get("f") == "torch" and e["a"] == "block_alloc"]
+assert len(allocs) == len(labels), (len(allocs), labels)
+stacks, syms = load_stacks(sys.argv[1]), load_syms(sys.argv[1], full=True)
+src = open(sys.argv[3]).read().splitlines()
+inner = [i + 1 for i, l in enumerate(src) if l.strip() == "lib.deep_trace(3, 1)"][0]
+def frames(e):   # qualified name:line of each Python frame, innermost first
+    return ["%s:%d" % (syms[ip]["fn"], syms[ip]["line"]) for ip in stacks[e["k"]] if ip >> 63]
+by = {}
+for line, e in zip(open(sys.argv[2]).read().splitlines(), allocs):
+    label, callers = line.split(" ", 1)
+    got = frames(e)
+    # the oracle: Python's own frames at the call, alloc's at deep_trace
+    assert got == ["alloc:%d" % inner] + callers.split("|"), (label, got, callers)
+    by.setdefault(callers, set()).add(e["k"])
+# one stack for each distinct chain (the memo serves the same id; intern
+# would too), and the chains' stacks all differ
+assert all(len(ids) == 1 for ids in by.values()), by
+assert len({min(ids) for ids in by.values()}) == len(by), by
+print("pymemo: %d allocations, %d stacks, each as Python saw it" % (len(allocs), len(by)))
+PY
+    done
+    echo "pymemo: all passed"
     ;;
 fsdp-stacks)
     python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null ||
