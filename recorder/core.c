@@ -58,7 +58,7 @@ _Atomic uint64_t g_queue_tail __attribute__((aligned(128)));
 _Atomic uint32_t g_writer_wake __attribute__((aligned(128)));
 
 core_device g_devices[MSNAP_MAX_DEVICES];
-_Atomic uint64_t g_devices_ready_mask;
+MSNAP_HOT_DATA _Atomic uint64_t g_devices_ready_mask;
 
 static uint64_t t0_mono, t0_unix;
 static int queue_fresh = 1;          /* the queue is reset at the next start (first, after fork) */

@@ -68,6 +68,7 @@ M=$d/memsnap/_native/bin/memsnap
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
     "$py" -c 'import torch, transformers, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)'
     "$M" --version
+    echo "wheel: $(sha256sum "$wheel" | cut -c1-16)"
 } 2>&1 | tee -a "$log"
 "$M" torch-setup --python "$(command -v "$py")" 2>&1 | tail -2 | tee -a "$log"
 plug=$(ls -t ~/.cache/memsnap/torch/libmemsnap_torch-*.so 2>/dev/null | head -1)
