@@ -33,6 +33,10 @@ ap.add_argument("--node", action="store_true",
 ap.add_argument("--entries-only", action="store_true",
                 help="time the trace entries alone (TSC around each block's three), not the"
                      " loop and --pollute's writes between them")
+ap.add_argument("--alternate", action="store_true",
+                help="one block a call, from two lines of Python in turn, so that no two"
+                     " consecutive allocations have the same Python stack (the recorder's memo of"
+                     " the last stack never serves); with --entries-only")
 ap.add_argument("--distinct", action="store_true",
                 help="each of the --pydepth frames its own function (code object), as in a model's"
                      " stack, rather than one function recursing")
@@ -65,7 +69,12 @@ def batches():
     for _ in range(a.batches):
         lib.deep_traced_ticks()
         t0 = time.perf_counter_ns()
-        fn(a.native_depth, a.pairs)
+        if a.alternate:
+            for _ in range(a.pairs // 2):
+                fn(a.native_depth, 1)
+                fn(a.native_depth, 1)
+        else:
+            fn(a.native_depth, a.pairs)
         dt = time.perf_counter_ns() - t0
         tk = lib.deep_traced_ticks()
         # --entries-only: the entries' own time (TSC ticks over the TSC's
@@ -112,4 +121,5 @@ print(f"ns/event median {t[len(t) // 2]:.1f} p5 {t[len(t) // 20]:.1f}"
       f" (python depth {a.pydepth}, native depth {a.native_depth}, {'GIL held' if a.gil else 'GIL released'}"
       f"{', %d KiB written between blocks' % a.pollute if a.pollute else ''}{', autograd node' if a.node else ''}"
       f"{', native thread' if a.native_thread else ''}"
-      f"{', frameless Python thread' if a.frameless_thread else ''})")
+      f"{', frameless Python thread' if a.frameless_thread else ''}"
+      f"{', two lines in turn' if a.alternate else ''})")
