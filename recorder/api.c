@@ -7,6 +7,7 @@
 
 #include "memsnap/memsnap.h"
 #include "recorder.h"
+#include "pyframes.h"
 
 MSNAP_EXPORT int memsnap_dump(const char *reason)
 {
@@ -39,7 +40,7 @@ MSNAP_EXPORT int memsnap_totals_get(int device, memsnap_totals *out)
     memset(out, 0, sizeof *out);
     if (!core_recording())
         return MEMSNAP_ERR_OFF;
-    writer_sync(atomic_load(&g_queue_head));
+    writer_sync(atomic_load(&g_queue_head.v));
     uint64_t v[6];
     if (writer_totals(device, v) != 0)
         return MEMSNAP_ERR_OFF;
@@ -79,6 +80,14 @@ MSNAP_EXPORT void memsnap_trace_block(int action, int device, uint64_t addr, uin
     e.stack = core_capture_stack();
     core_emit(&e, action == MEMSNAP_TRACE_OOM);
     t_in_hook--;
+}
+
+/* For tests and benchmarks (torch.pymemo): how many of the calling
+ * thread's Python-only captures the memo of its last stack answered
+ * (pyframes.c, "The last stack again"). */
+MSNAP_EXPORT uint64_t memsnap_bench_memo_served(void)
+{
+    return pyframes_memo_served();
 }
 
 /* For benchmarks only (bench/bench_overhead.py, default-levels): 0 makes

@@ -17,8 +17,10 @@
 #include "recorder.h"
 #include "util/size.h"
 
-MSNAP_HOT_DATA rec_config g_cfg;
+/* output set from the start: a hook that runs before config_load (another
+ * preload's constructor) reads an empty pattern, as before it was a pointer */
 static char cfg_output[REC_OUTPUT_MAX];
+MSNAP_HOT_DATA rec_config g_cfg = {.output = cfg_output};
 
 int config_for_run; /* recorder.h */
 

@@ -52,7 +52,7 @@ static MSNAP_TLS uint64_t t_last_ticket = UINT64_MAX - 1;  /* the queue ticket o
 MSNAP_HOT_DATA core_slot *g_queue;
 MSNAP_HOT_DATA uint64_t g_queue_mask;
 /* Each on a line of its own: head is the producers', tail the writer's. */
-MSNAP_HOT_DATA _Atomic uint64_t g_queue_head __attribute__((aligned(128)));
+MSNAP_HOT_DATA core_line_u64 g_queue_head;
 _Atomic uint64_t g_memops_begun __attribute__((aligned(128))), g_memops_done;
 _Atomic uint64_t g_queue_tail __attribute__((aligned(128)));
 _Atomic uint32_t g_writer_wake __attribute__((aligned(128)));
@@ -424,7 +424,7 @@ MSNAP_HOT_FN void core_emit(msnap_event *e, int urgent)
         e->t_ns = core_stamp();
     if (!e->tid)
         e->tid = core_tid();
-    uint64_t t = atomic_fetch_add_explicit(&g_queue_head, 1, memory_order_relaxed);
+    uint64_t t = atomic_fetch_add_explicit(&g_queue_head.v, 1, memory_order_relaxed);
     core_slot *s = &g_queue[t & g_queue_mask];
     int spins = 0;
     while (atomic_load_explicit(&s->seq, memory_order_acquire) != t) {
@@ -488,7 +488,7 @@ int core_tables_init(void)
     if (queue_fresh) {
         for (uint64_t i = 0; i <= g_queue_mask; i++)
             atomic_store_explicit(&g_queue[i].seq, i, memory_order_relaxed);
-        atomic_store(&g_queue_head, 0);
+        atomic_store(&g_queue_head.v, 0);
         atomic_store(&g_queue_tail, 0);
         queue_fresh = 0;
     }

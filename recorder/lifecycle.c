@@ -172,7 +172,7 @@ int core_inproc_stop(uint64_t *events)
     int rc = -1;
     if (g_inproc && atomic_load(&g_state) == 1) {
         atomic_store_explicit(&g_state, -1, memory_order_release);
-        writer_sync(atomic_load(&g_queue_head));
+        writer_sync(atomic_load(&g_queue_head.v));
         rc = writer_stop(0, events) == 0 ? 0 : -2;
         int saved = errno;
         writer_forget();

@@ -28,6 +28,7 @@ static inline void *rec_map_hot(size_t bytes)
 {
     if (bytes < REC_HUGE)
         return rec_map_zeroed(bytes);
+    bytes = (bytes + 4095) & ~(size_t)4095;   /* the tail's munmap needs a page boundary */
     char *p = mmap(NULL, bytes + REC_HUGE, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)

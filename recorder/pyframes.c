@@ -599,13 +599,14 @@ MSNAP_HOT_DATA static _Atomic(const void *) shim_code;
 /* The frames of a thread's last walk that a stack id was made of, and the
  * id (see "The last stack again" at walk_frames).  Frames visited, kept or
  * not: their code and instruction pointers. */
-#define MEMO_MAX 64
+#define MEMO_MAX 192   /* frames visited: MEMSNAP_PYTHON_DEPTH (64) kept, with the shims between */
 typedef struct py_memo {
     uint32_t stack;                  /* the id core made of the walk (0: none) */
     uint32_t pending;                /* 1: recorded, its id not yet noted */
     uint32_t n;                      /* frames visited */
     int np, maxp;                    /* frames kept, and the most asked */
     int ended;                       /* 1: the chain ended after n (else maxp was reached) */
+    uint64_t served;                 /* captures it answered (tests, benchmarks) */
     const char *co[MEMO_MAX], *instr[MEMO_MAX];
 } py_memo;
 
@@ -1050,9 +1051,12 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
     key->hash = stacktab_hash_end(h, np);
     key->check = stacktab_check_end(c, np);
     if (m) {
-        /* Kept only where the walk met no frame of a code object it did
-         * not prove without a look (a version read, or none while the
-         * watcher is off) and ended within MEMO_MAX frames. */
+        /* Kept where the walk ended (the chain's end, or the depth) within
+         * MEMO_MAX frames visited and met no generator frame before its
+         * first instruction.  Every frame here is a proven way; one whose
+         * version was read now is kept unchecked from now on (the watcher
+         * on), and walk_frames passes m only with the watcher on or, before
+         * 3.12, with every way held by a reference of ours. */
         m->stack = 0;
         m->pending = nv <= MEMO_MAX && np > 0 && (!fr || np == maxp);
         m->n = nv;
@@ -1154,6 +1158,7 @@ static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint1
         if (memo_id && (watching || L->co_version < 0)) {
             m = &cache->memo;
             if (memo_same(fr, m, maxp)) {
+                m->served++;
                 *memo_id = m->stack;   /* py is not written */
                 return m->np;
             }
@@ -1314,7 +1319,9 @@ MSNAP_HOT_FN int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab
      * was read before any free (x86 keeps loads in order and sees another
      * CPU's stores in the order made; the fences keep the compiler from
      * moving the reads).  A frame found, or finalization begun, goes the
-     * usual way, under the lock. */
+     * usual way, under the lock.  Not excluded: this thread preempted
+     * between the first look and its read while finalization frees the
+     * state and malloc trims that page away (docs/recorder.md). */
     if (t_main < 0 && py_runtime && g_cfg.py_frames == 1 && !py_finalizing()) {
         const char *fr = (const char *)1;   /* not known: the usual way */
         if (L->fr_lasti >= 0 || L->ts_cframe < 0) {
@@ -1404,7 +1411,12 @@ walk:;
     return np > 0 ? np : -1;
 }
 
-MSNAP_HOT_FN void pyframes_memo_note(uint32_t id)
+MSNAP_HOT_FN uint64_t pyframes_memo_served(void)
+{
+    return t_cache ? t_cache->memo.served : 0;
+}
+
+void pyframes_memo_note(uint32_t id)
 {
     seen_cache *c = t_cache;
     if (c && c->memo.pending) {

@@ -42,6 +42,8 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key,
  * (py is not written), else 0: the caller makes the id of py[0..n) and
  * gives it to pyframes_memo_note (0 when none was made). */
 void pyframes_memo_note(uint32_t id);
+/* How many of this thread's captures the memo answered. */
+uint64_t pyframes_memo_served(void);
 
 /* Merges py[0..np) (from pyframes_collect) into the native stack
  * native[0..n) (return addresses, innermost first): each eval-loop frame

@@ -235,7 +235,13 @@ typedef struct core_slot {
 } __attribute__((aligned(128))) core_slot;
 extern core_slot *g_queue;
 extern uint64_t g_queue_mask;
-extern _Atomic uint64_t g_queue_head;   /* next ticket to hand out */
+/* next ticket to hand out (.v): every event writes it, so it has its line
+ * to itself, not shared with the read-mostly globals beside it */
+typedef struct core_line_u64 {
+    _Atomic uint64_t v;
+    char pad[120];
+} __attribute__((aligned(128))) core_line_u64;
+extern core_line_u64 g_queue_head;
 extern _Atomic uint64_t g_queue_tail;   /* next ticket the writer consumes */
 extern _Atomic uint32_t g_writer_wake;  /* futex word */
 /* Driver memory calls begun and finished (hooks.c's ENTER and LEAVE): the

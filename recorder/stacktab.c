@@ -29,13 +29,14 @@ int stacktab_init(stacktab *t, uint64_t max_stacks, uint64_t arena_frames)
     t->slots = rec_map_hot(nslots * sizeof *t->slots);
     t->entries = rec_map_zeroed((max_stacks + 1) * sizeof *t->entries);
     t->arena = rec_map_zeroed(arena_frames * sizeof *t->arena);
+    /* the sizes first: stacktab_destroy unmaps by them */
+    t->mask = nslots - 1;
+    t->max_stacks = max_stacks;
+    t->arena_cap = arena_frames;
     if (!t->slots || !t->entries || !t->arena) {
         stacktab_destroy(t);
         return -1;
     }
-    t->mask = nslots - 1;
-    t->max_stacks = max_stacks;
-    t->arena_cap = arena_frames;
     atomic_store(&t->next_id, 1);
     return 0;
 }

@@ -615,7 +615,10 @@ static inline int ws_sized(uint64_t requested)
         pthread_once(&ws_once, ws_sizes_once);
     for (int i = 0; i < ws_n; i++)
         if (requested == ws_size[i])
-            return atomic_fetch_sub_explicit(&ws_left, 1, memory_order_relaxed) > 0;
+            /* read first: once they are spent the line is only read (it
+             * is on the hot page, which every allocation reads) */
+            return atomic_load_explicit(&ws_left, memory_order_relaxed) > 0 &&
+                   atomic_fetch_sub_explicit(&ws_left, 1, memory_order_relaxed) > 0;
     return 0;
 }
 

@@ -979,7 +979,7 @@ void writer_sync(uint64_t upto)
 int writer_dump_sync(const char *reason)
 {
     pthread_mutex_lock(&api_lock);
-    writer_sync(atomic_load(&g_queue_head));
+    writer_sync(atomic_load(&g_queue_head.v));
     api_reason = reason;
     uint64_t want = atomic_fetch_add(&api_req, 1) + 1;
     while (atomic_load(&api_done) < want) {

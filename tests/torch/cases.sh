@@ -255,6 +255,7 @@ pymemo)  # a thread's last Python stack served again only where the frames are t
     done
     [ ${#pys[@]} -gt 0 ] || { echo "SKIP: Python frames need python3 3.11 or later"; exit 77; }
     for py in "${pys[@]}"; do
+        echo "== $py"
         run -o "$T/m.msnap" -- "$py" "$here/pymemo.py" "$DEEP_LIB" > "$T/out" 2> "$T/err" ||
             fail "$py: $(cat "$T/err")"
         tail -1 "$T/out" | grep -qx "pymemo done" || fail "$py: output changed"
@@ -263,7 +264,8 @@ import json, sys
 sys.path.insert(0, sys.argv[3].rsplit("/", 1)[0])
 from check import load, load_stacks, load_syms
 events, _, _ = load(sys.argv[1])
-labels = open(sys.argv[2]).read().splitlines()[:-1]
+out = open(sys.argv[2]).read().splitlines()
+labels, served = out[:-2], int(out[-2].split()[1])
 allocs = [e for e in events if e.get("f") == "torch" and e["a"] == "block_alloc"]
 assert len(allocs) == len(labels), (len(allocs), labels)
 stacks, syms = load_stacks(sys.argv[1]), load_syms(sys.argv[1], full=True)
@@ -272,7 +274,7 @@ inner = [i + 1 for i, l in enumerate(src) if l.strip() == "lib.deep_trace(3, 1)"
 def frames(e):   # qualified name:line of each Python frame, innermost first
     return ["%s:%d" % (syms[ip]["fn"], syms[ip]["line"]) for ip in stacks[e["k"]] if ip >> 63]
 by = {}
-for line, e in zip(open(sys.argv[2]).read().splitlines(), allocs):
+for line, e in zip(labels, allocs):
     label, callers = line.split(" ", 1)
     got = frames(e)
     # the oracle: Python's own frames at the call, alloc's at deep_trace
@@ -282,7 +284,11 @@ for line, e in zip(open(sys.argv[2]).read().splitlines(), allocs):
 # would too), and the chains' stacks all differ
 assert all(len(ids) == 1 for ids in by.values()), by
 assert len({min(ids) for ids in by.values()}) == len(by), by
-print("pymemo: %d allocations, %d stacks, each as Python saw it" % (len(allocs), len(by)))
+# the memo answered: at least the loop's second to twelfth allocations of
+# the two passes after the warm-up
+assert served >= 22, "the memo answered %d captures" % served
+print("pymemo: %d allocations, %d stacks, each as Python saw it; the memo answered %d"
+      % (len(allocs), len(by), served))
 PY
     done
     echo "pymemo: all passed"

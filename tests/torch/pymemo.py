@@ -1,24 +1,31 @@
 # The recorder's memo of a thread's last Python stack (pyframes.c, "The last
 # stack again"), against what it must not merge: allocations (one block
 # each through deep_trace, GIL released as PyTorch's ops release it) made
-#   same      three times from one line in a loop: one stack
+#   same      twelve times from one line in a loop: one stack, the memo's
 #   q, k      from one function (linear) called from two lines of attn: the
 #             innermost frame's code and instruction are the same, the
 #             caller's instruction is not
 #   rec2, rec3  from the same innermost line at two depths of recursion
 #   a, b      from two lines of one function, in turn, twice
 #   gen       from a generator's frame
-# after warm-up work, so the main thread's call has run (the watcher on
-# 3.12+).  Prints, for each allocation in order, its label and its
-# callers as Python sees them (qualified name:line, innermost first), then
-# "pymemo done": the oracle the recorded stacks are checked against.
+#   churn     from functions made with exec and dropped one after another
+#             (code objects die, their addresses come back for the next)
+# after a warm-up pass over the same paths that lets the main thread's
+# pending call run with each function on the stack (the watcher on 3.12+;
+# references on 3.11, asked for at most every 50 ms).  Prints, for each
+# allocation in order, its label and its callers as Python sees them
+# (qualified name:line, innermost first), the oracle the recorded stacks
+# are checked against; then "served N" (the captures the memo answered on
+# this thread) and "pymemo done".
 # usage: pymemo.py LIB
 import ctypes
 import sys
+import time
 
 lib = ctypes.CDLL(sys.argv[1])
 lib.deep_trace.argtypes = [ctypes.c_int, ctypes.c_int]
 labels = []
+warm = True
 
 
 def alloc(label):
@@ -28,6 +35,9 @@ def alloc(label):
         f = f.f_back
     labels.append(label + " " + "|".join(callers))
     lib.deep_trace(3, 1)
+    if warm:                 # the pending call runs here, this stack on the main thread
+        time.sleep(0.06)
+        sum(range(100))
 
 
 def linear(label):
@@ -56,20 +66,38 @@ def gen():
     yield 1
 
 
-for i in range(2000):      # warm-up: the interpreter runs its pending calls
-    sum(range(50))
-for _ in range(3):
-    alloc("same")
-attn()
-attn()
-rec(2, "rec2")
-rec(3, "rec3")
-rec(2, "rec2")
-two_lines()
-two_lines()
-for _ in gen():
-    pass
-attn()
+def churn(rounds):
+    for i in range(rounds):
+        ns = {"alloc": alloc}
+        exec(compile(f"def churn_{i}():\n    alloc('churn')\n", "<churn>", "exec"), ns)
+        ns[f"churn_{i}"]()
+        ns[f"churn_{i}"]()
+        del ns
+
+
+def paths():
+    for _ in range(12):
+        alloc("same")
+    attn()
+    attn()
+    rec(2, "rec2")
+    rec(3, "rec3")
+    rec(2, "rec2")
+    two_lines()
+    two_lines()
+    for _ in gen():
+        pass
+    attn()
+
+
+paths()
+warm = False
+paths()
+churn(50)
+paths()
 for label in labels:
     print(label)
+served = ctypes.CDLL(None).memsnap_bench_memo_served
+served.restype = ctypes.c_uint64
+print("served", served())
 print("pymemo done")
