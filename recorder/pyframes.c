@@ -322,30 +322,49 @@ static inline uint32_t code_slot_first(uintptr_t key)
     return (uint32_t)(((uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull) >> 40) & (CODE_SLOTS - 1);
 }
 
+/* A new entry for code object co: its id, or 0 when the table is full.
+ * One Py_IncRef when gil (this thread holds the GIL). */
+static uint32_t code_new(const void *co, int gil)
+{
+    uint32_t id = atomic_fetch_add(&next_id, 1);
+    if (id > CODE_MAX)
+        return 0;
+    if (gil) {
+        py_incref((void *)co);
+        entries[id].referenced = 1;
+    }
+    fill_entry(id, co);
+    return id;
+}
+
 /* The id of code object co, adding it on first sight (with one Py_IncRef
  * when gil, i.e. this thread holds the GIL); 0 when the table is full or
- * another thread is filling the slot right now. */
+ * another thread is filling the slot right now.
+ *
+ * A slot whose entry does not match co names a code object that lived at
+ * co's address before: dead, since co is alive there now (a referenced
+ * entry always matches: its object cannot die).  Its slot is taken over
+ * (the id swapped for a new entry's; the old entry stays, for the stacks
+ * that name it) rather than a new slot claimed further on: code made and
+ * dropped without end at a few addresses (exec, fx's generated modules)
+ * filled the 64 slots a key may probe, and every later object there went
+ * unnamed. */
 static uint32_t code_id(const void *co, int gil)
 {
     uintptr_t key = (uintptr_t)co;
+    code_slot *stale = NULL;
+    uint32_t stale_id = 0;
     for (uint32_t probe = 0, i = code_slot_first(key); probe < 64;
          probe++, i = (i + 1) & (CODE_SLOTS - 1)) {
         code_slot *s = &slots[i];
         uintptr_t cur = atomic_load_explicit(&s->key, memory_order_acquire);
         if (cur == 0) {
+            if (stale)
+                break;
             uintptr_t zero = 0;
             if (atomic_compare_exchange_strong(&s->key, &zero, key)) {
-                uint32_t id = atomic_fetch_add(&next_id, 1);
-                if (id > CODE_MAX) {
-                    atomic_store_explicit(&s->id, CODE_FULL, memory_order_release);
-                    return 0;
-                }
-                if (gil) {
-                    py_incref((void *)co);
-                    entries[id].referenced = 1;
-                }
-                fill_entry(id, co);
-                atomic_store_explicit(&s->id, id, memory_order_release);
+                uint32_t id = code_new(co, gil);
+                atomic_store_explicit(&s->id, id ? id : CODE_FULL, memory_order_release);
                 return id;
             }
             cur = zero;
@@ -356,10 +375,21 @@ static uint32_t code_id(const void *co, int gil)
                 return 0;
             if (same_code(id, co))
                 return id;
-            /* An older code object at this address: keep probing. */
+            if (!stale) {             /* an older code object at this address */
+                stale = s;
+                stale_id = id;
+            }
         }
     }
-    return 0;
+    if (!stale)
+        return 0;
+    uint32_t id = code_new(co, gil);
+    /* Lost to another thread taking it over first (most likely for co
+     * too): this entry names co all the same (a second id for the same
+     * frames). */
+    if (id)
+        (void)atomic_compare_exchange_strong(&stale->id, &stale_id, id);
+    return id;
 }
 
 /* ---- Watching code objects die (3.12+) ---------------------------------------------

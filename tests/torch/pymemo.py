@@ -8,8 +8,11 @@
 #   rec2, rec3  from the same innermost line at two depths of recursion
 #   a, b      from two lines of one function, in turn, twice
 #   gen       from a generator's frame
-#   churn     from functions made with exec and dropped one after another
-#             (code objects die, their addresses come back for the next)
+#   churn     from 300 functions compiled and dropped one after another:
+#             their code objects come back at one or two addresses, each
+#             with another name (the code table takes over a dead one's
+#             slot; before, the 64 slots an address may probe filled up and
+#             later functions went unnamed)
 # after a warm-up pass over the same paths that lets the main thread's
 # pending call run with each function on the stack (the watcher on 3.12+;
 # references on 3.11, asked for at most every 50 ms).  Prints, for each
@@ -21,6 +24,7 @@
 import ctypes
 import sys
 import time
+import types
 
 lib = ctypes.CDLL(sys.argv[1])
 lib.deep_trace.argtypes = [ctypes.c_int, ctypes.c_int]
@@ -67,12 +71,16 @@ def gen():
 
 
 def churn(rounds):
+    """Functions compiled and dropped one after another: their code objects
+    come back at one or two addresses, each with another name."""
+    g = {"alloc": alloc}
     for i in range(rounds):
-        ns = {"alloc": alloc}
-        exec(compile(f"def churn_{i}():\n    alloc('churn')\n", "<churn>", "exec"), ns)
-        ns[f"churn_{i}"]()
-        ns[f"churn_{i}"]()
-        del ns
+        co = compile(f"def churn_{i}():\n    alloc('churn')\n", "<churn>", "exec")
+        fco = [c for c in co.co_consts if isinstance(c, types.CodeType)][0]
+        f = types.FunctionType(fco, g)
+        f()
+        f()
+        del co, fco, f
 
 
 def paths():
@@ -93,7 +101,7 @@ def paths():
 paths()
 warm = False
 paths()
-churn(50)
+churn(300)
 paths()
 for label in labels:
     print(label)
