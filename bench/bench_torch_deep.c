@@ -39,13 +39,31 @@ int deep_configure(int kb, int with_node)
     return 0;
 }
 
+static int pollute_pages;   /* deep_configure_pages: pages written between blocks */
+
 static void pollute(void)
 {
-    static int at;
+    static int at, page;
     for (int i = 0; i < pollute_lines; i++) {
         junk[(size_t)at * 64] = (char)i;
         at = (at + 1) % ((64 << 20) / 64);
     }
+    /* One byte on each of n pages, 4 KiB apart: few cache lines, as many
+     * TLB entries (a line each), so what the recorder's next
+     * event pays for page walks shows apart from its cache misses. */
+    for (int i = 0; i < pollute_pages; i++) {
+        junk[(size_t)page * 4096 + 64 * (page & 63)] = (char)i;
+        page = (page + 1) % ((64 << 20) / 4096);
+    }
+}
+
+/* n pages written between two blocks (see pollute).  Returns 0. */
+int deep_configure_pages(int n)
+{
+    pollute_pages = n < 0 ? 0 : n;
+    if (n > 0 && !junk)
+        deep_configure(0, 0);
+    return 0;
 }
 
 /* TSC ticks spent in the trace entries themselves (not the pollution
@@ -94,7 +112,7 @@ static void burst(int pairs)
         }
         if (time_entries)
             traced_ticks += ticks() - t0;
-        if (pollute_lines)
+        if (pollute_lines || pollute_pages)
             pollute();
         __asm__ volatile("" ::: "memory");
     }

@@ -23,6 +23,9 @@ ap.add_argument("--gil", action="store_true")
 ap.add_argument("--pollute", type=int, default=0, metavar="KB",
                 help="KiB of memory written between two blocks (the caches as a real step leaves"
                      " them: PyTorch's work between allocations)")
+ap.add_argument("--pollute-pages", type=int, default=0, metavar="N",
+                help="pages written between two blocks, one byte each, 4 KiB apart (the TLB as a"
+                     " step leaves it, apart from the caches)")
 ap.add_argument("--native-thread", action="store_true",
                 help="the entries come from a thread without Python (as the backward pass's do)")
 ap.add_argument("--frameless-thread", action="store_true",
@@ -46,6 +49,7 @@ fn = lib.deep_trace
 fn.argtypes = [ctypes.c_int, ctypes.c_int]
 lib.deep_configure.argtypes = [ctypes.c_int, ctypes.c_int]
 lib.deep_configure(a.pollute, int(a.node))
+lib.deep_configure_pages(a.pollute_pages)
 
 
 lib.deep_traced_ticks.restype = ctypes.c_uint64
@@ -119,7 +123,8 @@ else:
     t = sorted(distinct(a.pydepth)() if a.distinct else deep(a.pydepth))
 print(f"ns/event median {t[len(t) // 2]:.1f} p5 {t[len(t) // 20]:.1f}"
       f" (python depth {a.pydepth}, native depth {a.native_depth}, {'GIL held' if a.gil else 'GIL released'}"
-      f"{', %d KiB written between blocks' % a.pollute if a.pollute else ''}{', autograd node' if a.node else ''}"
+      f"{', %d KiB written between blocks' % a.pollute if a.pollute else ''}"
+      f"{', %d pages written between blocks' % a.pollute_pages if a.pollute_pages else ''}{', autograd node' if a.node else ''}"
       f"{', native thread' if a.native_thread else ''}"
       f"{', frameless Python thread' if a.frameless_thread else ''}"
       f"{', two lines in turn' if a.alternate else ''})")

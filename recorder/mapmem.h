@@ -16,13 +16,13 @@ static inline void *rec_map_zeroed(size_t bytes)
 
 #define REC_HUGE (2u << 20)
 
-/* The same for a table every event reads at a place of its own (the
- * queue's slots, the stack table's hash slots, the threads' code caches):
- * on 2 MiB pages where the kernel gives them (transparent huge pages,
- * "madvise" or "always"), so that one TLB entry covers what 512 did; the
- * program's work between two events evicts the TLB (docs/recorder.md,
- * *What an event touches*).  Such a table is touched all over, so the
- * memory it holds is about what 4 KiB pages would hold.  The mapping is
+/* The same for a table every event writes at a place of its own and that
+ * is touched all over anyway (the queue's slots): on 2 MiB pages where the
+ * kernel gives them (transparent huge pages, "madvise" or "always"), so
+ * that one TLB entry covers what 512 did; the program's work between two
+ * events evicts the TLB (docs/recorder.md, *What an event touches*).  Not
+ * for a hashed table a small program touches in a few places (the stack
+ * table's slots: 8 MiB held where a few hundred KiB were).  The mapping is
  * exactly [p, p + bytes), 2 MiB-aligned: munmap(p, bytes) frees it. */
 static inline void *rec_map_hot(size_t bytes)
 {

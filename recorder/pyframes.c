@@ -931,7 +931,7 @@ static int py_start(void)
     arena = rec_map_zeroed(ARENA_BYTES);
     if (!slots || !entries || !arena)
         return PY_OFF;
-    caches = rec_map_hot(SEEN_CACHES * sizeof *caches);
+    caches = rec_map_zeroed(SEEN_CACHES * sizeof *caches);
     if (caches && pthread_key_create(&cache_key, cache_release) != 0)
         caches = NULL;
     return PY_READY;

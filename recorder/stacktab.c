@@ -26,7 +26,7 @@ int stacktab_init(stacktab *t, uint64_t max_stacks, uint64_t arena_frames)
     uint64_t nslots = 1;
     while (nslots < max_stacks * 2)
         nslots <<= 1;
-    t->slots = rec_map_hot(nslots * sizeof *t->slots);
+    t->slots = rec_map_zeroed(nslots * sizeof *t->slots);
     t->entries = rec_map_zeroed((max_stacks + 1) * sizeof *t->entries);
     t->arena = rec_map_zeroed(arena_frames * sizeof *t->arena);
     /* the sizes first: stacktab_destroy unmaps by them */
