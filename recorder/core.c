@@ -319,11 +319,6 @@ __attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_stack_n(int native_
                               py_only ? &memo : NULL);
     if (memo)
         return memo;
-    if (py_only && np > 0) {
-        uint32_t id = capture(0, 0, py, grp, np, py_key, 0);
-        pyframes_memo_note(id);
-        return id;
-    }
     if (native_keep == TORCH_NATIVE_AUTO)
         native_keep = np > 0 ? 0 : TORCH_NATIVE_NO_PYTHON;
     int keep = native_keep < g_cfg.stack_depth ? native_keep : g_cfg.stack_depth;
@@ -331,7 +326,10 @@ __attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_stack_n(int native_
         keep = 0;
     if (own_frames < 0 || own_frames > OWN_FRAMES_MAX)
         own_frames = OWN_FRAMES_MAX;
-    return capture(keep, own_frames, py, grp, np, py_key, first);
+    uint32_t id = capture(keep, own_frames, py, grp, np, py_key, first);
+    if (py_only && np > 0)
+        pyframes_memo_note(id);   /* keep 0 then: the Python frames alone */
+    return id;
 }
 
 __attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_node_stack(uint64_t node)

@@ -1137,12 +1137,6 @@ static __attribute__((noinline)) void cache_refill(seen_cache *cache, uint32_t r
     cache->ref_gen = rg;
 }
 
-/* Reads the frames of thread state ts, innermost first, into py (at most
- * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost;
- * want_grp 0: not wanted, and the fast path skips it); *key as
- * pyframes_collect says.
- * Returns how many, or -1 when a frame's code is not a code object (the
- * layout is not what we think). */
 /* The last stack again.  Where a caller can use a stack id in place of the
  * frames (memo_id not NULL: core_capture_stack_n, a Python-only stack),
  * the chain is first compared with the thread's last walk that such a
@@ -1166,6 +1160,12 @@ static inline int memo_same(const char *fr, const py_memo *m, int maxp)
     return i == m->n && (!m->ended || !fr);
 }
 
+/* Reads the frames of thread state ts, innermost first, into py (at most
+ * maxp); grp[i] = which eval-loop call ran py[i] (0 = the innermost;
+ * want_grp 0: not wanted, and the fast path skips it); *key as
+ * pyframes_collect says.
+ * Returns how many, or -1 when a frame's code is not a code object (the
+ * layout is not what we think). */
 static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint16_t *grp, int want_grp,
                        int maxp, stacktab_key *key, uint32_t *memo_id)
 {
@@ -1441,12 +1441,12 @@ walk:;
     return np > 0 ? np : -1;
 }
 
-MSNAP_HOT_FN uint64_t pyframes_memo_served(void)
+uint64_t pyframes_memo_served(void)
 {
     return t_cache ? t_cache->memo.served : 0;
 }
 
-void pyframes_memo_note(uint32_t id)
+MSNAP_HOT_FN void pyframes_memo_note(uint32_t id)
 {
     seen_cache *c = t_cache;
     if (c && c->memo.pending) {
