@@ -549,6 +549,17 @@ static __attribute__((noinline)) void watch_ask(void)
         atomic_store(&watch.state, ++watch.asks < 16 ? WATCH_NONE : WATCH_NEVER);
 }
 
+/* Whether code id's object is held by a reference of ours, or never will
+ * be (made at run time: reference_main_stack leaves it), so that asking
+ * the main thread's call is of no use.  Runtime code on every frame (an
+ * exec'd chain) had asked at each of its frames' every walk, a clock read
+ * each time. */
+static inline int ref_held_or_never(uint32_t id)
+{
+    return id && (__atomic_load_n(&entries[id].referenced, __ATOMIC_RELAXED) ||
+                  arena[entries[id].file] == '<');
+}
+
 /* Before 3.12, on the main thread: a frame's code object is held by no
  * reference of ours; ask the main thread's call to take one (see
  * reference_main_stack). */
@@ -1233,8 +1244,7 @@ static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint1
                 uint32_t id = frame_code_id(cache, co, gil);
                 if (id)
                     put_frame(py, grp, &np, id, instr, code0, g);
-                if (!gil && t_main > 0 && L->minor < 12 &&
-                    !(id && __atomic_load_n(&entries[id].referenced, __ATOMIC_RELAXED)))
+                if (!gil && t_main > 0 && L->minor < 12 && !ref_held_or_never(id))
                     ref_ask();
             }
         } else if (co && L->minor < 13) {
@@ -1268,8 +1278,7 @@ static int walk_legacy(const void *ts, int gil, uint64_t *py, uint16_t *grp, int
         int lasti = RD(fr, o_lasti, int);
         if (lasti >= 0) {
             uint32_t id = frame_code_id(cache, co, gil);
-            if (!gil && t_main > 0 && !(id && __atomic_load_n(&entries[id].referenced,
-                                                               __ATOMIC_RELAXED)))
+            if (!gil && t_main > 0 && !ref_held_or_never(id))
                 ref_ask();
             if (id) {
                 py[np] = py_entry(id, (int64_t)lasti * unit);
