@@ -48,6 +48,7 @@ def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address=None)
     c = distributed.Client(cluster)
+    c.wait_for_workers(2, timeout=60)   # both up before any task: else one may take them all
     yield c
     c.close()
     cluster.close()
