@@ -94,6 +94,11 @@ def worker(a):
     from train_workload import make_step, pin_threads
     step, sync = make_step(a.workload)
     rec = None
+    if mode == "hist-python" and a.workload != "sim":
+        # PyTorch's own history, the anchor (bench_overhead.py's worker does
+        # the same); without this the configuration was a second plain
+        sys.modules["torch"].cuda.memory._record_memory_history(stacks="python",
+                                                                max_entries=1_000_000)
     if mode == "record":
         import memsnap
         rec = memsnap.record(os.path.join(a.tmp, "record-%d.msnap" % os.getpid()))

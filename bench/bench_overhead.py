@@ -57,6 +57,9 @@ Configurations (--configs, comma-separated; NAME@BUILD takes memsnap from
                   muted, per cycle: what each part of an event costs in the
                   step itself, where its caches are as cold as they are
   hist-python     torch.cuda.memory._record_memory_history(stacks='python')
+  pydepthN        memsnap run with MEMSNAP_PYTHON_DEPTH=N (the Python walk
+                  stops at N frames: its cost a frame, against the defaults'
+                  64 and nostack's none)
 
 Usage (GPU machine; memsnap built, `memsnap torch-setup` done first):
   python3 bench/bench_overhead.py --memsnap build/bin/memsnap --rounds 10 \\
@@ -67,6 +70,7 @@ Prints one line per process as it goes, then the markdown table.
 import argparse
 import json
 import os
+import re
 import random
 import statistics
 import subprocess
@@ -344,6 +348,11 @@ def command(name, a, builds):
         env["MEMSNAP_CLOCK"] = "monotonic"
     if base == "nostack":
         run += ["--stack-depth", "0"]
+    if re.fullmatch(r"pydepth[0-9]+", base):
+        # the Python stack cut at N frames (the walk stops there): whether a
+        # capture's cost grows with the frames walked or is its own
+        env["MEMSNAP_PYTHON_DEPTH"] = base[7:]
+        return run + ["--"], env
     if base == "ring":
         run += ["--mode", "ring"]
     if base == "nocompress":
