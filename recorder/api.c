@@ -90,6 +90,14 @@ MSNAP_EXPORT uint64_t memsnap_bench_memo_served(void)
     return pyframes_memo_served();
 }
 
+/* For benchmarks (bench/walk_stats.py): the calling thread's Python walks,
+ * as pyframes_walk_stats says: walks, memo, proven, code-table asks,
+ * frames kept. */
+MSNAP_EXPORT int memsnap_bench_walk_stats(uint64_t *out, int n)
+{
+    return out && n > 0 ? pyframes_walk_stats(out, n) : 0;
+}
+
 /* For benchmarks only (bench/bench_overhead.py, default-levels): 0 makes
  * every later event stackless, as --stack-depth 0 would have; 1 gives the
  * setting back.  So one recorded process can time its steps with and

@@ -648,6 +648,10 @@ typedef struct py_memo {
     int np, maxp;                    /* frames kept, and the most asked */
     int ended;                       /* 1: the chain ended after n (else maxp was reached) */
     uint64_t served;                 /* captures it answered (tests, benchmarks) */
+    /* What this thread's walks were (benchmarks: memsnap_bench_walk_stats):
+     * all of them, those walk_proven answered, the code objects the ways
+     * did not hold (seen_miss: the code table asked), the frames kept. */
+    uint64_t walks, proven, misses, kept;
     const char *co[MEMO_MAX], *instr[MEMO_MAX];
 } py_memo;
 
@@ -754,6 +758,8 @@ static inline proven *seen_proven(seen *s)
  * that code object go through code_id each time, as without the cache). */
 static __attribute__((noinline)) uint32_t seen_miss(seen *s, const void *co, int gil)
 {
+    if (t_cache)
+        t_cache->memo.misses++;
     uint32_t id = code_id(co, gil);
     if (!id || !s)
         return id;
@@ -1196,16 +1202,21 @@ static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint1
             cache_refill(cache, rg);
         watching = atomic_load_explicit(&watch.watching, memory_order_acquire);
         py_memo *m = NULL;
+        cache->memo.walks++;
         if (memo_id && (watching || L->co_version < 0)) {
             m = &cache->memo;
             if (memo_same(fr, m, maxp)) {
                 m->served++;
+                m->kept += (uint64_t)m->np;
                 *memo_id = m->stack;   /* py is not written */
                 return m->np;
             }
         }
-        if ((np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, key, watching, m)) >= 0)
+        if ((np = walk_proven(fr, cache, py, want_grp ? grp : NULL, maxp, key, watching, m)) >= 0) {
+            cache->memo.proven++;
+            cache->memo.kept += (uint64_t)np;
             return np;
+        }
         if (m)
             m->stack = m->pending = 0;
     }
@@ -1254,6 +1265,8 @@ static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint1
             g++;                    /* 3.11: the frame an eval-loop call was given */
         fr = RD(fr, o_prev, const char *);
     }
+    if (cache)
+        cache->memo.kept += (uint64_t)np;
     return np;
 }
 
@@ -1453,6 +1466,17 @@ walk:;
 uint64_t pyframes_memo_served(void)
 {
     return t_cache ? t_cache->memo.served : 0;
+}
+
+int pyframes_walk_stats(uint64_t *out, int n)
+{
+    const py_memo *m = t_cache ? &t_cache->memo : NULL;
+    uint64_t v[5] = {m ? m->walks : 0, m ? m->served : 0, m ? m->proven : 0,
+                     m ? m->misses : 0, m ? m->kept : 0};
+    int k = n < 5 ? n : 5;
+    for (int i = 0; i < k; i++)
+        out[i] = v[i];
+    return k;
 }
 
 MSNAP_HOT_FN void pyframes_memo_note(uint32_t id)

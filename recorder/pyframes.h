@@ -44,6 +44,11 @@ int pyframes_collect(uint64_t *py, uint16_t *grp, int cap, stacktab_key *key,
 void pyframes_memo_note(uint32_t id);
 /* How many of this thread's captures the memo answered. */
 uint64_t pyframes_memo_served(void);
+/* The calling thread's walks (benchmarks): out[0..n) of walks, those the
+ * memo answered, those walk_proven answered (the rest went the long way),
+ * code objects its ways did not hold (the code table asked), frames kept
+ * in all.  Returns how many were written (at most 5). */
+int pyframes_walk_stats(uint64_t *out, int n);
 
 /* Merges py[0..np) (from pyframes_collect) into the native stack
  * native[0..n) (return addresses, innermost first): each eval-loop frame

@@ -13,6 +13,9 @@
 #         no autograd nodes, the writer thread on a CPU of its own (15)
 #   28lc  the lockstep on the torch.compile loop: plain, default, driver,
 #         memsnap.record()
+#   28ws  the launching thread's Python walks a step (bench/walk_stats.py:
+#         memo, proven, the long way, code-table asks, frames), the
+#         training and the compile loop, about 40 s
 #   32    memsnap top --once and the Prometheus metrics against
 #         torch.cuda.memory_allocated() at a mark (tests/gpu/live_torch.py),
 #         keeping the frame and the metrics
@@ -113,7 +116,18 @@ for part in $(echo "$parts" | tr ',' ' '); do
             --parts lora 2>&1 | tee -a "$log"
         pack 30 "$work/30/serving-pools/figures.json"
         ;;
-    *) say "unknown part $part (28ls, 28lb, 28lc, 32, 30)" ;;
+    28ws)
+        say "28ws: the launching thread's Python walks a step (bench/walk_stats.py)"
+        mkdir -p "$work/28ws"
+        for w in train compile; do
+            PYTHONPATH="$d" timeout 120 "$M" run -q -o "$work/28ws/$w.msnap" -- \
+                "$py" "$root/bench/walk_stats.py" --workload "$w" 2>&1 | tee -a "$log" \
+                | tee -a "$work/28ws/walks.txt"
+        done
+        rm -f "$work/28ws"/*.msnap
+        pack 28ws "$work/28ws/walks.txt"
+        ;;
+    *) say "unknown part $part (28ls, 28lb, 28lc, 28ws, 32, 30)" ;;
     esac
 done
 say "done"
