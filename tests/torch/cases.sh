@@ -266,6 +266,8 @@ from check import load, load_stacks, load_syms
 events, _, _ = load(sys.argv[1])
 out = open(sys.argv[2]).read().splitlines()
 labels, served = out[:-2], int(out[-2].split()[1])
+# memsnap_bench_walk_stats: walks, memo, proven, code-table asks, frames kept
+walks, memo, proven, asks, kept = map(int, out[-2].split()[3:8])
 allocs = [e for e in events if e.get("f") == "torch" and e["a"] == "block_alloc"]
 assert len(allocs) == len(labels), (len(allocs), labels)
 stacks, syms = load_stacks(sys.argv[1]), load_syms(sys.argv[1], full=True)
@@ -287,6 +289,12 @@ assert len({min(ids) for ids in by.values()}) == len(by), by
 # the memo answered: at least the loop's second to twelfth allocations of
 # the two passes after the warm-up
 assert served >= 22, "the memo answered %d captures" % served
+# the walk counts agree: the memo's count is the same, every allocation
+# was walked, the memo and walk_proven answered no more than there were,
+# and the frames kept are at least one a walk
+assert memo == served and walks >= len(allocs) and memo + proven <= walks, \
+    (walks, memo, proven, served, len(allocs))
+assert walks <= kept <= 64 * walks and asks >= 1, (walks, kept, asks)
 print("pymemo: %d allocations, %d stacks, each as Python saw it; the memo answered %d"
       % (len(allocs), len(by), served))
 PY

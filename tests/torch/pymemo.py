@@ -107,5 +107,7 @@ for label in labels:
     print(label)
 served = ctypes.CDLL(None).memsnap_bench_memo_served
 served.restype = ctypes.c_uint64
-print("served", served())
+walk = (ctypes.c_uint64 * 5)()
+got = ctypes.CDLL(None).memsnap_bench_walk_stats(walk, 5)
+print("served", served(), "walks", *(walk[:got] if got == 5 else [-1] * 5))
 print("pymemo done")
