@@ -43,6 +43,10 @@ ap.add_argument("--alternate", action="store_true",
 ap.add_argument("--distinct", action="store_true",
                 help="each of the --pydepth frames its own function (code object), as in a model's"
                      " stack, rather than one function recursing")
+ap.add_argument("--lines", type=int, default=0, metavar="N",
+                help="one block a call, from N lines of Python in turn (N distinct stacks, as a"
+                     " step's hundreds of allocation sites, each stack's slot in the recorder's"
+                     " table on a page of its own); with --entries-only")
 a = ap.parse_args()
 lib = (ctypes.PyDLL if a.gil else ctypes.CDLL)(a.lib)
 fn = lib.deep_trace
@@ -73,7 +77,10 @@ def batches():
     for _ in range(a.batches):
         lib.deep_traced_ticks()
         t0 = time.perf_counter_ns()
-        if a.alternate:
+        if a.lines:
+            for k in range(a.pairs):
+                at_line(a.native_depth, k % a.lines)
+        elif a.alternate:
             for _ in range(a.pairs // 2):
                 fn(a.native_depth, 1)
                 fn(a.native_depth, 1)
@@ -86,6 +93,18 @@ def batches():
         times.append((tk / a.tsc_ghz if a.entries_only else dt) / (3 * a.pairs))
         time.sleep(0.002)
     return times
+
+
+def lines_caller(n):
+    """at_line(nd, k): fn(nd, 1) from the k-th of n call lines."""
+    body = "".join(f"    {'if' if k == 0 else 'elif'} k == {k}:\n        fn(nd, 1)\n"
+                   for k in range(n))
+    ns = {"fn": fn}
+    exec("def at_line(nd, k):\n" + body, ns)
+    return ns["at_line"]
+
+
+at_line = lines_caller(a.lines) if a.lines else None
 
 
 def deep(d):

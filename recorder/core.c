@@ -255,9 +255,15 @@ static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_
     ips[0] = first;
     if (np > 0 && depth == 0) {    /* Python frames alone: nothing to merge */
         int d = np < MSNAP_MAX_FRAMES - f ? np : MSNAP_MAX_FRAMES - f;
+        if (!f && py_key.hash && d == np) {
+            /* the thread's own ids first (pyframes.c, "Stack ids again") */
+            uint32_t id = pyframes_id_known(py_key.hash, (uint32_t)py_key.check);
+            if (!id && (id = stacktab_intern_keyed(&g_stacks, py, d, py_key)) != 0)
+                pyframes_id_keep(py_key.hash, (uint32_t)py_key.check, id);
+            return id;
+        }
         if (!f)
-            return py_key.hash && d == np ? stacktab_intern_keyed(&g_stacks, py, d, py_key)
-                                          : stacktab_intern(&g_stacks, py, d);
+            return stacktab_intern(&g_stacks, py, d);
         memcpy(ips + 1, py, (size_t)d * sizeof *py);
         return stacktab_intern(&g_stacks, ips, d + 1);
     }

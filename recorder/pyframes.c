@@ -655,6 +655,14 @@ typedef struct py_memo {
     const char *co[MEMO_MAX], *instr[MEMO_MAX];
 } py_memo;
 
+/* Stack ids this thread was given lately, by their key (see "Stack ids
+ * again" at pyframes_id_known): 32 KiB on eight pages. */
+#define IDC_N 2048u
+typedef struct id_seen {
+    uint64_t hash;                   /* 0: empty (an ended key's hash never is) */
+    uint32_t check, id;
+} id_seen;
+
 typedef struct seen_cache {
     py_memo memo;
     seen way[SEEN_WAYS];             /* set k: ways k * SEEN_ASSOC ... */
@@ -662,6 +670,7 @@ typedef struct seen_cache {
     uint8_t victim[SEEN_SETS];       /* the next way of a full set to refill */
     uint32_t epoch;                  /* watch.epoch when the ways were last checked */
     uint32_t ref_gen;                /* watch.ref_gen when the ways were filled */
+    id_seen ids[IDC_N];              /* by key.hash's low bits */
 } seen_cache;
 
 MSNAP_HOT_DATA static seen_cache *caches;
@@ -1466,6 +1475,35 @@ walk:;
 uint64_t pyframes_memo_served(void)
 {
     return t_cache ? t_cache->memo.served : 0;
+}
+
+/* Stack ids again.  A Python-only stack's key (the walk makes it) names
+ * its id in the stack table as surely as the table's own slot does (a
+ * slot matches on the same 96 bits and never reads the frames), and an id
+ * never changes meaning, so the thread keeps the ids it was given by key
+ * in a small table of its own and asks the stack table only on a miss.
+ * The stack table's slots lie on 2,048 pages, one a stack: between two
+ * captures of a step's hundreds of stacks, PyTorch's work has taken each
+ * slot's page out of the TLB.  These 2,048 ids lie on eight pages that
+ * every capture touches.  0: not known here. */
+MSNAP_HOT_FN uint32_t pyframes_id_known(uint64_t hash, uint32_t check)
+{
+    const seen_cache *c = t_cache;
+    if (!c)
+        return 0;
+    const id_seen *e = &c->ids[hash & (IDC_N - 1)];
+    return e->hash == hash && e->check == check ? e->id : 0;
+}
+
+MSNAP_HOT_FN void pyframes_id_keep(uint64_t hash, uint32_t check, uint32_t id)
+{
+    seen_cache *c = t_cache;
+    if (!c || !id)
+        return;
+    id_seen *e = &c->ids[hash & (IDC_N - 1)];
+    e->hash = hash;
+    e->check = check;
+    e->id = id;
 }
 
 int pyframes_walk_stats(uint64_t *out, int n)
