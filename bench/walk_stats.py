@@ -20,9 +20,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_workload import make_step  # noqa: E402
 
-NAMES = ["walks", "memo", "proven", "code-table asks", "frames kept"]
-
-
 def stats(fn):
     out = (ctypes.c_uint64 * 5)()
     n = fn(out, 5)
@@ -43,6 +40,9 @@ def main():
         return 2
     fn.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_int]
     fn.restype = ctypes.c_int
+    if len(stats(fn)) < 5:
+        print("walk_stats.py: this recorder gives fewer than 5 figures", file=sys.stderr)
+        return 2
     step, sync = make_step(a.workload)
     for _ in range(a.warmup):
         step()
@@ -52,9 +52,6 @@ def main():
         step()
     sync()
     s1 = stats(fn)
-    if len(s0) < 5:
-        print("walk_stats.py: this recorder gives %d figures, not 5" % len(s0), file=sys.stderr)
-        return 2
     d = [(b - c) / a.steps for b, c in zip(s1, s0)]
     walks, memo, proven, asks, kept = d
     long_way = walks - memo - proven
