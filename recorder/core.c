@@ -232,6 +232,29 @@ int core_stack_get(uint32_t id, const uint64_t **ips)
 
 uint64_t core_stacks_dropped(void) { return g_stacks_ready ? stacktab_dropped(&g_stacks) : 0; }
 
+/* A stack's id through the calling thread's own ids first (pyframes.c,
+ * "Stack ids again"): the key the stack table would make, then the table
+ * only where this thread was not given the id lately.  Native stacks and
+ * the backward pass's node stacks (the autograd thread's allocations name
+ * a few dozen nodes, over and over) as well as Python-only ones. */
+static inline __attribute__((always_inline)) uint32_t intern_front(const uint64_t *ips, int depth,
+                                                                   stacktab_key k)
+{
+    uint32_t id = pyframes_id_known(k.hash, (uint32_t)k.check);
+    if (!id && (id = stacktab_intern_keyed(&g_stacks, ips, depth, k)) != 0)
+        pyframes_id_keep(k.hash, (uint32_t)k.check, id);
+    return id;
+}
+
+static inline __attribute__((always_inline)) uint32_t intern(const uint64_t *ips, int depth)
+{
+    stacktab_key k = STACKTAB_KEY_START;
+    for (int i = 0; i < depth; i++)
+        stacktab_key_step(&k, ips[i]);
+    stacktab_key_end(&k, depth);
+    return intern_front(ips, depth, k);
+}
+
 /* Captures up to keep native frames (own_frames of ours above them are
  * unwound and dropped) merged with the Python frames py[0..np), behind
  * first when it is not 0 (an autograd frame: the innermost entry). */
@@ -255,29 +278,23 @@ static inline __attribute__((always_inline)) uint32_t capture(int keep, int own_
     ips[0] = first;
     if (np > 0 && depth == 0) {    /* Python frames alone: nothing to merge */
         int d = np < MSNAP_MAX_FRAMES - f ? np : MSNAP_MAX_FRAMES - f;
-        if (!f && py_key.hash && d == np) {
-            /* the thread's own ids first (pyframes.c, "Stack ids again") */
-            uint32_t id = pyframes_id_known(py_key.hash, (uint32_t)py_key.check);
-            if (!id && (id = stacktab_intern_keyed(&g_stacks, py, d, py_key)) != 0)
-                pyframes_id_keep(py_key.hash, (uint32_t)py_key.check, id);
-            return id;
-        }
+        if (!f && py_key.hash && d == np)
+            return intern_front(py, d, py_key);   /* the walk made the key */
         if (!f)
-            return stacktab_intern(&g_stacks, py, d);
+            return intern(py, d);
         memcpy(ips + 1, py, (size_t)d * sizeof *py);
-        return stacktab_intern(&g_stacks, ips, d + 1);
+        return intern(ips, d + 1);
     }
     if (np > 0)
-        return stacktab_intern(&g_stacks, ips,
-                               f + pyframes_merge(raw + skip, depth, py, grp, np, ips + f,
-                                                  MSNAP_MAX_FRAMES - f));
+        return intern(ips, f + pyframes_merge(raw + skip, depth, py, grp, np, ips + f,
+                                              MSNAP_MAX_FRAMES - f));
     if (depth + f == 0)
         return 0;
     if (depth > MSNAP_MAX_FRAMES - f)
         depth = MSNAP_MAX_FRAMES - f;
     for (int i = 0; i < depth; i++)
         ips[f + i] = (uint64_t)(uintptr_t)raw[skip + i];
-    return stacktab_intern(&g_stacks, ips, depth + f);
+    return intern(ips, depth + f);
 }
 
 __attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_stack(void)
@@ -304,7 +321,7 @@ MSNAP_HOT_FN uint32_t core_stack_of(const uint64_t *ips, int n)
 {
     if (g_cfg.stack_depth <= 0 || !g_stacks_ready || n <= 0)
         return 0;
-    return stacktab_intern(&g_stacks, ips, n < MSNAP_MAX_FRAMES ? n : MSNAP_MAX_FRAMES);
+    return intern(ips, n < MSNAP_MAX_FRAMES ? n : MSNAP_MAX_FRAMES);
 }
 
 __attribute__((noinline)) MSNAP_HOT_FN uint32_t core_capture_stack_n(int native_keep, int own_frames,

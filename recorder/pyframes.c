@@ -1186,8 +1186,9 @@ static __attribute__((noinline)) void cache_refill(seen_cache *cache, uint32_t r
  * and arrive while the walk starts.  A prefetch of an address no longer
  * a frame costs a line and nothing else (it cannot fault).  The frame's
  * fields the walk reads lie in its first 56 bytes: one line or two. */
-static inline void memo_prefetch(const py_memo *m)
+static inline void memo_prefetch(const seen_cache *cache)
 {
+    const py_memo *m = &cache->memo;
     uint32_t n = m->n < MEMO_MAX ? m->n : MEMO_MAX;
     for (uint32_t i = 0; i < n; i++) {
         __builtin_prefetch(m->fr[i], 0, 3);
@@ -1236,7 +1237,7 @@ static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint1
         if (memo_id && (watching || L->co_version < 0)) {
             m = &cache->memo;
             if (g_cfg.py_prefetch)
-                memo_prefetch(m);
+                memo_prefetch(cache);
             if (memo_same(fr, m, maxp)) {
                 m->served++;
                 m->kept += (uint64_t)m->np;
@@ -1511,8 +1512,10 @@ uint64_t pyframes_memo_served(void)
  * every capture touches.  0: not known here. */
 MSNAP_HOT_FN uint32_t pyframes_id_known(uint64_t hash, uint32_t check)
 {
+    /* A thread that walked no Python frame yet (PyTorch's autograd
+     * threads: their node stacks) claims its cache here. */
     const seen_cache *c = t_cache;
-    if (!c)
+    if (__builtin_expect(!c, 0) && (!caches || !(c = cache_get())))
         return 0;
     const id_seen *e = &c->ids[hash & (IDC_N - 1)];
     return e->hash == hash && e->check == check ? e->id : 0;
