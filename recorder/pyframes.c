@@ -639,7 +639,7 @@ MSNAP_HOT_DATA static _Atomic(const void *) shim_code;
 
 /* The frames of a thread's last walk that a stack id was made of, and the
  * id (see "The last stack again" at walk_frames).  Frames visited, kept or
- * not: their code and instruction pointers. */
+ * not: their instruction pointers and addresses. */
 #define MEMO_MAX 192   /* frames visited: MEMSNAP_PYTHON_DEPTH (64) kept, with the shims between */
 typedef struct py_memo {
     uint32_t stack;                  /* the id core made of the walk (0: none) */
@@ -652,7 +652,7 @@ typedef struct py_memo {
      * all of them, those walk_proven answered, the code objects the ways
      * did not hold (seen_miss: the code table asked), the frames kept. */
     uint64_t walks, proven, misses, kept;
-    const char *co[MEMO_MAX], *instr[MEMO_MAX];
+    const char *instr[MEMO_MAX];
     const char *fr[MEMO_MAX];        /* the frames' addresses (memo_prefetch) */
 } py_memo;
 
@@ -1044,7 +1044,6 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
         const char *co = RD(fr, o_code, const char *);
         if (m) {
             if (nv < MEMO_MAX) {
-                m->co[nv] = co;
                 m->instr[nv] = RD(fr, o_instr, const char *);
                 m->fr[nv] = fr;
             }
@@ -1168,7 +1167,7 @@ static __attribute__((noinline)) void cache_refill(seen_cache *cache, uint32_t r
 /* The last stack again.  Where a caller can use a stack id in place of the
  * frames (memo_id not NULL: core_capture_stack_n, a Python-only stack),
  * the chain is first compared with the thread's last walk that such a
- * caller made an id of: the same code and instruction pointers frame by
+ * caller made an id of: the same instruction pointers frame by
  * frame, ended the same way, give the same entries, so the id stands and
  * neither the ways nor the stack table are looked at.  Consecutive
  * allocations from one line of Python (a foreach op's dozens, an op's
@@ -1196,14 +1195,20 @@ static inline void memo_prefetch(const seen_cache *cache)
     }
 }
 
+/* The instruction pointers alone are compared: an instruction lies inside
+ * its code object (3.11+: the bytecode is part of the object; the shims'
+ * in the interpreter's own), two live code objects do not overlap, and
+ * the memo holds only while none of its objects died (the epoch), so the
+ * same instruction is the same code.  Half the memo's lines a walk writes
+ * and memo_same reads. */
 static inline int memo_same(const char *fr, const py_memo *m, int maxp)
 {
     if (!m->stack || m->maxp != maxp)
         return 0;
-    const long o_code = L->fr_code, o_instr = L->fr_instr, o_prev = L->fr_previous;
+    const long o_instr = L->fr_instr, o_prev = L->fr_previous;
     uint32_t i = 0;
     for (; fr && i < m->n; i++, fr = RD(fr, o_prev, const char *))
-        if (RD(fr, o_code, const char *) != m->co[i] || RD(fr, o_instr, const char *) != m->instr[i])
+        if (RD(fr, o_instr, const char *) != m->instr[i])
             return 0;
     return i == m->n && (!m->ended || !fr);
 }
