@@ -57,8 +57,6 @@ Configurations (--configs, comma-separated; NAME@BUILD takes memsnap from
                   muted, per cycle: what each part of an event costs in the
                   step itself, where its caches are as cold as they are
   hist-python     torch.cuda.memory._record_memory_history(stacks='python')
-  noprefetch      memsnap run with MEMSNAP_PYTHON_PREFETCH=0 (a walk does
-                  not ask for its last walk's frames first)
   pydepthN        memsnap run with MEMSNAP_PYTHON_DEPTH=N (the Python walk
                   stops at N frames: its cost a frame, against the defaults'
                   64 and nostack's none)
@@ -365,11 +363,8 @@ def command(name, a, builds):
         env["MEMSNAP_WRITER_CPUS"] = getattr(a, "writer_cpus", None) or "15"
     if base == "nowatch":
         env["MEMSNAP_PYTHON_WATCH"] = "0"
-    if base == "noprefetch":
-        env["MEMSNAP_PYTHON_PREFETCH"] = "0"
     if base in ("driver", "driver-nonvtx", "default", "default-nonvtx", "default-mono",
-                "nostack", "ring", "nocompress", "nonodes", "writerfar", "nowatch",
-                "noprefetch"):
+                "nostack", "ring", "nocompress", "nonodes", "writerfar", "nowatch"):
         return run + ["--"], env
     raise SystemExit("bench_overhead.py: unknown configuration %r" % name)
 

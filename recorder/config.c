@@ -150,7 +150,6 @@ int config_load(void)
     g_cfg.max_stacks = 262144;
     g_cfg.py_frames = 1;
     g_cfg.py_watch = 1;
-    g_cfg.py_prefetch = 1;
     g_cfg.py_depth = 64;
     g_cfg.py_native_depth = 16;
     /* PyTorch's allocations: the innermost native frames are the plugin's
@@ -259,11 +258,6 @@ int config_load(void)
         if (strcmp(s, "1") == 0) g_cfg.py_watch = 1;
         else if (strcmp(s, "0") == 0) g_cfg.py_watch = 0;
         else rc |= bad("MEMSNAP_PYTHON_WATCH", s, "expected 0 or 1");
-    }
-    if ((s = getenv("MEMSNAP_PYTHON_PREFETCH"))) {
-        if (strcmp(s, "1") == 0) g_cfg.py_prefetch = 1;
-        else if (strcmp(s, "0") == 0) g_cfg.py_prefetch = 0;
-        else rc |= bad("MEMSNAP_PYTHON_PREFETCH", s, "expected 0 or 1");
     }
     if ((s = getenv("MEMSNAP_DUMP_ON_OOM"))) {
         if (strcmp(s, "first") == 0) g_cfg.oom_dump = OOM_DUMP_FIRST;

@@ -639,7 +639,7 @@ MSNAP_HOT_DATA static _Atomic(const void *) shim_code;
 
 /* The frames of a thread's last walk that a stack id was made of, and the
  * id (see "The last stack again" at walk_frames).  Frames visited, kept or
- * not: their instruction pointers and addresses. */
+ * not: their instruction pointers. */
 #define MEMO_MAX 192   /* frames visited: MEMSNAP_PYTHON_DEPTH (64) kept, with the shims between */
 typedef struct py_memo {
     uint32_t stack;                  /* the id core made of the walk (0: none) */
@@ -653,7 +653,6 @@ typedef struct py_memo {
      * did not hold (seen_miss: the code table asked), the frames kept. */
     uint64_t walks, proven, misses, kept;
     const char *instr[MEMO_MAX];
-    const char *fr[MEMO_MAX];        /* the frames' addresses (memo_prefetch) */
 } py_memo;
 
 /* Stack ids this thread was given lately, by their key (see "Stack ids
@@ -1045,7 +1044,6 @@ walk_proven_t(const char *fr, const seen_cache *cache, uint64_t *py, uint16_t *g
         if (m) {
             if (nv < MEMO_MAX) {
                 m->instr[nv] = RD(fr, o_instr, const char *);
-                m->fr[nv] = fr;
             }
             nv++;
         }
@@ -1175,26 +1173,6 @@ static __attribute__((noinline)) void cache_refill(seen_cache *cache, uint32_t r
  * code object is proven without a look (the watcher on, or, before 3.12,
  * references of ours): a code object that died moves the epoch on, which
  * drops the memo (cache_recheck), as does a refill. */
-/* The frames of the last walk, asked for all at once.  A walk reads its
- * frames one after the other (each names the next), so where the work
- * between two allocations has taken them out of the caches every frame
- * waits for the one before it: forty frames, forty trips to memory, one
- * after the other.  The outer frames of a thread's walks are mostly the
- * same frames at the same addresses as its last walk (the training loop,
- * the model, its layers), so their lines are asked for together first
- * and arrive while the walk starts.  A prefetch of an address no longer
- * a frame costs a line and nothing else (it cannot fault).  The frame's
- * fields the walk reads lie in its first 56 bytes: one line or two. */
-static inline void memo_prefetch(const seen_cache *cache)
-{
-    const py_memo *m = &cache->memo;
-    uint32_t n = m->n < MEMO_MAX ? m->n : MEMO_MAX;
-    for (uint32_t i = 0; i < n; i++) {
-        __builtin_prefetch(m->fr[i], 0, 3);
-        __builtin_prefetch(m->fr[i] + 48, 0, 3);
-    }
-}
-
 /* The instruction pointers alone are compared: an instruction lies inside
  * its code object (3.11+: the bytecode is part of the object; the shims'
  * in the interpreter's own), two live code objects do not overlap, and
@@ -1241,8 +1219,6 @@ static MSNAP_HOT_FN int walk_frames(const void *ts, int gil, uint64_t *py, uint1
         cache->memo.walks++;
         if (memo_id && (watching || L->co_version < 0)) {
             m = &cache->memo;
-            if (g_cfg.py_prefetch)
-                memo_prefetch(cache);
             if (memo_same(fr, m, maxp)) {
                 m->served++;
                 m->kept += (uint64_t)m->np;

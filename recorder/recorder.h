@@ -72,7 +72,6 @@ typedef struct rec_config {
     int py_depth;             /* Python frames kept per stack */
     int py_watch;             /* the main thread's pending call: the code watcher
                                  (3.12+), references (3.9-3.11), its own path */
-    int py_prefetch;          /* a walk asks for the last walk's frames first */
     int py_native_depth;      /* native frames per stack when it has Python frames */
     int torch_native_depth;   /* native frames of a PyTorch block/segment allocation,
                                  or TORCH_NATIVE_AUTO */

@@ -260,11 +260,11 @@ bad-settings)  # bad MEMSNAP_* values: one line, recording off, program unchange
     done
     "$MEMSNAP" run 2>/dev/null; [ $? = 2 ] || fail "memsnap run without a command should exit 2"
     # a bad setting in the environment: memsnap run says so and runs nothing
-    MEMSNAP_PYTHON_PREFETCH=2 "$MEMSNAP" run -o "$T/p.msnap" -- touch "$T/ran" 2>"$T/err3"; rc=$?
-    [ $rc = 2 ] || fail "MEMSNAP_PYTHON_PREFETCH=2: exit $rc, expected 2"
-    grep -q 'MEMSNAP_PYTHON_PREFETCH="2" is not valid (expected 0 or 1)' "$T/err3" ||
-        fail "MEMSNAP_PYTHON_PREFETCH=2: unclear message: $(cat "$T/err3")"
-    [ ! -e "$T/ran" ] || fail "MEMSNAP_PYTHON_PREFETCH=2: the program ran"
+    MEMSNAP_PYTHON_WATCH=2 "$MEMSNAP" run -o "$T/p.msnap" -- touch "$T/ran" 2>"$T/err3"; rc=$?
+    [ $rc = 2 ] || fail "MEMSNAP_PYTHON_WATCH=2: exit $rc, expected 2"
+    grep -q 'MEMSNAP_PYTHON_WATCH="2" is not valid (expected 0 or 1)' "$T/err3" ||
+        fail "MEMSNAP_PYTHON_WATCH=2: unclear message: $(cat "$T/err3")"
+    [ ! -e "$T/ran" ] || fail "MEMSNAP_PYTHON_WATCH=2: the program ran"
     echo "10 passed, 0 failed"
     ;;
 no-cuda)  # a program that never touches CUDA: no file, exit code passed through
