@@ -20,6 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_workload import make_step  # noqa: E402
 
+
 def stats(fn):
     out = (ctypes.c_uint64 * 5)()
     n = fn(out, 5)

@@ -248,11 +248,7 @@ static inline __attribute__((always_inline)) uint32_t intern_front(const uint64_
 
 static inline __attribute__((always_inline)) uint32_t intern(const uint64_t *ips, int depth)
 {
-    stacktab_key k = STACKTAB_KEY_START;
-    for (int i = 0; i < depth; i++)
-        stacktab_key_step(&k, ips[i]);
-    stacktab_key_end(&k, depth);
-    return intern_front(ips, depth, k);
+    return intern_front(ips, depth, stacktab_key_of(ips, depth));
 }
 
 /* Captures up to keep native frames (own_frames of ours above them are

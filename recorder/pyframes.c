@@ -1482,7 +1482,8 @@ uint64_t pyframes_memo_served(void)
     return t_cache ? t_cache->memo.served : 0;
 }
 
-/* Stack ids again.  A Python-only stack's key (the walk makes it) names
+/* Stack ids again.  A stack's key (a Python walk makes it as it goes;
+ * core.c makes it for the others) names
  * its id in the stack table as surely as the table's own slot does (a
  * slot matches on the same 96 bits and never reads the frames), and an id
  * never changes meaning, so the thread keeps the ids it was given by key

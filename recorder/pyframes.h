@@ -49,8 +49,8 @@ uint64_t pyframes_memo_served(void);
  * code objects its ways did not hold (the code table asked), frames kept
  * in all.  Returns how many were written (at most 5). */
 int pyframes_walk_stats(uint64_t *out, int n);
-/* The id this thread was last given for the Python-only stack of key
- * (hash, check), or 0; and keeping one (pyframes.c, "Stack ids again"). */
+/* The id this thread was last given for the stack of key (hash, check),
+ * or 0; and keeping one (pyframes.c, "Stack ids again"). */
 uint32_t pyframes_id_known(uint64_t hash, uint32_t check);
 void pyframes_id_keep(uint64_t hash, uint32_t check, uint32_t id);
 

@@ -54,11 +54,7 @@ void stacktab_destroy(stacktab *t)
 
 __attribute__((hot)) uint32_t stacktab_intern(stacktab *t, const uint64_t *ips, int depth)
 {
-    stacktab_key k = STACKTAB_KEY_START;
-    for (int i = 0; i < depth; i++)
-        stacktab_key_step(&k, ips[i]);
-    stacktab_key_end(&k, depth);
-    return stacktab_intern_keyed(t, ips, depth, k);
+    return stacktab_intern_keyed(t, ips, depth, stacktab_key_of(ips, depth));
 }
 
 __attribute__((hot)) uint32_t stacktab_intern_keyed(stacktab *t, const uint64_t *ips, int depth, stacktab_key key)

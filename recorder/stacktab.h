@@ -107,6 +107,15 @@ static inline void stacktab_key_end(stacktab_key *k, int depth)
     k->hash = stacktab_hash_end(k->hash, depth);
     k->check = stacktab_check_end(k->check, depth);
 }
+/* The key of the whole stack ips[0..depth) at once. */
+static inline stacktab_key stacktab_key_of(const uint64_t *ips, int depth)
+{
+    stacktab_key k = STACKTAB_KEY_START;
+    for (int i = 0; i < depth; i++)
+        stacktab_key_step(&k, ips[i]);
+    stacktab_key_end(&k, depth);
+    return k;
+}
 /* stacktab_intern with the stack's key already made as above. */
 uint32_t stacktab_intern_keyed(stacktab *t, const uint64_t *ips, int depth, stacktab_key key);
 /* Highest id handed out so far. */
