@@ -67,6 +67,22 @@ def say(line):
     sys.stdout.flush()
 
 
+def threads_cpu():
+    """{tid: (name, ns on a CPU so far)} of this process's threads, from
+    /proc (schedstat's first field), names with blanks as '_'."""
+    out = {}
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/comm" % t) as f:
+                name = f.read().strip().replace(" ", "_") or "?"
+            with open("/proc/self/task/%s/schedstat" % t) as f:
+                ns = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        out[int(t)] = (name, ns)
+    return out
+
+
 # ---- the worker: one configuration's process ---------------------------------------
 
 def worker(a):
@@ -118,6 +134,7 @@ def worker(a):
         sync()
     pin_threads(cpus)
     e0 = events()
+    th0 = threads_cpu()
     n = 0
     say("READY")
     for line in cmd_in:
@@ -131,7 +148,14 @@ def worker(a):
         n += 1
         say("T %.6f %.6f" % ((t1 - t0) * 1e3, (c1 - c0) * 1e3))
     ev = (events() - e0) / n if n else 0
-    say("END %.1f" % ev)
+    th1 = threads_cpu()
+    per = {}
+    for tid, (name, ns) in th1.items():
+        d = ns - th0.get(tid, (name, 0))[1]
+        if d > 0 and n:
+            per[name] = per.get(name, 0) + d / n / 1e6
+    say("END %.1f %s" % (ev, json.dumps({k: round(v, 4) for k, v in per.items()},
+                                         separators=(",", ":"))))
     # the exit (the recording's symbols and trailer: seconds) on the
     # staging CPUs, out of the next round's way; nobody waits for it
     for t in os.listdir("/proc/self/task"):
@@ -252,11 +276,17 @@ def run_round(a, configs, procs, r):
             wall, cpu = procs[i].expect("T", 120)
             cyc[configs[i]] = (float(wall), float(cpu))
         cycles.append(cyc)
-    events = {}
+    events, threads = {}, {}
     for i, p in enumerate(procs):
         p.send("end")
-        events[configs[i]] = float(p.expect("END", 120)[0])
-    return {"round": r, "cycles": cycles, "events_per_step": events,
+        end = p.expect("END", 120)
+        events[configs[i]] = float(end[0])
+        if len(end) > 1:
+            try:
+                threads[configs[i]] = json.loads(end[1])
+            except ValueError:
+                pass
+    return {"round": r, "cycles": cycles, "events_per_step": events, "threads_ms": threads,
             "init_s": t_ready - t_init, "steps_s": time.time() - t_ready}
 
 
@@ -303,6 +333,30 @@ def report(d):
              100 * q[0], 100 * q[2]))
     plain = [statistics.median(cy["plain"][0] for cy in r["cycles"]) for r in rounds]
     say("plain's median step per round, ms: %s" % " ".join("%.2f" % x for x in plain))
+    report_threads(configs, rounds)
+
+
+def report_threads(configs, rounds):
+    """Each thread's CPU a step (all its threads of one name summed; the
+    timed steps, sync included), the median over rounds: where the
+    recorder's CPU goes besides the launching thread (the autograd
+    thread's allocations, the writer)."""
+    have = [r.get("threads_ms", {}) for r in rounds]
+    names = sorted({t for h in have for c in h for t in h[c]})
+    if not names:
+        return
+    def med(c, t):
+        v = [h[c].get(t, 0.0) for h in have if c in h]
+        return statistics.median(v) if v else None
+    totals = {c: sum(med(c, t) or 0 for t in names) for c in configs}
+    names = [t for t in names if max(med(c, t) or 0 for c in configs) >= 0.05]
+    say("\nCPU a step by thread, ms (median over rounds; threads of one name summed, those "
+        "under 0.05 ms left out of the rows, not the total):")
+    say("| thread | " + " | ".join(configs) + " |")
+    say("|---|" + "---|" * len(configs))
+    for t in names:
+        say("| %s | %s |" % (t, " | ".join("%.3f" % (med(c, t) or 0) for c in configs)))
+    say("| all | %s |" % " | ".join("%.3f" % totals[c] for c in configs))
 
 
 def main():
