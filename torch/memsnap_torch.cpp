@@ -146,19 +146,50 @@ constexpr int kDevices = 128;     // c10::DeviceIndex is an int8_t
 constexpr uint32_t kCheckEvery = 256;
 constexpr uint64_t kBlockAlign = 512;   // PyTorch's kMinBlockSize: every block size is a multiple
 
+// What every trace entry reads, on one cache line of its own: between two
+// of a step's allocations PyTorch's work evicts the plugin's lines, and
+// each line an entry finds cold costs tens of nanoseconds on the GPU host
+// (the globals used to lie on four lines and two pages, g_node_slots'
+// 16 KiB between them).  Set before the tracker is attached; muted and
+// gauge_ok change only in benchmarks and at a fall-back.
+struct alignas(64) Hot {
+    std::atomic<int> muted{0};         // memsnap_torch_bench_mute
+    std::atomic<bool> gauge_ok{false}; // gauges follow ALLOC entries (else: requested sizes)
+    bool nodes = false;                // name autograd nodes
+    bool no_free_requested = false;    // forward no FREE_REQUESTED entry
+    bool pool_kinds = false;           // pools with their half and capture bit (format 1.3)
+    // the recorder's entry points: trace (format 1.2's, memsnap_torch_attach2)
+    // or trace1 (an older recorder's)
+    memsnap_trace_torch2_fn trace = nullptr;
+    memsnap_trace_torch_fn trace1 = nullptr;
+    // provided by the PyTorch side (or the unit test): the device's
+    // allocated_bytes now (getDeviceStats), and where an entry goes
+    int64_t (*read_total)(int device) = nullptr;
+    void (*emit)(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
+                 uint64_t pool, uint64_t requested) = nullptr;
+    // cudaStreamIsCapturing, looked up at attach (NULL: no capture bit)
+    int (*is_capturing)(void* stream, int* status) = nullptr;
+};
+static_assert(sizeof(Hot) == 64, "the plugin's hot state is one cache line");
+Hot g_hot;
+
+// A thread's state, in one thread_local (one TLS lookup a call, one line).
+struct ThreadState {
+    Pending pending;
+    int64_t gauge;                     // the last gauge on this thread that no ALLOC took
+    bool gauge_set;
+};
+thread_local ThreadState t_state;
+
+// The old names, for the tests and benchmarks that set them.
+static std::atomic<bool>& g_gauge_ok = g_hot.gauge_ok;
+static auto& g_read_total = g_hot.read_total;
+static auto& g_emit = g_hot.emit;
+
 Device g_dev[kDevices];
-thread_local Pending t_pending;
-thread_local int64_t t_gauge;          // the last gauge on this thread that no ALLOC took
-thread_local bool t_gauge_set;
-std::atomic<bool> g_gauge_ok{false};   // gauges follow ALLOC entries (else: requested sizes)
-bool g_gauge_found;                    // they did when the plugin attached
+bool g_gauge_found;                    // gauges followed ALLOC entries when the plugin attached
 std::atomic<bool> g_fallback_said{false};
 std::atomic<uint64_t> g_checks{0}, g_corrections{0}, g_fallbacks{0};
-
-// Provided by the PyTorch side (or the unit test).
-int64_t (*g_read_total)(int device);   // the device's allocated_bytes now (getDeviceStats)
-void (*g_emit)(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
-               uint64_t pool, uint64_t requested);
 
 Device* dev(int d) { return d >= 0 && d < kDevices ? &g_dev[d] : nullptr; }
 
@@ -174,8 +205,9 @@ void fall_back(const char* why)
 // Emits a held-back ALLOC with size (gauge mode) or its requested size.
 void emit_pending(uint64_t size)
 {
-    Pending p = t_pending;
-    t_pending.set = false;
+    ThreadState& t = t_state;
+    Pending p = t.pending;
+    t.pending.set = false;
     g_emit(MEMSNAP_TORCH_ALLOC, p.device, p.addr, size ? size : p.requested, p.stream, p.pool,
            p.requested);
 }
@@ -186,10 +218,11 @@ void emit_pending(uint64_t size)
 void on_entry(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
               uint64_t pool)
 {
-    bool gauge_before = t_gauge_set;   // the gauge of this thread's last change, if no ALLOC took it
-    int64_t gauge = t_gauge;
-    t_gauge_set = false;
-    if (t_pending.set) {
+    ThreadState& t = t_state;
+    bool gauge_before = t.gauge_set;   // the gauge of this thread's last change, if no ALLOC took it
+    int64_t gauge = t.gauge;
+    t.gauge_set = false;
+    if (t.pending.set) {
         // The ALLOC before this entry got no gauge: this PyTorch has none there.
         ++g_fallbacks;
         fall_back("PyTorch's allocator reported no allocated-bytes gauge after a block");
@@ -207,7 +240,7 @@ void on_entry(int action, int device, uint64_t addr, uint64_t size, uint64_t str
                 d->total = now;
                 d->known = true;
             }
-            t_pending = Pending{true, device, addr, size, stream, pool};
+            t.pending = Pending{true, device, addr, size, stream, pool};
             return;
         }
         g_emit(action, device, addr, size, stream, pool, size);
@@ -237,16 +270,17 @@ void on_entry(int action, int device, uint64_t addr, uint64_t size, uint64_t str
 // The allocated-bytes gauge: the device's new total, right after a change.
 void on_gauge(int64_t value)
 {
-    if (!t_pending.set) {            // a free's (its FREE_REQUESTED comes next)
-        t_gauge = value;
-        t_gauge_set = true;
+    ThreadState& t = t_state;
+    if (!t.pending.set) {            // a free's (its FREE_REQUESTED comes next)
+        t.gauge = value;
+        t.gauge_set = true;
         return;
     }
-    Device* d = dev(t_pending.device);
+    Device* d = dev(t.pending.device);
     uint64_t size = 0;
     if (d && d->known) {
         int64_t n = value - d->total;
-        if (n >= (int64_t)t_pending.requested && n > 0 && n % (int64_t)kBlockAlign == 0)
+        if (n >= (int64_t)t.pending.requested && n > 0 && n % (int64_t)kBlockAlign == 0)
             size = (uint64_t)n;
         else
             ++g_corrections;          // out of step: requested size for this one
@@ -260,13 +294,7 @@ void on_gauge(int64_t value)
 
 using c10::CachingDeviceAllocator::TraceEntry;
 
-memsnap_trace_torch_fn g_trace1;       // an older recorder's entry point
-memsnap_torch_api g_api;               // set once, before the tracker is attached
-bool g_nodes;                          // name autograd nodes
-bool g_no_free_requested;              // forward no FREE_REQUESTED entry
-bool g_pool_kinds;                     // pools with their half and capture bit (format 1.3)
-// cudaStreamIsCapturing, looked up at attach (NULL: no capture bit)
-int (*g_is_capturing)(void* stream, int* status);
+memsnap_torch_api g_api;               // set once, before the tracker is attached (node_id)
 c10::cuda::CUDACachingAllocator::CUDAAllocator* g_alloc;
 
 #ifndef MEMSNAP_TORCH_NO_AUTOGRAD
@@ -351,30 +379,27 @@ void autograd_state(uint64_t* seq, uint32_t* node)
 }
 #endif
 
-// memsnap_torch_bench_mute: 1 forward nothing (the tracker returns at
-// once), 2 do the plugin's work but call no recorder
-std::atomic<int> g_muted{0};
-
 // Forwards one event, with the thread's autograd state where it names a site.
 void emit(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
           uint64_t pool, uint64_t requested)
 {
-    if (g_trace1) {
-        g_trace1(action, device, addr, size, stream, pool, requested);
+    const Hot& h = g_hot;
+    if (h.trace1) {
+        h.trace1(action, device, addr, size, stream, pool, requested);
         return;
     }
-    if (action == MEMSNAP_TORCH_FREE_REQUESTED && g_no_free_requested)
+    if (action == MEMSNAP_TORCH_FREE_REQUESTED && h.no_free_requested)
         return;   // the recorder records none (its size was taken into the totals)
     uint64_t seq = 0;
     uint32_t node = 0;
-    if (g_nodes && (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
+    if (h.nodes && (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
                     action == MEMSNAP_TORCH_SEGMENT_MAP || action == MEMSNAP_TORCH_OOM))
         autograd_state(&seq, &node);
-    if (g_muted.load(std::memory_order_relaxed) == 2) {
+    if (h.muted.load(std::memory_order_relaxed) == 2) {
         asm volatile("" : : "r"(seq), "r"(node) : "memory");   // computed, not sent
         return;
     }
-    g_api.trace(action, device, addr, size, stream, pool, requested, seq, node);
+    h.trace(action, device, addr, size, stream, pool, requested, seq, node);
 }
 
 int64_t read_total(int device)
@@ -395,14 +420,15 @@ int64_t read_total(int device)
 uint64_t pool_of(const TraceEntry& te, int action)
 {
     uint64_t first = (uint64_t)te.mempool_.first, second = (uint64_t)te.mempool_.second;
-    if (!g_pool_kinds)
+    const Hot& h = g_hot;
+    if (!h.pool_kinds)
         return first ? first : second;
     uint64_t pool = first ? first : second ? (second | MSNAP_POOL_HANDLE) : 0;
-    if (pool && g_is_capturing &&
+    if (pool && h.is_capturing &&
         (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
          action == MEMSNAP_TORCH_SEGMENT_MAP)) {
         int status = 0;   // cudaStreamCaptureStatusNone
-        if (g_is_capturing((void*)te.stream_, &status) == 0 && status != 0)
+        if (h.is_capturing((void*)te.stream_, &status) == 0 && status != 0)
             pool |= MSNAP_POOL_CAPTURING;
     }
     return pool;
@@ -414,7 +440,7 @@ uint64_t pool_of(const TraceEntry& te, int action)
 // OOM.  Nothing may escape into the allocator.
 void on_trace(const TraceEntry& te)
 {
-    if (g_muted.load(std::memory_order_relaxed) == 1)
+    if (g_hot.muted.load(std::memory_order_relaxed) == 1)
         return;
     int a;
     switch (te.action_) {
@@ -534,8 +560,8 @@ int attach(char* msg, size_t msglen)
             return 1;
         g_alloc = a;
         g_read_total = read_total;
-        if (g_pool_kinds && !g_is_capturing)
-            g_is_capturing = find_is_capturing();
+        if (g_hot.pool_kinds && !g_hot.is_capturing)
+            g_hot.is_capturing = find_is_capturing();
         g_emit = emit;
         if (gauges_start())
             g_gauge_found = true, g_gauge_ok.store(true);
@@ -577,16 +603,18 @@ MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach2(const memsnap_torch_api* api, ch
         return -1;
     }
     memsnap_plugin::g_api = *api;
-    memsnap_plugin::g_nodes = (api->flags & MEMSNAP_TORCH_API_NODES) != 0;
-    memsnap_plugin::g_no_free_requested = (api->flags & MEMSNAP_TORCH_API_NO_FREE_REQUESTED) != 0;
-    memsnap_plugin::g_pool_kinds = (api->flags & MEMSNAP_TORCH_API_POOL_KINDS) != 0;
+    memsnap_plugin::Hot& h = memsnap_plugin::g_hot;
+    h.trace = api->trace;
+    h.nodes = (api->flags & MEMSNAP_TORCH_API_NODES) != 0;
+    h.no_free_requested = (api->flags & MEMSNAP_TORCH_API_NO_FREE_REQUESTED) != 0;
+    h.pool_kinds = (api->flags & MEMSNAP_TORCH_API_POOL_KINDS) != 0;
     return memsnap_plugin::attach(msg, msglen);
 }
 
 // The same for a recorder before format 1.2 (no autograd nodes).
 MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* msg, size_t msglen)
 {
-    memsnap_plugin::g_trace1 = fn;
+    memsnap_plugin::g_hot.trace1 = fn;
     return memsnap_plugin::attach(msg, msglen);
 }
 
@@ -606,7 +634,7 @@ MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mode(int sizes, int nodes)
     } else if (!sizes) {
         g_gauge_ok.store(false);
     }
-    g_nodes = nodes && !g_trace1 && (g_api.flags & MEMSNAP_TORCH_API_NODES);
+    g_hot.nodes = nodes && !g_hot.trace1 && (g_api.flags & MEMSNAP_TORCH_API_NODES);
 }
 
 // For benchmarks (bench/bench_overhead.py): muted (1), the tracker returns
@@ -622,7 +650,7 @@ MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mute(int muted)
     if (!muted)
         for (Device& d : g_dev)
             d.known = false;
-    g_muted.store(muted == 2 ? 2 : muted != 0);
+    g_hot.muted.store(muted == 2 ? 2 : muted != 0);
 }
 
 // What the block-size logic did so far (tests): out[0] 1 when the sizes
