@@ -25,7 +25,7 @@
 #   tests/gpu/lease_all.sh WHEEL OUT SECONDS [PARTS]    (default 28ls,28lb,28lc)
 #
 # LEASE_28LS_CONFIGS replaces 28ls's configurations (bench_overhead.py's
-# names; plain first) and LEASE_28LS_SHARE its share in percent, so that
+# names; plain first; NAME@old with LEASE_OLD_WHEEL, below) and LEASE_28LS_SHARE its share in percent, so that
 # one call can hold the table and the bisection's points.
 #
 # Shares: 28ls 45%, 28lb 30%, 28lc the rest; 32 and 30 about 45 s each.
@@ -76,6 +76,25 @@ M=$d/memsnap/_native/bin/memsnap
 "$M" torch-setup --python "$(command -v "$py")" 2>&1 | tail -2 | tee -a "$log"
 plug=$(ls -t ~/.cache/memsnap/torch/libmemsnap_torch-*.so 2>/dev/null | head -1)
 [ -n "$plug" ] || { say "FAIL: no plugin built"; exit 1; }
+# LEASE_OLD_WHEEL: a second wheel for configurations NAME@old (the A/B of a
+# change), installed beside, with its own plugin in its library's folder
+# (where its recorder looks first), so that neither build loads the other's.
+builds=()
+if [ -n "${LEASE_OLD_WHEEL:-}" ]; then
+    o=/tmp/msnap-old
+    rm -rf "$o"
+    "$py" -m pip install -q --no-deps --no-index --no-compile --target "$o" "$LEASE_OLD_WHEEL" 2>&1 | tee -a "$log"
+    OM=$o/memsnap/_native/bin/memsnap
+    olib=$(dirname "$(find "$o" -name libmemsnap.so | head -1)")
+    if [ -x "$OM" ] && [ -d "$olib" ] &&
+       "$OM" torch-setup --python "$(command -v "$py")" --out-dir "$olib" 2>&1 | tail -1 | tee -a "$log" &&
+       ls "$olib"/libmemsnap_torch-*.so >/dev/null 2>&1; then
+        builds=(--build "old=$OM")
+        say "old build: $OM (wheel $(sha256sum "$LEASE_OLD_WHEEL" | cut -c1-16)), its plugin in $olib"
+    else
+        say "FAIL: the old wheel did not install or its plugin did not build"
+    fi
+fi
 say "setup done; parts $parts"
 
 # lockstep PART BUDGET WORKLOAD CONFIGS ROUNDS
@@ -83,7 +102,7 @@ lockstep() {
     say "$1: budget $2 s"
     PYTHONUNBUFFERED=1 timeout $(($2 + 30)) "$py" "$root/bench/bench_lockstep.py" --memsnap "$M" \
         --pythonpath "$d" --configs "$4" --workload "$3" --rounds "$5" \
-        --cpus 2-9 --stage-cpus 10-15 --budget "$2" --cycles "${LEASE_CYCLES:-30}" \
+        --cpus 2-9 --stage-cpus 10-15 --budget "$2" --cycles "${LEASE_CYCLES:-30}" "${builds[@]}" \
         --out "$work/$1.json" 2>&1 | tee -a "$log"
     pack "$1" "$work/$1.json"
 }
