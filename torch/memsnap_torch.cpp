@@ -149,7 +149,7 @@ constexpr uint64_t kBlockAlign = 512;   // PyTorch's kMinBlockSize: every block 
 // What every trace entry reads, on one cache line of its own: between two
 // of a step's allocations PyTorch's work evicts the plugin's lines, and
 // each line an entry finds cold costs tens of nanoseconds on the GPU host
-// (the globals used to lie on four lines and two pages, g_node_slots'
+// (the globals used to lie on three lines and two pages, g_node_slots'
 // 16 KiB between them).  Set before the tracker is attached; muted and
 // gauge_ok change only in benchmarks and at a fall-back.
 struct alignas(64) Hot {
