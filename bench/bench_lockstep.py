@@ -87,7 +87,6 @@ def threads_cpu():
 
 def worker(a):
     import ctypes
-    import glob
     cmd_in = sys.stdin
     mode = a.worker
     stage = sorted(os.sched_getaffinity(0))
@@ -124,7 +123,11 @@ def worker(a):
     sync()
     mute = None
     if mode in ("muted", "plugin"):
-        plug = glob.glob(os.path.expanduser("~/.cache/memsnap/torch/libmemsnap_torch-*.so"))
+        # the plugin this process loaded (a build's own, NAME@BUILD, may
+        # lie beside its recorder rather than in the cache)
+        with open("/proc/self/maps") as f:
+            plug = sorted({ln.split()[-1] for ln in f
+                           if os.path.basename(ln.split()[-1]).startswith("libmemsnap_torch-")})
         if not plug:
             say("ERROR no plugin to mute")
             return 1
@@ -238,10 +241,13 @@ class Proc:
 def start_round(a, configs, builds):
     procs = []
     for c in configs:
-        base = c.partition("@")[0]
+        base, at, build = c.partition("@")
+        if base == "record" and at:
+            raise SystemExit("bench_lockstep.py: %s: record takes the Python package of "
+                             "--pythonpath, not another build's" % c)
         if base in ("record", "muted", "plugin"):
             pre, extra = bo.command({"record": "plain+record", "muted": "default",
-                                     "plugin": "default"}[base], a, builds)
+                                     "plugin": "default"}[base] + at + build, a, builds)
         else:
             pre, extra = bo.command(c, a, builds)
         env = dict(os.environ)

@@ -315,6 +315,8 @@ def census_name(i):
 def command(name, a, builds):
     """(argv prefix, extra env) for configuration name."""
     base, _, build = name.partition("@")
+    if build and build not in builds:
+        raise SystemExit("bench_overhead.py: %s: no --build %s=MEMSNAP" % (name, build))
     memsnap = builds.get(build or "", a.memsnap)
     bindir = os.path.dirname(os.path.abspath(memsnap))
     lib = os.path.join(bindir, "..", "lib", "libmemsnap.so")

@@ -174,7 +174,7 @@ static_assert(sizeof(Hot) == 64, "the plugin's hot state is one cache line");
 Hot g_hot;
 
 // A thread's state, in one thread_local (one TLS lookup a call, one line).
-struct ThreadState {
+struct alignas(64) ThreadState {
     Pending pending;
     int64_t gauge;                     // the last gauge on this thread that no ALLOC took
     bool gauge_set;

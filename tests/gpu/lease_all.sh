@@ -85,14 +85,16 @@ if [ -n "${LEASE_OLD_WHEEL:-}" ]; then
     rm -rf "$o"
     "$py" -m pip install -q --no-deps --no-index --no-compile --target "$o" "$LEASE_OLD_WHEEL" 2>&1 | tee -a "$log"
     OM=$o/memsnap/_native/bin/memsnap
-    olib=$(dirname "$(find "$o" -name libmemsnap.so | head -1)")
-    if [ -x "$OM" ] && [ -d "$olib" ] &&
+    olib=$(find "$o" -name libmemsnap.so | head -1)
+    [ -n "$olib" ] && olib=$(dirname "$olib")
+    if [ -x "$OM" ] && [ -n "$olib" ] && [ -d "$olib" ] &&
        "$OM" torch-setup --python "$(command -v "$py")" --out-dir "$olib" 2>&1 | tail -1 | tee -a "$log" &&
        ls "$olib"/libmemsnap_torch-*.so >/dev/null 2>&1; then
         builds=(--build "old=$OM")
         say "old build: $OM (wheel $(sha256sum "$LEASE_OLD_WHEEL" | cut -c1-16)), its plugin in $olib"
     else
         say "FAIL: the old wheel did not install or its plugin did not build"
+        exit 1                  # NAME@old rows would be the new build's
     fi
 fi
 say "setup done; parts $parts"
