@@ -363,6 +363,28 @@ def report_threads(configs, rounds):
     for t in names:
         say("| %s | %s |" % (t, " | ".join("%.3f" % (med(c, t) or 0) for c in configs)))
     say("| all | %s |" % " | ".join("%.3f" % totals[c] for c in configs))
+    # what each configuration adds to each thread: per round its thread's
+    # ms against plain's in the same round, the median over rounds and a
+    # 95% bootstrap interval (the rounds' processes differ by more than a
+    # round's steps do)
+    rows = []
+    for t in names:
+        cells = []
+        for c in configs[1:]:
+            d = [h[c].get(t, 0.0) - h["plain"].get(t, 0.0) for h in have
+                 if c in h and "plain" in h]
+            if not d:
+                cells.append("")
+                continue
+            m, lo, hi = bo.bootstrap(d)
+            cells.append("%+.3f (%+.3f .. %+.3f)" % (m, lo, hi))
+        rows.append("| %s | %s |" % (t, " | ".join(cells)))
+    say("\nWhat each configuration adds to each thread's CPU a step, ms: per round against "
+        "plain's in the same round, the median over rounds (95% bootstrap interval):")
+    say("| thread | " + " | ".join(configs[1:]) + " |")
+    say("|---|" + "---|" * (len(configs) - 1))
+    for r in rows:
+        say(r)
 
 
 def main():
