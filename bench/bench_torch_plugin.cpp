@@ -2,7 +2,7 @@
 // (torch/memsnap_torch.cpp built with MEMSNAP_TORCH_UNIT_TEST, emitting to a
 // function that does nothing): the entries and gauges PyTorch's allocator
 // makes for one block -- ALLOC, gauge, gauge, FREE_REQUESTED, FREE_COMPLETED --
-// with the sizes from the gauges (format 1.2) and without (g_gauge_ok off:
+// with the sizes from the gauges (format 1.2) and without (g_hot.gauge_ok off:
 // the requested sizes, as plugins before it).  Built as a shared library that
 // bench_torch_plugin_main dlopens, as the recorder dlopens the plugin, so its
 // thread_local variables take the same (general-dynamic) way.
@@ -28,9 +28,9 @@ uint64_t now_ns()
 extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks(int sizes, long n)
 {
     using namespace memsnap_plugin;
-    g_read_total = read_total;
-    g_emit = emit;
-    g_gauge_ok = sizes != 0;
+    g_hot.read_total = read_total;
+    g_hot.emit = emit;
+    g_hot.gauge_ok = sizes != 0;
     double t[7];
     for (int r = 0; r < 7; r++) {
         uint64_t t0 = now_ns();

@@ -146,12 +146,12 @@ constexpr int kDevices = 128;     // c10::DeviceIndex is an int8_t
 constexpr uint32_t kCheckEvery = 256;
 constexpr uint64_t kBlockAlign = 512;   // PyTorch's kMinBlockSize: every block size is a multiple
 
-// What every trace entry reads, on one cache line of its own: between two
-// of a step's allocations PyTorch's work evicts the plugin's lines, and
-// each line an entry finds cold costs tens of nanoseconds on the GPU host
-// (the globals used to lie on three lines and two pages, g_node_slots'
-// 16 KiB between them).  Set before the tracker is attached; muted and
-// gauge_ok change only in benchmarks and at a fall-back.
+// What every trace entry reads, in one struct on one cache line (these
+// globals lay on three lines and two pages, g_node_slots' 16 KiB between
+// them): a block's five calls cost about 13 ns less with it on the
+// stand-in, caches warm (bench_torch_plugin; docs/benchmarks.md, *After the
+// lease*); not measured on a GPU.  Set before the tracker is attached;
+// muted and gauge_ok change only in benchmarks and at a fall-back.
 struct alignas(64) Hot {
     std::atomic<int> muted{0};         // memsnap_torch_bench_mute
     std::atomic<bool> gauge_ok{false}; // gauges follow ALLOC entries (else: requested sizes)
@@ -181,11 +181,6 @@ struct alignas(64) ThreadState {
 };
 thread_local ThreadState t_state;
 
-// The old names, for the tests and benchmarks that set them.
-static std::atomic<bool>& g_gauge_ok = g_hot.gauge_ok;
-static auto& g_read_total = g_hot.read_total;
-static auto& g_emit = g_hot.emit;
-
 Device g_dev[kDevices];
 bool g_gauge_found;                    // gauges followed ALLOC entries when the plugin attached
 std::atomic<bool> g_fallback_said{false};
@@ -196,7 +191,7 @@ Device* dev(int d) { return d >= 0 && d < kDevices ? &g_dev[d] : nullptr; }
 // No gauge followed an ALLOC: requested sizes from now on (said once).
 void fall_back(const char* why)
 {
-    g_gauge_ok.store(false, std::memory_order_relaxed);
+    g_hot.gauge_ok.store(false, std::memory_order_relaxed);
     if (!g_fallback_said.exchange(true))
         fprintf(stderr, "memsnap: %s; PyTorch's blocks get the sizes the program asked for, "
                         "not the sizes memory_allocated() counts\n", why);
@@ -208,8 +203,8 @@ void emit_pending(uint64_t size)
     ThreadState& t = t_state;
     Pending p = t.pending;
     t.pending.set = false;
-    g_emit(MEMSNAP_TORCH_ALLOC, p.device, p.addr, size ? size : p.requested, p.stream, p.pool,
-           p.requested);
+    g_hot.emit(MEMSNAP_TORCH_ALLOC, p.device, p.addr, size ? size : p.requested, p.stream,
+               p.pool, p.requested);
 }
 
 // A trace entry, in the allocator's order: an ALLOC is held back for its
@@ -219,7 +214,7 @@ void on_entry(int action, int device, uint64_t addr, uint64_t size, uint64_t str
               uint64_t pool)
 {
     ThreadState& t = t_state;
-    bool gauge_before = t.gauge_set;   // the gauge of this thread's last change, if no ALLOC took it
+    bool gauge_before = t.gauge_set;   // this thread's last change's gauge, if no ALLOC took it
     int64_t gauge = t.gauge;
     t.gauge_set = false;
     if (t.pending.set) {
@@ -231,9 +226,9 @@ void on_entry(int action, int device, uint64_t addr, uint64_t size, uint64_t str
     Device* d = dev(device);
     switch (action) {
     case MEMSNAP_TORCH_ALLOC:
-        if (g_gauge_ok.load(std::memory_order_relaxed) && d) {
+        if (g_hot.gauge_ok.load(std::memory_order_relaxed) && d) {
             if (!d->known || ++d->allocs % kCheckEvery == 0) {
-                int64_t now = g_read_total(device);   // before this block: ALLOC comes first
+                int64_t now = g_hot.read_total(device);   // before this block: ALLOC comes first
                 ++g_checks;
                 if (d->known && now != d->total)
                     ++g_corrections;
@@ -243,7 +238,7 @@ void on_entry(int action, int device, uint64_t addr, uint64_t size, uint64_t str
             t.pending = Pending{true, device, addr, size, stream, pool};
             return;
         }
-        g_emit(action, device, addr, size, stream, pool, size);
+        g_hot.emit(action, device, addr, size, stream, pool, size);
         return;
     case MEMSNAP_TORCH_FREE_REQUESTED: {
         uint64_t n = 0;   // unknown: the recorder takes it from the block's allocation
@@ -255,14 +250,14 @@ void on_entry(int action, int device, uint64_t addr, uint64_t size, uint64_t str
                 d->known = false, ++g_corrections;   // out of step: read it again
             d->total = gauge;
         }
-        g_emit(action, device, addr, n, stream, pool, 0);
+        g_hot.emit(action, device, addr, n, stream, pool, 0);
         return;
     }
     case MEMSNAP_TORCH_FREE_COMPLETED:   // the recorder takes the size from the allocation
-        g_emit(action, device, addr, 0, stream, pool, 0);
+        g_hot.emit(action, device, addr, 0, stream, pool, 0);
         return;
     default:
-        g_emit(action, device, addr, size, stream, pool, 0);
+        g_hot.emit(action, device, addr, size, stream, pool, 0);
         return;
     }
 }
@@ -559,12 +554,12 @@ int attach(char* msg, size_t msglen)
         if (!a->initialized())
             return 1;
         g_alloc = a;
-        g_read_total = read_total;
+        g_hot.read_total = read_total;
         if (g_hot.pool_kinds && !g_hot.is_capturing)
             g_hot.is_capturing = find_is_capturing();
-        g_emit = emit;
+        g_hot.emit = emit;
         if (gauges_start())
-            g_gauge_found = true, g_gauge_ok.store(true);
+            g_gauge_found = true, g_hot.gauge_ok.store(true);
         else
             fall_back("PyTorch's allocated-bytes gauge is missing or was made before the plugin");
         a->attachAllocatorTraceTracker(&on_trace);
@@ -627,12 +622,12 @@ MEMSNAP_PLUGIN_EXPORT int memsnap_torch_attach(memsnap_trace_torch_fn fn, char* 
 MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mode(int sizes, int nodes)
 {
     using namespace memsnap_plugin;
-    if (sizes && g_gauge_found && !g_gauge_ok.load()) {
+    if (sizes && g_gauge_found && !g_hot.gauge_ok.load()) {
         for (Device& d : g_dev)
             d.known = false;            // read the totals again at the next ALLOC
-        g_gauge_ok.store(true);
+        g_hot.gauge_ok.store(true);
     } else if (!sizes) {
-        g_gauge_ok.store(false);
+        g_hot.gauge_ok.store(false);
     }
     g_hot.nodes = nodes && !g_hot.trace1 && (g_api.flags & MEMSNAP_TORCH_API_NODES);
 }
@@ -659,7 +654,7 @@ MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mute(int muted)
 // entries that got no gauge.
 MEMSNAP_PLUGIN_EXPORT void memsnap_torch_counters(uint64_t out[4])
 {
-    out[0] = memsnap_plugin::g_gauge_ok.load();
+    out[0] = memsnap_plugin::g_hot.gauge_ok.load();
     out[1] = memsnap_plugin::g_checks.load();
     out[2] = memsnap_plugin::g_corrections.load();
     out[3] = memsnap_plugin::g_fallbacks.load();

@@ -25,8 +25,9 @@
 #   tests/gpu/lease_all.sh WHEEL OUT SECONDS [PARTS]    (default 28ls,28lb,28lc)
 #
 # LEASE_28LS_CONFIGS replaces 28ls's configurations (bench_overhead.py's
-# names; plain first; NAME@old with LEASE_OLD_WHEEL, below) and LEASE_28LS_SHARE its share in percent, so that
-# one call can hold the table and the bisection's points.
+# names; plain first; NAME@old with LEASE_OLD_WHEEL, below) and
+# LEASE_28LS_SHARE its share in percent, so that one call can hold the
+# table and the bisection's points.
 #
 # Shares: 28ls 45%, 28lb 30%, 28lc the rest; 32 and 30 about 45 s each.
 # OUT receives at most 8 files (the device tool's limit): lease.log (all

@@ -67,7 +67,7 @@ const Ev& last(int back = 0) { return evs[evs.size() - 1 - back]; }
 
 void test_exact()
 {
-    g_gauge_ok = true;
+    g_hot.gauge_ok = true;
     truth[0] = 3 << 20;                      // blocks from before: read at the first ALLOC
     alloc(0, 0x1000, 1000, 1024);
     CHECK(reads == 1 && evs.size() == 1);
@@ -134,7 +134,7 @@ void test_no_gauge()
     CHECK(evs.size() == before + 2);
     CHECK(evs[before].addr == 0x400000 && evs[before].size == 1000);
     CHECK(evs[before + 1].addr == 0x500000 && evs[before + 1].size == 2000);
-    CHECK(!g_gauge_ok && g_fallbacks == 1);
+    CHECK(!g_hot.gauge_ok && g_fallbacks == 1);
     on_entry(MEMSNAP_TORCH_FREE_REQUESTED, 0, 0x500000, 2000, 0x50, 0);
     CHECK(last().size == 0);                 // unknown: the recorder looks it up
 }
@@ -143,8 +143,8 @@ void test_no_gauge()
 
 int main()
 {
-    g_read_total = read_total;
-    g_emit = emit;
+    g_hot.read_total = read_total;
+    g_hot.emit = emit;
     test_exact();
     test_out_of_step();
     test_no_gauge();
