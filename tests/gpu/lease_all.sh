@@ -26,7 +26,8 @@
 #
 # LEASE_28LS_CONFIGS replaces 28ls's configurations (bench_overhead.py's
 # names; plain first; NAME@old with LEASE_OLD_WHEEL, below) and
-# LEASE_28LS_SHARE its share in percent, so that one call can hold the
+# LEASE_28LS_SHARE its share in percent and LEASE_28LS_ROUNDS its rounds
+# at most (10; the budget may end it sooner), so that one call can hold the
 # table and the bisection's points.
 #
 # Shares: 28ls 45%, 28lb 30%, 28lc the rest; 32 and 30 about 45 s each.
@@ -118,7 +119,7 @@ for part in $(echo "$parts" | tr ',' ' '); do
     [ "$rest" -gt 40 ] || { say "$part: no time left"; break; }
     case $part in
     28ls) share=$(( rest * ${LEASE_28LS_SHARE:-45} / 100 )); [ "$i" = "$n" ] && share=$rest
-          lockstep 28ls "$share" train "${LEASE_28LS_CONFIGS:-plain,default,driver,loaded-off,record,muted}" 10 ;;
+          lockstep 28ls "$share" train "${LEASE_28LS_CONFIGS:-plain,default,driver,loaded-off,record,muted}" "${LEASE_28LS_ROUNDS:-10}" ;;
     28lb) share=$(( rest * 55 / 100 )); [ "$i" = "$n" ] && share=$rest
           lockstep 28lb "$share" train plain,default,muted,plugin,nostack,nocompress,ring,nonodes,writerfar 10 ;;
     28lc) lockstep 28lc "$rest" compile plain,default,driver,record 10 ;;
