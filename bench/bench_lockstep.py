@@ -31,6 +31,10 @@ loaded-off, ...) and:
              and attached, PyTorch building its trace entries, no events
   plugin     the same, the plugin doing its own work (block sizes,
              autograd state) but calling no recorder
+  selftime   memsnap run with its defaults, the plugin timing each of its
+             calls (the TSC) from the timed steps on: what the plugin and
+             the recorder spend in situ, by thread (its steps are a little
+             slower than default's: the timing's own cost)
 
 usage (GPU machine, memsnap's plugin built):
   python3 bench/bench_lockstep.py --memsnap DIR/bin/memsnap --pythonpath DIR \\
@@ -122,7 +126,7 @@ def worker(a):
         step()
     sync()
     mute = None
-    if mode in ("muted", "plugin"):
+    if mode in ("muted", "plugin", "selftime"):
         # the plugin this process loaded (a build's own, NAME@BUILD, may
         # lie beside its recorder rather than in the cache)
         with open("/proc/self/maps") as f:
@@ -131,11 +135,14 @@ def worker(a):
         if not plug:
             say("ERROR no plugin to mute")
             return 1
-        mute = ctypes.CDLL(plug[0]).memsnap_torch_bench_mute
-        mute(1 if mode == "muted" else 2)
+        lib = ctypes.CDLL(plug[0])
+        mute = lib.memsnap_torch_bench_mute
+        mute({"muted": 1, "plugin": 2, "selftime": 3}[mode])
         step()
         sync()
     pin_threads(cpus)
+    if mode == "selftime":
+        mute(3)              # the counts from the timed steps on
     e0 = events()
     th0 = threads_cpu()
     n = 0
@@ -157,8 +164,17 @@ def worker(a):
         d = ns - th0.get(tid, (name, 0))[1]
         if d > 0 and n:
             per[name] = per.get(name, 0) + d / n / 1e6
-    say("END %.1f %s" % (ev, json.dumps({k: round(v, 4) for k, v in per.items()},
-                                         separators=(",", ":"))))
+    selft = ""
+    if mode == "selftime":
+        # what the plugin and the recorder spent in situ, by thread
+        buf = ctypes.create_string_buffer(1 << 16)
+        lib.memsnap_torch_bench_selftime.restype = ctypes.c_size_t
+        if lib.memsnap_torch_bench_selftime(buf, len(buf)):
+            st = json.loads(buf.value.decode())
+            st["steps"] = n
+            selft = " " + json.dumps(st, separators=(",", ":"))
+    say("END %.1f %s%s" % (ev, json.dumps({k: round(v, 4) for k, v in per.items()},
+                                           separators=(",", ":")), selft))
     # the exit (the recording's symbols and trailer: seconds) on the
     # staging CPUs, out of the next round's way; nobody waits for it
     for t in os.listdir("/proc/self/task"):
@@ -245,9 +261,10 @@ def start_round(a, configs, builds):
         if base == "record" and at:
             raise SystemExit("bench_lockstep.py: %s: record takes the Python package of "
                              "--pythonpath, not another build's" % c)
-        if base in ("record", "muted", "plugin"):
+        if base in ("record", "muted", "plugin", "selftime"):
             pre, extra = bo.command({"record": "plain+record", "muted": "default",
-                                     "plugin": "default"}[base] + at + build, a, builds)
+                                     "plugin": "default", "selftime": "default"}[base]
+                                    + at + build, a, builds)
         else:
             pre, extra = bo.command(c, a, builds)
         env = dict(os.environ)
@@ -282,7 +299,7 @@ def run_round(a, configs, procs, r):
             wall, cpu = procs[i].expect("T", 120)
             cyc[configs[i]] = (float(wall), float(cpu))
         cycles.append(cyc)
-    events, threads = {}, {}
+    events, threads, selft = {}, {}, {}
     for i, p in enumerate(procs):
         p.send("end")
         end = p.expect("END", 120)
@@ -292,7 +309,13 @@ def run_round(a, configs, procs, r):
                 threads[configs[i]] = json.loads(end[1])
             except ValueError:
                 pass
+        if len(end) > 2:
+            try:
+                selft[configs[i]] = json.loads(end[2])
+            except ValueError:
+                pass
     return {"round": r, "cycles": cycles, "events_per_step": events, "threads_ms": threads,
+            "selftime": selft,
             "init_s": t_ready - t_init, "steps_s": time.time() - t_ready}
 
 
@@ -340,6 +363,39 @@ def report(d):
     plain = [statistics.median(cy["plain"][0] for cy in r["cycles"]) for r in rounds]
     say("plain's median step per round, ms: %s" % " ".join("%.2f" % x for x in plain))
     report_threads(configs, rounds)
+    report_selftime(rounds)
+
+
+def report_selftime(rounds):
+    """What the plugin and the recorder spent in situ (configuration
+    selftime: the plugin times each of its calls with the TSC), by thread:
+    us a step and ns a call, the median over rounds."""
+    have = [st for r in rounds for st in r.get("selftime", {}).values()]
+    if not have:
+        return
+    names = sorted({t for st in have for t in st["threads"]})
+    say("\nIn situ (configuration selftime), by thread: us a step and ns a call, the median "
+        "over %d rounds; the recorder's part is inside the tracker's and the gauge's:" % len(have))
+    say("| thread | tracker, us/step | calls/step | ns/call | gauge, us/step | calls/step | "
+        "ns/call | recorder, us/step | calls/step | ns/call |")
+    say("|---|---|---|---|---|---|---|---|---|---|")
+    for t in names:
+        cells = []
+        for k in range(3):
+            us, calls, per = [], [], []
+            for st in have:
+                v = st["threads"].get(t)
+                if not v or not st.get("steps") or not st.get("tsc_per_ns"):
+                    continue
+                ns = v[2 * k] / st["tsc_per_ns"]
+                us.append(ns / st["steps"] / 1e3)
+                calls.append(v[2 * k + 1] / st["steps"])
+                if v[2 * k + 1]:
+                    per.append(ns / v[2 * k + 1])
+            cells += ["%.1f" % statistics.median(us) if us else "",
+                      "%.0f" % statistics.median(calls) if calls else "",
+                      "%.0f" % statistics.median(per) if per else ""]
+        say("| %s | %s |" % (t, " | ".join(cells)))
 
 
 def report_threads(configs, rounds):

@@ -365,6 +365,12 @@ def command(name, a, builds):
         env["MEMSNAP_WRITER_CPUS"] = getattr(a, "writer_cpus", None) or "15"
     if base == "nowatch":
         env["MEMSNAP_PYTHON_WATCH"] = "0"
+    if re.fullmatch(r"q[0-9]+k", base):
+        # the queue's capacity, in 1024 events (65536 by default, 128 bytes
+        # each): whether a queue whose slots stay in the caches costs an
+        # event less than one written over every 8 MiB
+        env["MEMSNAP_QUEUE_EVENTS"] = str(int(base[1:-1]) * 1024)
+        return run + ["--"], env
     if base in ("driver", "driver-nonvtx", "default", "default-nonvtx", "default-mono",
                 "nostack", "ring", "nocompress", "nonodes", "writerfar", "nowatch"):
         return run + ["--"], env

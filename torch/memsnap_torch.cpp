@@ -65,6 +65,9 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <algorithm>
+#include <ctime>
+#include <pthread.h>
 
 #ifndef MEMSNAP_TORCH_UNIT_TEST
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -292,6 +295,54 @@ using c10::CachingDeviceAllocator::TraceEntry;
 memsnap_torch_api g_api;               // set once, before the tracker is attached (node_id)
 c10::cuda::CUDACachingAllocator::CUDAAllocator* g_alloc;
 
+// ---- Self-timing, for benchmarks (memsnap_torch_bench_mute(3)) -------------
+// What the plugin and the recorder spend in situ, per thread, in TSC ticks:
+// the tracker's whole call, the gauge's, and of both the recorder's part
+// (its trace call: the event, the stacks).  The difference between a
+// recorded and a plain step's CPU that this does not account for is
+// PyTorch's own (its trace entry, the calls) and what our work leaves in
+// the caches for the program.  Each thread writes only its own slot.
+struct SelfSlot {
+    std::atomic<uint64_t> ticks[3];    // tracker, gauge, recorder
+    std::atomic<uint64_t> calls[3];
+    char name[16];
+};
+constexpr int kSelfSlots = 64;
+SelfSlot g_self[kSelfSlots];
+std::atomic<int> g_self_n{0};
+thread_local SelfSlot* t_self;
+uint64_t g_self_t0_tsc, g_self_t0_ns;
+
+inline uint64_t self_tsc()
+{
+    uint32_t lo, hi;
+    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+uint64_t self_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void self_add(int what, uint64_t ticks)
+{
+    SelfSlot* s = t_self;
+    if (!s) {
+        int i = g_self_n.fetch_add(1);
+        if (i >= kSelfSlots)
+            return;                    // more threads than slots: not counted
+        s = t_self = &g_self[i];
+        pthread_getname_np(pthread_self(), s->name, sizeof s->name);
+    }
+    s->ticks[what].store(s->ticks[what].load(std::memory_order_relaxed) + ticks,
+                         std::memory_order_relaxed);
+    s->calls[what].store(s->calls[what].load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+}
+
 #ifndef MEMSNAP_TORCH_NO_AUTOGRAD
 // ---- autograd nodes ----
 
@@ -390,9 +441,18 @@ void emit(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
     if (h.nodes && (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
                     action == MEMSNAP_TORCH_SEGMENT_MAP || action == MEMSNAP_TORCH_OOM))
         autograd_state(&seq, &node);
-    if (h.muted.load(std::memory_order_relaxed) == 2) {
-        asm volatile("" : : "r"(seq), "r"(node) : "memory");   // computed, not sent
-        return;
+    int m = h.muted.load(std::memory_order_relaxed);
+    if (__builtin_expect(m != 0, 0)) {
+        if (m == 2) {
+            asm volatile("" : : "r"(seq), "r"(node) : "memory");   // computed, not sent
+            return;
+        }
+        if (m == 3) {
+            uint64_t t0 = self_tsc();
+            h.trace(action, device, addr, size, stream, pool, requested, seq, node);
+            self_add(2, self_tsc() - t0);
+            return;
+        }
     }
     h.trace(action, device, addr, size, stream, pool, requested, seq, node);
 }
@@ -433,10 +493,8 @@ uint64_t pool_of(const TraceEntry& te, int action)
 // the size the program asked for (PyTorch's orig_size) for block entries
 // and the rounded request for OOM; addr_ is the device's free bytes for
 // OOM.  Nothing may escape into the allocator.
-void on_trace(const TraceEntry& te)
+void on_trace_entry(const TraceEntry& te)
 {
-    if (g_hot.muted.load(std::memory_order_relaxed) == 1)
-        return;
     int a;
     switch (te.action_) {
     case TraceEntry::ALLOC: a = MEMSNAP_TORCH_ALLOC; break;
@@ -456,14 +514,36 @@ void on_trace(const TraceEntry& te)
     }
 }
 
+void on_trace(const TraceEntry& te)
+{
+    int m = g_hot.muted.load(std::memory_order_relaxed);
+    if (__builtin_expect(m != 0, 0)) {
+        if (m == 1)
+            return;
+        if (m == 3) {
+            uint64_t t0 = self_tsc();
+            on_trace_entry(te);
+            self_add(0, self_tsc() - t0);
+            return;
+        }
+    }
+    on_trace_entry(te);
+}
+
 #ifdef MEMSNAP_HAVE_GAUGE
 struct GaugeBackend : c10::monitor::detail::GaugeBackendIf {
     void record(int64_t value) noexcept override
     {
+        uint64_t t0 = 0;
+        bool timed = g_hot.muted.load(std::memory_order_relaxed) == 3;
+        if (timed)
+            t0 = self_tsc();
         try {
             on_gauge(value);
         } catch (...) {
         }
+        if (timed)
+            self_add(1, self_tsc() - t0);
     }
 };
 
@@ -636,16 +716,72 @@ MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mode(int sizes, int nodes)
 // at once, so a recorded process can run steps with and without its events
 // side by side (what recording costs per event, PyTorch's own trace entry
 // aside); 2, the plugin does all its work (sizes, autograd state) and
-// calls no recorder (what the plugin's part costs).  Blocks allocated
-// while muted are unknown to the recording; the allocated totals are read
-// again at the next ALLOC after unmuting.
+// calls no recorder (what the plugin's part costs); 3, all the work, each
+// call timed on its thread (memsnap_torch_bench_selftime reads it; the
+// counts start again at each call with 3).  Blocks allocated while muted
+// (1) are unknown to the recording; the allocated totals are read again at
+// the next ALLOC after unmuting.
 MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mute(int muted)
 {
     using namespace memsnap_plugin;
     if (!muted)
         for (Device& d : g_dev)
             d.known = false;
+    if (muted == 3) {        // all the work, timed (memsnap_torch_bench_selftime)
+        for (SelfSlot& s : g_self)
+            for (int k = 0; k < 3; k++)
+                s.ticks[k].store(0), s.calls[k].store(0);
+        g_self_t0_tsc = self_tsc();
+        g_self_t0_ns = self_ns();
+        g_hot.muted.store(3);
+        return;
+    }
     g_hot.muted.store(muted == 2 ? 2 : muted != 0);
+}
+
+// For benchmarks (bench/bench_lockstep.py, configuration selftime): what
+// memsnap_torch_bench_mute(3) timed since it was called, as JSON into buf:
+// {"tsc_per_ns": R, "threads": {NAME: [tracker ticks, calls, gauge ticks,
+// calls, recorder ticks, calls], ...}} (threads of one name summed).
+// Returns the length written (0: buf too small).
+MEMSNAP_PLUGIN_EXPORT size_t memsnap_torch_bench_selftime(char* buf, size_t len)
+{
+    using namespace memsnap_plugin;
+    uint64_t dt = self_tsc() - g_self_t0_tsc, dn = self_ns() - g_self_t0_ns;
+    std::string out = "{\"tsc_per_ns\": " + std::to_string(dn ? (double)dt / (double)dn : 0.0) +
+                      ", \"threads\": {";
+    int n = std::min(g_self_n.load(), kSelfSlots);
+    bool first = true;
+    for (int i = 0; i < n; i++) {
+        const SelfSlot& s = g_self[i];
+        bool dup = false;       // a name seen before: summed there
+        for (int j = 0; j < i && !dup; j++)
+            dup = strncmp(g_self[j].name, s.name, sizeof s.name) == 0;
+        if (dup)
+            continue;
+        uint64_t v[6] = {0, 0, 0, 0, 0, 0};
+        for (int j = i; j < n; j++) {
+            if (strncmp(g_self[j].name, s.name, sizeof s.name) != 0)
+                continue;
+            for (int k = 0; k < 3; k++) {
+                v[2 * k] += g_self[j].ticks[k].load();
+                v[2 * k + 1] += g_self[j].calls[k].load();
+            }
+        }
+        std::string name;
+        for (const char* c = s.name; c < s.name + sizeof s.name && *c; c++)
+            name += (*c == '"' || *c == '\\' || (unsigned char)*c <= 32) ? '_' : *c;
+        out += (first ? "\"" : ", \"") + name + "\": [";
+        for (int k = 0; k < 6; k++)
+            out += (k ? ", " : "") + std::to_string(v[k]);
+        out += "]";
+        first = false;
+    }
+    out += "}}";
+    if (out.size() + 1 > len)
+        return 0;
+    memcpy(buf, out.c_str(), out.size() + 1);
+    return out.size();
 }
 
 // What the block-size logic did so far (tests): out[0] 1 when the sizes

@@ -21,6 +21,8 @@
 #         keeping the frame and the metrics
 #   30    the serving engine's pools and categories, replay against real
 #         runs and the LoRA run's gradients (serving_pools.py --parts lora)
+#   oracle  the allocated layer against PyTorch's own history, entry for
+#         entry (torch_oracle.sh default and expandable), about 60 s
 #
 #   tests/gpu/lease_all.sh WHEEL OUT SECONDS [PARTS]    (default 28ls,28lb,28lc)
 #
@@ -139,6 +141,16 @@ for part in $(echo "$parts" | tr ',' ' '); do
             --parts lora 2>&1 | tee -a "$log"
         pack 30 "$work/30/serving-pools/figures.json"
         ;;
+    oracle)
+        say "oracle: torch_oracle.sh default, expandable (PyTorch's own history, entry for entry)"
+        mkdir -p "$work/oracle/plugin"
+        cp "$plug" "$work/oracle/plugin/"
+        for c in default expandable; do
+            MEMSNAP=$M CASE_DIR=$work/oracle MEMSNAP_PYTHON=$(command -v "$py") \
+                PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH} timeout 150 bash "$here/torch_oracle.sh" \
+                "$c" 2>&1 | tail -12 | tee -a "$log"
+        done
+        ;;
     28ws)
         say "28ws: the launching thread's Python walks a step (bench/walk_stats.py)"
         mkdir -p "$work/28ws"
@@ -150,7 +162,7 @@ for part in $(echo "$parts" | tr ',' ' '); do
         rm -f "$work/28ws"/*.msnap
         pack 28ws "$work/28ws/walks.txt"
         ;;
-    *) say "unknown part $part (28ls, 28lb, 28lc, 28ws, 32, 30)" ;;
+    *) say "unknown part $part (28ls, 28lb, 28lc, 28ws, 32, 30, oracle)" ;;
     esac
 done
 say "done"
