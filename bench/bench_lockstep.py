@@ -141,8 +141,14 @@ def worker(a):
         step()
         sync()
     pin_threads(cpus)
+    rec_self = None
     if mode == "selftime":
         mute(3)              # the counts from the timed steps on
+        try:                 # the recorder's own split: stacks, queue
+            rec_self = ctypes.CDLL(None)
+            rec_self.memsnap_bench_selftime(1)
+        except AttributeError:
+            rec_self = None
     e0 = events()
     th0 = threads_cpu()
     n = 0
@@ -172,6 +178,10 @@ def worker(a):
         if lib.memsnap_torch_bench_selftime(buf, len(buf)):
             st = json.loads(buf.value.decode())
             st["steps"] = n
+            if rec_self is not None:
+                rec_self.memsnap_bench_selftime_read.restype = ctypes.c_size_t
+                if rec_self.memsnap_bench_selftime_read(buf, len(buf)):
+                    st["recorder"] = json.loads(buf.value.decode())
             selft = " " + json.dumps(st, separators=(",", ":"))
     say("END %.1f %s%s" % (ev, json.dumps({k: round(v, 4) for k, v in per.items()},
                                            separators=(",", ":")), selft))
@@ -396,6 +406,26 @@ def report_selftime(rounds):
                       "%.0f" % statistics.median(calls) if calls else "",
                       "%.0f" % statistics.median(per) if per else ""]
         say("| %s | %s |" % (t, " | ".join(cells)))
+    have = [st for st in have if st.get("recorder")]
+    if not have:
+        return
+    names = sorted({t for st in have for t in st["recorder"]})
+    say("\nOf the recorder's part, by thread (ns an event, the median over rounds): the "
+        "stack (Python walk, node, table) and the queue (core_emit):")
+    say("| thread | events/step | stack, ns/event | queue, ns/event |")
+    say("|---|---|---|---|")
+    for t in names:
+        ev, stk, q = [], [], []
+        for st in have:
+            v = st["recorder"].get(t)
+            if not v or not v[2] or not st.get("tsc_per_ns"):
+                continue
+            ev.append(v[2] / st["steps"])
+            stk.append(v[0] / st["tsc_per_ns"] / v[2])
+            q.append(v[1] / st["tsc_per_ns"] / v[2])
+        if ev:
+            say("| %s | %.0f | %.0f | %.0f |" % (t, statistics.median(ev), statistics.median(stk),
+                                                 statistics.median(q)))
 
 
 def report_threads(configs, rounds):

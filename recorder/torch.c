@@ -365,6 +365,8 @@ MSNAP_HOT_DATA static uint16_t torch_action[9] = {
     [MEMSNAP_TORCH_SEGMENT_UNMAP] = MSNAP_A_SEGMENT_UNMAP,
     [MEMSNAP_TORCH_OOM] = MSNAP_A_OOM,
 };
+/* memsnap_bench_selftime: each event's stack and queue timed (benchmarks) */
+MSNAP_HOT_DATA static int torch_selftime;
 
 /* cuBLAS's workspaces.  PyTorch gives each cuBLAS handle and stream a
  * workspace from its caching allocator (at::cuda::getNewWorkspace, inside
@@ -677,6 +679,103 @@ static inline __attribute__((always_inline)) uint32_t torch_stack(int action, ui
     }
 }
 
+/* ---- self-timing, for benchmarks ----------------------------------------------
+ * With memsnap_bench_selftime(1) each PyTorch event's stack (torch_stack)
+ * and its queueing (core_emit) are timed with the TSC on their thread, so
+ * that a benchmark (bench/bench_lockstep.py, configuration selftime) sees
+ * what they cost in situ: the plugin times the whole call around them.
+ * Each thread writes only its own slot. */
+#define SELF_SLOTS 64
+typedef struct self_slot {
+    _Atomic uint64_t stack_ticks, emit_ticks, events;
+    char name[16];
+} self_slot;
+static self_slot self_slots[SELF_SLOTS];
+static _Atomic int self_n;
+static __thread self_slot *t_self;
+
+static void selftime_add(uint64_t stack_ticks, uint64_t emit_ticks)
+{
+    self_slot *s = t_self;
+    if (!s) {
+        int i = atomic_fetch_add(&self_n, 1);
+        if (i >= SELF_SLOTS)
+            return;
+        s = t_self = &self_slots[i];
+        pthread_getname_np(pthread_self(), s->name, sizeof s->name);
+    }
+    atomic_store_explicit(&s->stack_ticks,
+                          atomic_load_explicit(&s->stack_ticks, memory_order_relaxed) + stack_ticks,
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->emit_ticks,
+                          atomic_load_explicit(&s->emit_ticks, memory_order_relaxed) + emit_ticks,
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->events, atomic_load_explicit(&s->events, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* on: 1 starts the timing again from zero, 0 stops it. */
+MSNAP_EXPORT void memsnap_bench_selftime(int on)
+{
+    if (on) {
+        for (int i = 0; i < SELF_SLOTS; i++) {
+            atomic_store(&self_slots[i].stack_ticks, 0);
+            atomic_store(&self_slots[i].emit_ticks, 0);
+            atomic_store(&self_slots[i].events, 0);
+        }
+    }
+    torch_selftime = on != 0;
+}
+
+/* What was timed, as JSON into buf: {"NAME": [stack ticks, queue ticks,
+ * events], ...} (threads of one name summed).  Returns the length, 0 when
+ * buf is too small. */
+MSNAP_EXPORT size_t memsnap_bench_selftime_read(char *buf, size_t len)
+{
+    int n = atomic_load(&self_n);
+    if (n > SELF_SLOTS)
+        n = SELF_SLOTS;
+    size_t used = 0;
+    int first = 1;
+    if (len < 3)
+        return 0;
+    buf[used++] = '{';
+    for (int i = 0; i < n; i++) {
+        int dup = 0;
+        for (int j = 0; j < i && !dup; j++)
+            dup = strncmp(self_slots[j].name, self_slots[i].name, 16) == 0;
+        if (dup)
+            continue;
+        uint64_t v[3] = {0, 0, 0};
+        for (int j = i; j < n; j++) {
+            if (strncmp(self_slots[j].name, self_slots[i].name, 16) != 0)
+                continue;
+            v[0] += atomic_load(&self_slots[j].stack_ticks);
+            v[1] += atomic_load(&self_slots[j].emit_ticks);
+            v[2] += atomic_load(&self_slots[j].events);
+        }
+        char name[17];
+        int k = 0;
+        for (; k < 16 && self_slots[i].name[k]; k++) {
+            char c = self_slots[i].name[k];
+            name[k] = (c == '"' || c == '\\' || (unsigned char)c <= 32) ? '_' : c;
+        }
+        name[k] = 0;
+        int w = snprintf(buf + used, len - used, "%s\"%s\": [%llu, %llu, %llu]", first ? "" : ", ",
+                         name, (unsigned long long)v[0], (unsigned long long)v[1],
+                         (unsigned long long)v[2]);
+        if (w < 0 || (size_t)w >= len - used)
+            return 0;
+        used += (size_t)w;
+        first = 0;
+    }
+    if (used + 2 > len)
+        return 0;
+    buf[used++] = '}';
+    buf[used] = 0;
+    return used;
+}
+
 /* One PyTorch trace entry -> one event (both entry points). */
 static inline __attribute__((always_inline)) void torch_event(int action, int device,
                                                               uint64_t addr, uint64_t size,
@@ -737,8 +836,16 @@ static inline __attribute__((always_inline)) void torch_event(int action, int de
         if (action == MEMSNAP_TORCH_ALLOC)
             e.aux2 = requested;
     }
-    e.stack = torch_stack(action, node, requested);
-    core_emit(&e, action == MEMSNAP_TORCH_OOM);
+    if (__builtin_expect(torch_selftime, 0)) {
+        uint64_t t0 = core_rdtsc();
+        e.stack = torch_stack(action, node, requested);
+        uint64_t t1 = core_rdtsc();
+        core_emit(&e, action == MEMSNAP_TORCH_OOM);
+        selftime_add(t1 - t0, core_rdtsc() - t1);
+    } else {
+        e.stack = torch_stack(action, node, requested);
+        core_emit(&e, action == MEMSNAP_TORCH_OOM);
+    }
     t_in_hook--;
 }
 
