@@ -22,7 +22,8 @@
 #   30    the serving engine's pools and categories, replay against real
 #         runs and the LoRA run's gradients (serving_pools.py --parts lora)
 #   oracle  the allocated layer against PyTorch's own history, entry for
-#         entry (torch_oracle.sh default and expandable), about 60 s
+#         entry (torch_oracle.sh default and expandable, or the cases of
+#         LEASE_ORACLE_CASES), about 60 s
 #
 #   tests/gpu/lease_all.sh WHEEL OUT SECONDS [PARTS]    (default 28ls,28lb,28lc)
 #
@@ -145,7 +146,7 @@ for part in $(echo "$parts" | tr ',' ' '); do
         say "oracle: torch_oracle.sh default, expandable (PyTorch's own history, entry for entry)"
         mkdir -p "$work/oracle/plugin"
         cp "$plug" "$work/oracle/plugin/"
-        for c in default expandable; do
+        for c in ${LEASE_ORACLE_CASES:-default expandable}; do
             MEMSNAP=$M CASE_DIR=$work/oracle MEMSNAP_PYTHON=$(command -v "$py") \
                 PYTHONPATH=$d${PYTHONPATH:+:$PYTHONPATH} timeout 150 bash "$here/torch_oracle.sh" \
                 "$c" 2>&1 | tail -12 | tee -a "$log"
