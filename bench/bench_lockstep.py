@@ -386,16 +386,18 @@ def report_selftime(rounds):
     names = sorted({t for st in have for t in st["threads"]})
     say("\nIn situ (configuration selftime), by thread: us a step and ns a call, the median "
         "over %d rounds; the recorder's part is inside the tracker's and the gauge's:" % len(have))
+    kinds = max(len(v) for st in have for v in st["threads"].values()) // 2
     say("| thread | tracker, us/step | calls/step | ns/call | gauge, us/step | calls/step | "
-        "ns/call | recorder, us/step | calls/step | ns/call |")
-    say("|---|---|---|---|---|---|---|---|---|---|")
+        "ns/call | recorder, us/step | calls/step | ns/call |" +
+        (" autograd state, us/step | calls/step | ns/call |" if kinds > 3 else ""))
+    say("|---|" + "---|" * 3 * kinds)
     for t in names:
         cells = []
-        for k in range(3):
+        for k in range(kinds):
             us, calls, per = [], [], []
             for st in have:
                 v = st["threads"].get(t)
-                if not v or not st.get("steps") or not st.get("tsc_per_ns"):
+                if not v or len(v) <= 2 * k or not st.get("steps") or not st.get("tsc_per_ns"):
                     continue
                 ns = v[2 * k] / st["tsc_per_ns"]
                 us.append(ns / st["steps"] / 1e3)
@@ -406,6 +408,14 @@ def report_selftime(rounds):
                       "%.0f" % statistics.median(calls) if calls else "",
                       "%.0f" % statistics.median(per) if per else ""]
         say("| %s | %s |" % (t, " | ".join(cells)))
+    cal = [(st["empty_ticks"] / st["tsc_per_ns"], st["add_ticks"] / st["tsc_per_ns"])
+           for st in have if st.get("tsc_per_ns") and "empty_ticks" in st]
+    if cal:
+        say("The timing's own cost (median over rounds): an empty interval reads %.1f ns; "
+            "each count adds %.1f ns to the interval around it (a tracker or gauge call "
+            "that reaches the recorder holds 2 + 3 timed intervals of the recorder's and "
+            "ours, and an allocation's a third of ours)." %
+            (statistics.median(c[0] for c in cal), statistics.median(c[1] for c in cal)))
     have = [st for st in have if st.get("recorder")]
     if not have:
         return

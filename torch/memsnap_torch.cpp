@@ -302,9 +302,10 @@ c10::cuda::CUDACachingAllocator::CUDAAllocator* g_alloc;
 // recorded and a plain step's CPU that this does not account for is
 // PyTorch's own (its trace entry, the calls) and what our work leaves in
 // the caches for the program.  Each thread writes only its own slot.
+constexpr int kSelfKinds = 4;          // tracker, gauge, recorder, autograd state
 struct SelfSlot {
-    std::atomic<uint64_t> ticks[3];    // tracker, gauge, recorder
-    std::atomic<uint64_t> calls[3];
+    std::atomic<uint64_t> ticks[kSelfKinds];
+    std::atomic<uint64_t> calls[kSelfKinds];
     char name[16];
 };
 constexpr int kSelfSlots = 64;
@@ -312,6 +313,9 @@ SelfSlot g_self[kSelfSlots];
 std::atomic<int> g_self_n{0};
 thread_local SelfSlot* t_self;
 uint64_t g_self_t0_tsc, g_self_t0_ns;
+// What the timing itself reads and costs, measured at memsnap_torch_bench_mute(3):
+// an empty interval's ticks, and one self_add's (paid by the enclosing interval).
+uint64_t g_self_empty, g_self_add;
 
 inline uint64_t self_tsc()
 {
@@ -439,8 +443,15 @@ void emit(int action, int device, uint64_t addr, uint64_t size, uint64_t stream,
     uint64_t seq = 0;
     uint32_t node = 0;
     if (h.nodes && (action == MEMSNAP_TORCH_ALLOC || action == MEMSNAP_TORCH_SEGMENT_ALLOC ||
-                    action == MEMSNAP_TORCH_SEGMENT_MAP || action == MEMSNAP_TORCH_OOM))
-        autograd_state(&seq, &node);
+                    action == MEMSNAP_TORCH_SEGMENT_MAP || action == MEMSNAP_TORCH_OOM)) {
+        if (__builtin_expect(h.muted.load(std::memory_order_relaxed) == 3, 0)) {
+            uint64_t t0 = self_tsc();
+            autograd_state(&seq, &node);
+            self_add(3, self_tsc() - t0);
+        } else {
+            autograd_state(&seq, &node);
+        }
+    }
     int m = h.muted.load(std::memory_order_relaxed);
     if (__builtin_expect(m != 0, 0)) {
         if (m == 2) {
@@ -728,8 +739,29 @@ MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mute(int muted)
         for (Device& d : g_dev)
             d.known = false;
     if (muted == 3) {        // all the work, timed (memsnap_torch_bench_selftime)
+        // the timing's own cost, on a scratch slot: the best of 5 x 1000
+        SelfSlot* keep = t_self;
+        SelfSlot scratch{};
+        t_self = &scratch;
+        uint64_t empty = ~0ull, add = ~0ull;
+        for (int r = 0; r < 5; r++) {
+            uint64_t e = 0;
+            for (int i = 0; i < 1000; i++) {
+                uint64_t t0 = self_tsc();
+                e += self_tsc() - t0;
+            }
+            uint64_t b = self_tsc();
+            for (int i = 0; i < 1000; i++)
+                self_add(0, 1);
+            uint64_t c = self_tsc();
+            empty = std::min(empty, e / 1000);
+            add = std::min(add, (c - b) / 1000);
+        }
+        t_self = keep;
+        g_self_empty = empty;
+        g_self_add = add;
         for (SelfSlot& s : g_self)
-            for (int k = 0; k < 3; k++)
+            for (int k = 0; k < kSelfKinds; k++)
                 s.ticks[k].store(0), s.calls[k].store(0);
         g_self_t0_tsc = self_tsc();
         g_self_t0_ns = self_ns();
@@ -741,15 +773,18 @@ MEMSNAP_PLUGIN_EXPORT void memsnap_torch_bench_mute(int muted)
 
 // For benchmarks (bench/bench_lockstep.py, configuration selftime): what
 // memsnap_torch_bench_mute(3) timed since it was called, as JSON into buf:
-// {"tsc_per_ns": R, "threads": {NAME: [tracker ticks, calls, gauge ticks,
-// calls, recorder ticks, calls], ...}} (threads of one name summed).
+// {"tsc_per_ns": R, "empty_ticks": E, "add_ticks": A, "threads": {NAME:
+// [tracker ticks, calls, gauge ticks, calls, recorder ticks, calls,
+// autograd state ticks, calls], ...}} (threads of one name summed; E an
+// empty interval's reading, A what one count costs its enclosing interval).
 // Returns the length written (0: buf too small).
 MEMSNAP_PLUGIN_EXPORT size_t memsnap_torch_bench_selftime(char* buf, size_t len)
 {
     using namespace memsnap_plugin;
     uint64_t dt = self_tsc() - g_self_t0_tsc, dn = self_ns() - g_self_t0_ns;
     std::string out = "{\"tsc_per_ns\": " + std::to_string(dn ? (double)dt / (double)dn : 0.0) +
-                      ", \"threads\": {";
+                      ", \"empty_ticks\": " + std::to_string(g_self_empty) +
+                      ", \"add_ticks\": " + std::to_string(g_self_add) + ", \"threads\": {";
     int n = std::min(g_self_n.load(), kSelfSlots);
     bool first = true;
     for (int i = 0; i < n; i++) {
@@ -759,11 +794,11 @@ MEMSNAP_PLUGIN_EXPORT size_t memsnap_torch_bench_selftime(char* buf, size_t len)
             dup = strncmp(g_self[j].name, s.name, sizeof s.name) == 0;
         if (dup)
             continue;
-        uint64_t v[6] = {0, 0, 0, 0, 0, 0};
+        uint64_t v[2 * kSelfKinds] = {};
         for (int j = i; j < n; j++) {
             if (strncmp(g_self[j].name, s.name, sizeof s.name) != 0)
                 continue;
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < kSelfKinds; k++) {
                 v[2 * k] += g_self[j].ticks[k].load();
                 v[2 * k + 1] += g_self[j].calls[k].load();
             }
@@ -772,7 +807,7 @@ MEMSNAP_PLUGIN_EXPORT size_t memsnap_torch_bench_selftime(char* buf, size_t len)
         for (const char* c = s.name; c < s.name + sizeof s.name && *c; c++)
             name += (*c == '"' || *c == '\\' || (unsigned char)*c <= 32) ? '_' : *c;
         out += (first ? "\"" : ", \"") + name + "\": [";
-        for (int k = 0; k < 6; k++)
+        for (int k = 0; k < 2 * kSelfKinds; k++)
             out += (k ? ", " : "") + std::to_string(v[k]);
         out += "]";
         first = false;
