@@ -692,7 +692,7 @@ typedef struct self_slot {
 } self_slot;
 static self_slot self_slots[SELF_SLOTS];
 static _Atomic int self_n;
-static __thread self_slot *t_self;
+static MSNAP_TLS self_slot *t_self;
 
 static void selftime_add(uint64_t stack_ticks, uint64_t emit_ticks)
 {
