@@ -365,6 +365,15 @@ def command(name, a, builds):
         env["MEMSNAP_WRITER_CPUS"] = getattr(a, "writer_cpus", None) or "15"
     if base == "nowatch":
         env["MEMSNAP_PYTHON_WATCH"] = "0"
+    if base == "tlsie":
+        # the defaults with a plugin built with MEMSNAP_TORCH_TLS_IE (the
+        # thread's state in initial-exec TLS), from the folder that
+        # MEMSNAP_BENCH_PLUGIN_IE_DIR names (tests/gpu/lease_all.sh builds it)
+        d = os.environ.get("MEMSNAP_BENCH_PLUGIN_IE_DIR")
+        if not d:
+            raise SystemExit("bench_overhead.py: tlsie needs MEMSNAP_BENCH_PLUGIN_IE_DIR")
+        env["MEMSNAP_TORCH_PLUGIN_DIR"] = d
+        return run + ["--"], env
     if re.fullmatch(r"q[0-9]+k", base):
         # the queue's capacity, in 1024 events (65536 by default, 128 bytes
         # each): whether a queue whose slots stay in the caches costs an

@@ -35,10 +35,13 @@ inline uint64_t tsc()
 // not.  pollute_kb > 0: that many KiB written between two blocks (the
 // caches as PyTorch's allocator and the step leave them between our
 // calls), and only the block's five calls timed (TSC, converted with the
-// rate measured over the run).
+// rate measured over the run); each: written before each of the five
+// calls as well, as PyTorch's allocator leaves the caches between them.
 extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks_cold(int sizes, long n,
-                                                                                  long pollute_kb)
+                                                                                  long pollute_kb,
+                                                                                  int each)
 {
+    each = each && pollute_kb > 0;
     using namespace memsnap_plugin;
     g_hot.read_total = read_total;
     g_hot.emit = emit;
@@ -59,16 +62,35 @@ extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks_col
             if (pb)
                 for (size_t k = 0; k < pb; k += 64)
                     junk[k] = (char)(k + i);
-            uint64_t a = pb ? tsc() : 0;
-            on_entry(MEMSNAP_TORCH_ALLOC, 0, p, 4000, 0, 0);
-            total += 4096;
-            on_gauge(total);
-            total -= 4096;
-            on_gauge(total);
-            on_entry(MEMSNAP_TORCH_FREE_REQUESTED, 0, p, 4000, 0, 0);
-            on_entry(MEMSNAP_TORCH_FREE_COMPLETED, 0, p, 4000, 0, 0);
-            if (pb)
+            if (!each) {
+                uint64_t a = pb ? tsc() : 0;
+                on_entry(MEMSNAP_TORCH_ALLOC, 0, p, 4000, 0, 0);
+                total += 4096;
+                on_gauge(total);
+                total -= 4096;
+                on_gauge(total);
+                on_entry(MEMSNAP_TORCH_FREE_REQUESTED, 0, p, 4000, 0, 0);
+                on_entry(MEMSNAP_TORCH_FREE_COMPLETED, 0, p, 4000, 0, 0);
+                if (pb)
+                    in += tsc() - a;
+                continue;
+            }
+            // each call alone, the caches written between (as PyTorch's
+            // allocator leaves them between its calls to ours)
+            for (int c = 0; c < 5; c++) {
+                if (c)
+                    for (size_t k = 0; k < pb; k += 64)
+                        junk[k] = (char)(k + i + c);
+                uint64_t a = tsc();
+                switch (c) {
+                case 0: on_entry(MEMSNAP_TORCH_ALLOC, 0, p, 4000, 0, 0); total += 4096; break;
+                case 1: on_gauge(total); total -= 4096; break;
+                case 2: on_gauge(total); break;
+                case 3: on_entry(MEMSNAP_TORCH_FREE_REQUESTED, 0, p, 4000, 0, 0); break;
+                default: on_entry(MEMSNAP_TORCH_FREE_COMPLETED, 0, p, 4000, 0, 0); break;
+                }
                 in += tsc() - a;
+            }
         }
         uint64_t ns = now_ns() - t0, ticks = tsc() - c0;
         t[r] = pb ? (double)in * (double)ns / (double)ticks / (double)n : (double)ns / (double)n;
@@ -79,5 +101,5 @@ extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks_col
 
 extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks(int sizes, long n)
 {
-    return bench_plugin_blocks_cold(sizes, n, 0);
+    return bench_plugin_blocks_cold(sizes, n, 0, 0);
 }

@@ -182,7 +182,20 @@ struct alignas(64) ThreadState {
     int64_t gauge;                     // the last gauge on this thread that no ALLOC took
     bool gauge_set;
 };
+// MEMSNAP_TORCH_TLS_IE (MEMSNAP_TORCH_CXXFLAGS=-DMEMSNAP_TORCH_TLS_IE at
+// torch-setup): the state in initial-exec TLS, at a fixed offset from the
+// thread pointer, rather than through __tls_get_addr and the DTV, as a
+// dlopened library's thread_local is reached.  On the stand-in with the
+// caches cold before each call (bench_torch_plugin LIB 5000 1024 each) a
+// block's five calls cost about 185 ns against 260; not the default until
+// measured on a GPU, since dlopen refuses such a library where glibc's
+// static TLS reserve is spent ("cannot allocate memory in static TLS
+// block").
+#ifdef MEMSNAP_TORCH_TLS_IE
+static __thread ThreadState t_state __attribute__((tls_model("initial-exec")));
+#else
 thread_local ThreadState t_state;
+#endif
 
 Device g_dev[kDevices];
 bool g_gauge_found;                    // gauges followed ALLOC entries when the plugin attached

@@ -102,6 +102,17 @@ if [ -n "${LEASE_OLD_WHEEL:-}" ]; then
         exit 1                  # NAME@old rows would be the new build's
     fi
 fi
+# configuration tlsie: the plugin built again with its thread's state in
+# initial-exec TLS (MEMSNAP_TORCH_TLS_IE), in a folder of its own
+case ",${LEASE_28LS_CONFIGS:-}," in *,tlsie,*)
+    export MEMSNAP_BENCH_PLUGIN_IE_DIR=/tmp/msnap-plugin-ie
+    rm -rf "$MEMSNAP_BENCH_PLUGIN_IE_DIR"
+    MEMSNAP_TORCH_CXXFLAGS=-DMEMSNAP_TORCH_TLS_IE "$M" torch-setup --python "$(command -v "$py")" \
+        --out-dir "$MEMSNAP_BENCH_PLUGIN_IE_DIR" 2>&1 | tail -1 | tee -a "$log"
+    ls "$MEMSNAP_BENCH_PLUGIN_IE_DIR"/libmemsnap_torch-*.so >/dev/null 2>&1 ||
+        { say "FAIL: the initial-exec plugin did not build"; exit 1; }
+    ;;
+esac
 say "setup done; parts $parts"
 
 # lockstep PART BUDGET WORKLOAD CONFIGS ROUNDS
