@@ -187,7 +187,8 @@ struct alignas(64) ThreadState {
 // thread pointer, rather than through __tls_get_addr and the DTV, as a
 // dlopened library's thread_local is reached.  On the stand-in with the
 // caches cold before each call (bench_torch_plugin LIB 5000 1024 each) a
-// block's five calls cost about 185 ns against 260; not the default until
+// block's five calls cost 147 ns against 187 (medians of 10 alternating
+// runs; docs/benchmarks.md, *timed in situ*); not the default until
 // measured on a GPU, since dlopen refuses such a library where glibc's
 // static TLS reserve is spent ("cannot allocate memory in static TLS
 // block").
