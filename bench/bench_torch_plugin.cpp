@@ -10,26 +10,12 @@
 #include "../torch/memsnap_torch.cpp"
 
 #include <algorithm>
-#include <time.h>
 
 namespace {
 int64_t total;
 int64_t read_total(int) { return total; }
 void emit(int, int, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t) { __asm__ volatile("" ::: "memory"); }
-uint64_t now_ns()
-{
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 }  // namespace
-
-inline uint64_t tsc()
-{
-    uint32_t lo, hi;
-    __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-    return ((uint64_t)hi << 32) | lo;
-}
 
 // ns per block (median of 7 runs of n blocks), with gauges (sizes 1) or
 // not.  pollute_kb > 0: that many KiB written between two blocks (the
@@ -56,14 +42,14 @@ extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks_col
     }
     double t[7];
     for (int r = 0; r < 7; r++) {
-        uint64_t t0 = now_ns(), c0 = tsc(), in = 0;
+        uint64_t t0 = self_ns(), c0 = self_tsc(), in = 0;
         for (long i = 0; i < n; i++) {
             uint64_t p = 0x7f0000000000ull + (uint64_t)(i & 1023) * 4096;
             if (pb)
                 for (size_t k = 0; k < pb; k += 64)
                     junk[k] = (char)(k + i);
             if (!each) {
-                uint64_t a = pb ? tsc() : 0;
+                uint64_t a = pb ? self_tsc() : 0;
                 on_entry(MEMSNAP_TORCH_ALLOC, 0, p, 4000, 0, 0);
                 total += 4096;
                 on_gauge(total);
@@ -72,7 +58,7 @@ extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks_col
                 on_entry(MEMSNAP_TORCH_FREE_REQUESTED, 0, p, 4000, 0, 0);
                 on_entry(MEMSNAP_TORCH_FREE_COMPLETED, 0, p, 4000, 0, 0);
                 if (pb)
-                    in += tsc() - a;
+                    in += self_tsc() - a;
                 continue;
             }
             // each call alone, the caches written between (as PyTorch's
@@ -81,7 +67,7 @@ extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks_col
                 if (c)
                     for (size_t k = 0; k < pb; k += 64)
                         junk[k] = (char)(k + i + c);
-                uint64_t a = tsc();
+                uint64_t a = self_tsc();
                 switch (c) {
                 case 0: on_entry(MEMSNAP_TORCH_ALLOC, 0, p, 4000, 0, 0); total += 4096; break;
                 case 1: on_gauge(total); total -= 4096; break;
@@ -89,17 +75,12 @@ extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks_col
                 case 3: on_entry(MEMSNAP_TORCH_FREE_REQUESTED, 0, p, 4000, 0, 0); break;
                 default: on_entry(MEMSNAP_TORCH_FREE_COMPLETED, 0, p, 4000, 0, 0); break;
                 }
-                in += tsc() - a;
+                in += self_tsc() - a;
             }
         }
-        uint64_t ns = now_ns() - t0, ticks = tsc() - c0;
+        uint64_t ns = self_ns() - t0, ticks = self_tsc() - c0;
         t[r] = pb ? (double)in * (double)ns / (double)ticks / (double)n : (double)ns / (double)n;
     }
     std::sort(t, t + 7);
     return t[3];
-}
-
-extern "C" __attribute__((visibility("default"))) double bench_plugin_blocks(int sizes, long n)
-{
-    return bench_plugin_blocks_cold(sizes, n, 0, 0);
 }
